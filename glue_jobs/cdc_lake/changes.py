@@ -1,0 +1,102 @@
+"""Ordering change rows in DMS order and reducing each key to its last change (DataFrame → DataFrame)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lake.config import TableSpec
+from cdc_lake.reader import CHANGE_SEQ, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW
+
+
+def dms_order(use_change_sequence: bool) -> Column:
+    """A sortable struct giving each change row its place in DMS order.
+
+    File order (LOAD files, then CDC files by name) then row order; AR_H_CHANGE_SEQ, when configured,
+    orders CDC rows first. The DMS timestamp column is never used: full-load rows carry the transfer
+    time, later than cached changes, and many changes share one timestamp.
+    """
+    if not use_change_sequence:
+        return F.struct(F.col(FILE_SEQ).alias("file"), F.col(ROW).alias("row"))
+    # Full-load rows carry no sequence; their phase puts them before every CDC row.
+    sequence = F.when(F.col(PHASE) == 1, F.lpad(F.col(CHANGE_SEQ), 40, "0"))
+    return F.struct(
+        F.col(PHASE).alias("phase"),
+        sequence.alias("sequence"),
+        F.col(FILE_SEQ).alias("file"),
+        F.col(ROW).alias("row"),
+    )
+
+
+def last_change_per_key(changes: DataFrame, table: TableSpec, use_change_sequence: bool) -> DataFrame:
+    """One row per primary key: the key's last change in DMS order, with its ``_op``.
+
+    ``max_by`` over a unique order is deterministic and aggregates partially before the shuffle,
+    cheaper than a window sort over all rows.
+    """
+    payload = F.struct(*[F.col(f"`{c}`") for c in table.value_columns], F.col(OP).alias(OP))
+    reduced = changes.groupBy(*[F.col(f"`{k}`") for k in table.primary_key]).agg(
+        F.max_by(payload, dms_order(use_change_sequence)).alias("_last")
+    )
+    return reduced.select(
+        *[F.col(f"`{k}`") for k in table.primary_key],
+        *[F.col("_last").getField(c).alias(c) for c in table.value_columns],
+        F.col("_last").getField(OP).alias(OP),
+    )
+
+
+@dataclass(frozen=True)
+class ChangeCounts:
+    """How many change rows of each kind a batch held."""
+
+    inserts: int
+    updates: int
+    deletes: int
+
+    @property
+    def total(self) -> int:
+        return self.inserts + self.updates + self.deletes
+
+    def as_dict(self) -> dict[str, int]:
+        return {"I": self.inserts, "U": self.updates, "D": self.deletes}
+
+
+def count_changes(changes: DataFrame) -> ChangeCounts:
+    row = changes.agg(
+        F.count(F.when(F.col(OP) == "I", 1)).alias("I"),
+        F.count(F.when(F.col(OP) == "U", 1)).alias("U"),
+        F.count(F.when(F.col(OP) == "D", 1)).alias("D"),
+    ).first()
+    assert row is not None
+    return ChangeCounts(inserts=row["I"], updates=row["U"], deletes=row["D"])
+
+
+def describe_problems(changes: DataFrame, limit: int = 10) -> tuple[list[str], int]:
+    """Messages for the first bad rows (file, 1-based row, column, fault, value) and the total count.
+
+    Row numbers are positions among the file's data rows (records, so a quoted multi-line value counts
+    once). CSV positions come from the in-order read of the whole file; Parquet ones are exact indices.
+    """
+    bad = changes.filter(F.col(PROBLEM).isNotNull())
+    total = bad.count()
+    if total == 0:
+        return [], 0
+    first_row = changes.groupBy(FILE).agg(F.min(ROW).alias("_first"))
+    located = (
+        bad.join(first_row, on=FILE)
+        .select(
+            FILE,
+            (F.col(ROW) - F.col("_first") + 1).alias("_line"),
+            PROBLEM,
+        )
+        .orderBy(F.col(FILE), F.col("_line"))
+        .limit(limit)
+    )
+    messages = []
+    for row in located.collect():
+        problem = row[PROBLEM]
+        value = "NULL" if problem["value"] is None else repr(problem["value"])
+        messages.append(f"{row[FILE]}: row {row['_line']}, column {problem['column']}: {problem['fault']} (value {value})")
+    return messages, total

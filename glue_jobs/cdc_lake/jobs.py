@@ -1,0 +1,110 @@
+"""The two Glue jobs as library functions: typed options in, one replay run out.
+
+``full_load`` is started for LOAD files and ``cdc_replay`` for CDC files; both apply every pending file
+of the table up to the triggering one, so either recovers from the other's lost events.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import PipelineConfig, load_config, parse_config_text
+from cdc_lake.dms_files import FileKind, parse_key
+from cdc_lake.exceptions import NotADmsFileError
+from cdc_lake.lake import LakeLocation
+from cdc_lake.replay import RunResult, apply_up_to
+from cdc_lake.storage import ObjectStore, S3Store
+
+log = logging.getLogger(__name__)
+
+JobKind = Literal["full_load", "cdc_replay"]
+JOB_FILE_KIND: dict[str, FileKind] = {"full_load": FileKind.FULL_LOAD, "cdc_replay": FileKind.CDC}
+REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
+OPTIONAL_ARGUMENTS = {"catalog": "glue_catalog", "database": ""}
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Arguments of a job run; the Lambda passes bucket, key and table, the job defines the rest."""
+
+    config_uri: str
+    bucket: str
+    key: str
+    table: str
+    catalog: str = "glue_catalog"
+    database: str = ""  # empty: the configuration's lake.database
+
+    @classmethod
+    def from_sys_argv(cls, argv: Sequence[str]) -> JobOptions:
+        from awsglue.utils import getResolvedOptions
+
+        present = [name for name in OPTIONAL_ARGUMENTS if f"--{name}" in argv]
+        resolved = getResolvedOptions(list(argv), [*REQUIRED_ARGUMENTS, *present])
+        return cls.from_options(resolved)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> JobOptions:
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix."""
+        plain = {k.removeprefix("--"): v for k, v in options.items()}
+        missing = [name for name in REQUIRED_ARGUMENTS if not plain.get(name)]
+        if missing:
+            raise ValueError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
+        known = {*REQUIRED_ARGUMENTS, *OPTIONAL_ARGUMENTS}
+        return cls(**{k: v for k, v in plain.items() if k in known})
+
+
+def read_config(uri: str) -> PipelineConfig:
+    """Load the table configuration from a local path or an s3:// URI."""
+    if uri.startswith("s3://"):
+        import boto3
+
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
+        return parse_config_text(body, uri)
+    return load_config(uri)
+
+
+def run_job(
+    kind: JobKind,
+    options: JobOptions,
+    spark: SparkSession,
+    *,
+    config: PipelineConfig | None = None,
+    store: ObjectStore | None = None,
+) -> RunResult:
+    """Run one job: check the file suits this job, then apply the table's pending files up to it."""
+    config = config or read_config(options.config_uri)
+    dms_file = parse_key(options.key, config)
+    if dms_file.kind is not JOB_FILE_KIND[kind]:
+        raise NotADmsFileError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
+    location = LakeLocation(options.catalog, options.database or config.lake.database)
+    store = store or S3Store(options.bucket)
+    result = apply_up_to(spark, config, location, store, options.key, options.table)
+    if result.already_applied:
+        log.info("%s: %s already applied", options.table, options.key)
+    else:
+        log.info(
+            "%s: applied %d file(s) up to %s in snapshot %s: %s, %d key(s) changed",
+            result.table,
+            len(result.applied_files),
+            options.key,
+            result.snapshot_id,
+            result.counts.as_dict() if result.counts else {},
+            result.keys_changed,
+        )
+    return result
+
+
+def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> RunResult:
+    """Entry point of the Glue scripts: resolve arguments, use Glue's Spark session, run."""
+    from cdc_lake.session import glue_spark_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
+    return run_job(kind, options, glue_spark_session())

@@ -1,0 +1,92 @@
+"""Where DMS files are read from: an S3 bucket on AWS, a landing folder on a laptop."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    size: int
+    etag: str | None
+
+
+class ObjectStore(Protocol):
+    """The few object-store operations the jobs need, so they run the same on S3 and locally."""
+
+    def list(self, prefix: str) -> list[StoredObject]: ...
+
+    def uri(self, key: str) -> str: ...
+
+
+def normalize_etag(etag: str | None) -> str | None:
+    return etag.strip('"') if etag else None
+
+
+class S3Store:
+    """A bucket read through boto3; the client is built only when not injected."""
+
+    def __init__(self, bucket: str, client: Any | None = None) -> None:
+        self.bucket = bucket
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        self._client = client
+
+    def list(self, prefix: str) -> list[StoredObject]:
+        objects = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                objects.append(StoredObject(item["Key"], int(item["Size"]), normalize_etag(item.get("ETag"))))
+        return objects
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+class LocalFolderStore:
+    """A folder standing in for the raw bucket; keys are paths relative to it.
+
+    ETags are MD5 digests of the content, as S3 gives for single-part uploads, cached by size and mtime.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self._etags: dict[tuple[str, int, int], str] = {}
+
+    def list(self, prefix: str) -> list[StoredObject]:
+        base = self.root / prefix if prefix else self.root
+        start = base if base.is_dir() else base.parent
+        if not start.exists():
+            return []
+        objects = []
+        for folder, _dirs, names in os.walk(start):
+            for name in names:
+                path = Path(folder) / name
+                key = path.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    objects.append(self.stat(key))
+        return sorted(objects, key=lambda o: o.key)
+
+    def stat(self, key: str) -> StoredObject:
+        path = self.root / key
+        info = path.stat()
+        cache_key = (key, info.st_size, info.st_mtime_ns)
+        etag = self._etags.get(cache_key)
+        if etag is None:
+            digest = hashlib.md5(usedforsecurity=False)
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            etag = self._etags[cache_key] = digest.hexdigest()
+        return StoredObject(key, info.st_size, etag)
+
+    def uri(self, key: str) -> str:
+        return str(self.root / key)
