@@ -1,0 +1,319 @@
+"""The S3-triggered Lambda: route each DMS file to its Glue job and start the run.
+
+``handle`` is the whole behaviour with its clients injected; the local runtime calls it with a local stand-in
+for Glue. ``lambda_handler`` only adds what the deployed function needs: Powertools logging and metrics, and
+the configuration and clients built once per container from environment variables.
+
+Nothing is dropped silently: every object that starts no run is logged with its reason, and when Glue still
+refuses a run after the retries the invocation fails, so Lambda's asynchronous retries and then the on-failure
+destination keep the event.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from cdc_lake.config import PipelineConfig, load_config, parse_config_text
+from cdc_lake.exceptions import CdcLakeError, ConfigError
+
+from dms_trigger.routing import (
+    JOB_KINDS,
+    UNKNOWN_TABLE,
+    IgnoredObject,
+    JobKind,
+    JobRunRequest,
+    read_event,
+    route,
+)
+
+# Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
+CONFIG_ENV = "CDC_LAKE_CONFIG"
+FULL_LOAD_JOB_ENV = "FULL_LOAD_JOB_NAME"
+CDC_REPLAY_JOB_ENV = "CDC_REPLAY_JOB_NAME"
+JOB_NAME_ENV: Mapping[JobKind, str] = {"full_load": FULL_LOAD_JOB_ENV, "cdc_replay": CDC_REPLAY_JOB_ENV}
+SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
+METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
+DEFAULT_SERVICE_NAME = "cdc-lake-trigger"
+DEFAULT_METRICS_NAMESPACE = "CdcLake"
+
+# Metric names (Count).
+JOB_RUNS_STARTED = "JobRunsStarted"
+JOB_START_FAILURES = "JobStartFailures"
+IGNORED_OBJECTS = "IgnoredObjects"
+UNKNOWN_TABLE_OBJECTS = "UnknownTableObjects"
+
+# Glue refusals worth waiting out: too many runs of the job or in the account, throttling, Glue-side faults.
+RETRYABLE_ERROR_CODES = frozenset(
+    {
+        "ConcurrentRunsExceededException",
+        "ResourceNumberLimitExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "InternalServiceException",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "OperationTimeoutException",
+    }
+)
+MAX_RETRY_DELAY = 20.0
+
+_log = logging.getLogger(__name__)
+
+
+class JobStartError(CdcLakeError):
+    """Raised when Glue refused one or more job runs after every retry; the invocation fails and the event is kept."""
+
+    def __init__(self, failures: list[tuple[JobRunRequest, Exception]]) -> None:
+        self.failures = failures
+        lines = [f"  {r.job} for s3://{r.bucket}/{r.key} ({r.table}): {error}" for r, error in failures]
+        super().__init__(f"Glue refused {len(failures)} job run(s):\n" + "\n".join(lines))
+
+
+class LogSink(Protocol):
+    """What handle() needs of a logger: a Powertools Logger or a standard logging.Logger."""
+
+    def info(self, msg: object, *args: object, extra: Mapping[str, object] | None = None) -> None: ...
+
+    def warning(self, msg: object, *args: object, extra: Mapping[str, object] | None = None) -> None: ...
+
+    def error(self, msg: object, *args: object, extra: Mapping[str, object] | None = None) -> None: ...
+
+
+class MetricSink(Protocol):
+    """What handle() needs of a metrics recorder: Powertools Metrics has it."""
+
+    def add_metric(self, name: str, unit: MetricUnit, value: float) -> None: ...
+
+
+def is_retryable(error: ClientError) -> bool:
+    """True when Glue's refusal is temporary: retryable error code or an HTTP 5xx."""
+    code = error.response.get("Error", {}).get("Code", "")
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return code in RETRYABLE_ERROR_CODES or int(status or 0) >= 500
+
+
+class GlueJobStarter:
+    """The one place that calls Glue: start_job_run with retries on temporary refusals."""
+
+    def __init__(
+        self,
+        glue_client: Any,
+        job_names: Mapping[JobKind, str],
+        *,
+        max_attempts: int = 5,
+        base_delay: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        missing = [kind for kind in JOB_KINDS if not job_names.get(kind)]
+        if missing:
+            raise ConfigError(f"no Glue job name for {missing}; set {[JOB_NAME_ENV[k] for k in missing]}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.glue_client = glue_client
+        self.job_names = dict(job_names)
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.sleep = sleep
+
+    def start(self, request: JobRunRequest) -> str:
+        """Start the job run and return its JobRunId.
+
+        Retryable refusals are retried with exponential backoff and jitter; the last one is raised after
+        ``max_attempts``. Other errors (EntityNotFoundException, InvalidInputException, AccessDenied…) are
+        raised at once: waiting would not fix them.
+        """
+        job_name = self.job_names[request.job]
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                response = self.glue_client.start_job_run(JobName=job_name, Arguments=request.arguments())
+                return str(response["JobRunId"])
+            except ClientError as error:
+                if not is_retryable(error) or attempt == self.max_attempts:
+                    raise
+                delay = self.backoff(attempt)
+                _log.warning(
+                    "Glue refused %s for %s (attempt %d/%d): %s; retrying in %.2fs",
+                    job_name,
+                    request.key,
+                    attempt,
+                    self.max_attempts,
+                    error.response.get("Error", {}).get("Code"),
+                    delay,
+                )
+                self.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def backoff(self, attempt: int) -> float:
+        """Delay after the given failed attempt: exponential, capped, with equal jitter (between half and all)."""
+        ceiling = min(MAX_RETRY_DELAY, self.base_delay * 2 ** (attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def handle(
+    event: Mapping[str, Any],
+    *,
+    config: PipelineConfig,
+    glue_client: Any,
+    job_names: Mapping[JobKind, str],
+    logger: LogSink | None = None,
+    metrics: MetricSink | None = None,
+) -> list[str]:
+    """Start one Glue job run per DMS data file in the event; return the JobRunIds started.
+
+    Each ignored object gets one structured log line (a warning and the UnknownTableObjects metric for
+    files of tables not in the configuration). If any run is still refused after the retries, the others
+    are started anyway and JobStartError is raised, so the invocation fails and Lambda keeps the event.
+
+    A duplicated or re-delivered event is harmless, and so is the re-run of the requests that succeeded
+    when Lambda retries a failed invocation: the CDC job applies every pending file of the table up to the
+    triggering one and records the applied files in the same Iceberg commit, so a second run for an
+    applied file finds nothing left to apply.
+    """
+    log: LogSink = logger if logger is not None else _log
+    created, ignored = read_event(event)
+    requests, not_routed = route(created, config)
+    ignored.extend(not_routed)
+    for item in ignored:
+        _log_ignored(log, item)
+
+    starter = GlueJobStarter(glue_client, job_names)
+    run_ids: list[str] = []
+    failures: list[tuple[JobRunRequest, Exception]] = []
+    for request in requests:
+        try:
+            run_id = starter.start(request)
+        except (ClientError, BotoCoreError) as error:
+            failures.append((request, error))
+            log.error(
+                "Glue refused %s for s3://%s/%s: %s",
+                request.job,
+                request.bucket,
+                request.key,
+                error,
+                extra={**_request_fields(request), "error": str(error)},
+            )
+            continue
+        run_ids.append(run_id)
+        log.info(
+            "Started %s run %s for s3://%s/%s",
+            request.job,
+            run_id,
+            request.bucket,
+            request.key,
+            extra={**_request_fields(request), "job_name": starter.job_names[request.job], "run_id": run_id},
+        )
+
+    if metrics is not None:
+        unknown = sum(1 for item in ignored if item.category == UNKNOWN_TABLE)
+        metrics.add_metric(name=JOB_RUNS_STARTED, unit=MetricUnit.Count, value=len(run_ids))
+        metrics.add_metric(name=IGNORED_OBJECTS, unit=MetricUnit.Count, value=len(ignored))
+        metrics.add_metric(name=UNKNOWN_TABLE_OBJECTS, unit=MetricUnit.Count, value=unknown)
+        metrics.add_metric(name=JOB_START_FAILURES, unit=MetricUnit.Count, value=len(failures))
+    if failures:
+        raise JobStartError(failures) from failures[0][1]
+    return run_ids
+
+
+def _request_fields(request: JobRunRequest) -> dict[str, object]:
+    return {"job": request.job, "bucket": request.bucket, "key": request.key, "table": request.table}
+
+
+def _log_ignored(log: LogSink, item: IgnoredObject) -> None:
+    fields = {"bucket": item.bucket, "key": item.key, "category": item.category, "reason": item.reason}
+    if item.category == UNKNOWN_TABLE:
+        log.warning("Ignored a file of a table not in the configuration: %s", item.reason, extra=fields)
+    else:
+        log.info("Ignored s3://%s/%s (%s): %s", item.bucket, item.key, item.category, item.reason, extra=fields)
+
+
+def load_pipeline_config(location: str, *, s3_client: Any = None) -> PipelineConfig:
+    """Read the table configuration from a bundled file path (JSON or YAML) or an ``s3://bucket/key`` URI."""
+    if not location.startswith("s3://"):
+        return load_config(location)
+    bucket, _, key = location.removeprefix("s3://").partition("/")
+    if not bucket or not key:
+        raise ConfigError(f"{CONFIG_ENV}={location!r}: expected s3://bucket/key")
+    client = s3_client if s3_client is not None else boto3.client("s3")
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as error:
+        raise ConfigError(f"cannot read configuration {location}: {error}") from error
+    return parse_config_text(body.decode("utf-8"), location)
+
+
+@dataclass(frozen=True)
+class ContainerSettings:
+    """What the deployed function builds once per container."""
+
+    config: PipelineConfig
+    job_names: Mapping[JobKind, str]
+    glue_client: Any
+
+
+def container_settings(environ: Mapping[str, str] | None = None) -> ContainerSettings:
+    """Configuration, job names and Glue client from the environment, built on the first call and then reused."""
+    env = os.environ if environ is None else environ
+    names = (CONFIG_ENV, FULL_LOAD_JOB_ENV, CDC_REPLAY_JOB_ENV)
+    missing = [name for name in names if not env.get(name)]
+    if missing:
+        raise ConfigError(f"environment variable(s) {', '.join(missing)} must be set")
+    return _settings_for(env[CONFIG_ENV], env[FULL_LOAD_JOB_ENV], env[CDC_REPLAY_JOB_ENV])
+
+
+@functools.lru_cache(maxsize=1)
+def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str) -> ContainerSettings:
+    return ContainerSettings(
+        config=load_pipeline_config(config_location),
+        job_names={"full_load": full_load_job, "cdc_replay": cdc_replay_job},
+        glue_client=boto3.client("glue", config=Config(retries={"mode": "standard"})),
+    )
+
+
+def clear_container_settings() -> None:
+    """Forget the cached configuration and clients (tests; a real container never needs it)."""
+    _settings_for.cache_clear()
+
+
+logger = Logger(service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME)
+metrics = Metrics(namespace=os.environ.get(METRICS_NAMESPACE_ENV) or DEFAULT_METRICS_NAMESPACE)
+
+
+@functools.cache
+def _structure_library_logs() -> None:
+    """In the deployed function only: retry warnings from this module and cdc_lake's logs become structured lines
+    with the request context (done on the first invocation, so importing handle() elsewhere changes no logging)."""
+    copy_config_to_registered_loggers(source_logger=logger, include={__name__, "cdc_lake"})
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Entry point of the deployed function (S3 notification or EventBridge rule, invoked asynchronously)."""
+    _structure_library_logs()
+    settings = container_settings()
+    run_ids = handle(
+        event,
+        config=settings.config,
+        glue_client=settings.glue_client,
+        job_names=settings.job_names,
+        logger=logger,
+        metrics=metrics,
+    )
+    return {"job_run_ids": run_ids}
