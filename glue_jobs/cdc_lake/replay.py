@@ -101,7 +101,21 @@ def plan_run(
         elif state.cdc_last is not None and dms_file.order_key <= _order_of(state.cdc_last, config):
             continue
         pending.append(dms_file)
-    if state.cdc_started and (len(load_objects), load_digest(load_objects)) != (state.load_count, state.load_digest):
+    if state.cdc_last is not None:
+        watermark = _order_of(state.cdc_last, config)
+        behind = [f for f in files if not f.is_full_load and f.order_key <= watermark]
+        # Lifecycle rules may expire applied files (fewer listed is fine); more means one landed late.
+        if len(behind) > state.cdc_count:
+            raise ReplayOrderError(
+                f"{table.name}: {len(behind)} CDC files sort at or before the last applied one ({state.cdc_last}) "
+                f"but only {state.cdc_count} were applied: a file landed after later changes were applied; "
+                "applying it now would break DMS order"
+            )
+    # Lifecycle rules may expire LOAD files; the same number with other content means a reload.
+    if state.cdc_started and (
+        len(load_objects) > state.load_count
+        or (len(load_objects) == state.load_count and load_digest(load_objects) != state.load_digest)
+    ):
         raise ReplayOrderError(
             f"{table.name}: its LOAD files changed after CDC files were applied ({state.load_count} applied, "
             f"{len(load_objects)} now listed); DMS reloaded the table? Rebuild the lake table to reload it"

@@ -1,0 +1,201 @@
+"""``cdc-lake``: the pipeline on a laptop (run, trigger, export, generate, demo, check-config)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdc_lake.config import PipelineConfig, load_config
+from cdc_lake.exceptions import CdcLakeError
+
+if TYPE_CHECKING:
+    from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", type=Path, required=True, help="table configuration (YAML or JSON)")
+
+
+def _add_lake(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--warehouse", "-w", type=Path, required=True, help="local Iceberg warehouse folder")
+    parser.add_argument("--database", help="lake database (default: the configuration's lake.database)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cdc-lake", description=__doc__)
+    parser.add_argument("--verbose", "-v", action="store_true", help="log what each run does")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="process every landed file as if each had just landed, in DMS order")
+    _add_config(run)
+    run.add_argument("--landing", "-l", type=Path, required=True, help="folder standing in for the raw bucket")
+    _add_lake(run)
+
+    trigger = commands.add_parser("trigger", help="deliver S3 events for exactly these keys, in this order")
+    _add_config(trigger)
+    trigger.add_argument("--landing", "-l", type=Path, required=True)
+    _add_lake(trigger)
+    trigger.add_argument("keys", nargs="+", metavar="KEY", help="object key relative to the landing folder")
+
+    export = commands.add_parser("export", help="write each lake table as <schema.table>.jsonl")
+    _add_config(export)
+    _add_lake(export)
+    export.add_argument("--out", "-o", type=Path, required=True)
+    export.add_argument("--table", "-t", action="append", help="only this table (repeatable)")
+    export.add_argument("--as-of", type=int, metavar="SNAPSHOT", help="the table as of this snapshot id")
+
+    generate = commands.add_parser("generate", help="write DMS files and the expected final tables")
+    _add_config(generate)
+    generate.add_argument("--out", "-o", type=Path, required=True, help="gets landing/ and expected/")
+    generate.add_argument("--rows", type=int, default=1000, help="source rows per table before the full load")
+    generate.add_argument("--cdc-files", type=int, default=5, help="CDC files per table")
+    generate.add_argument("--changes", type=int, default=200, help="changes per CDC file")
+    generate.add_argument("--load-file-rows", type=int, help="split the full load into LOAD files of this many rows")
+    generate.add_argument("--seed", type=int, default=7)
+    generate.add_argument("--no-edge-cases", action="store_true", help="plain random changes only")
+    generate.add_argument("--table", "-t", action="append", help="only this table (repeatable)")
+
+    demo = commands.add_parser("demo", help="generate a shop database, replicate it, and check the lake")
+    demo.add_argument("--workdir", type=Path, default=Path("demo-output"))
+    demo.add_argument("--rows", type=int, default=5000, help="source rows per table")
+    demo.add_argument("--batches", type=int, default=4, help="CDC batches")
+    demo.add_argument("--config", "-c", type=Path, help="another table configuration (default: the shop demo)")
+
+    check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
+    _add_config(check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(COMMANDS[args.command](args) or 0)
+    except CdcLakeError as error:
+        print(f"cdc-lake: {error}", file=sys.stderr)
+        return 2
+
+
+def _config(args: argparse.Namespace) -> PipelineConfig:
+    return load_config(args.config)
+
+
+def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> LocalPipeline:
+    from cdc_lake.local.runtime import LocalPipeline
+    from cdc_lake.session import local_spark_session
+
+    spark = local_spark_session(args.warehouse)
+    return LocalPipeline(config, args.landing, spark, database=args.database, on_run=_print_run)
+
+
+def _print_run(run: LocalJobRun) -> None:
+    key = run.arguments.get("--key", "?")
+    if run.error:
+        print(f"  FAILED  {key}  ({run.job}, {run.seconds:.1f}s)\n          {run.error.replace(chr(10), chr(10) + '          ')}")
+        return
+    result = run.result
+    assert result is not None
+    if result.already_applied:
+        print(f"  skip    {key}  (already applied)")
+        return
+    counts = result.counts.as_dict() if result.counts else {}
+    print(
+        f"  applied {key}  {len(result.applied_files)} file(s), I {counts.get('I', 0)} U {counts.get('U', 0)} "
+        f"D {counts.get('D', 0)}, {result.keys_changed} key(s), {run.seconds:.1f}s"
+    )
+
+
+def _finish(runs: Sequence[LocalJobRun]) -> int:
+    failed = [r for r in runs if r.error]
+    applied = sum(len(r.result.applied_files) for r in runs if r.result)
+    print(f"{len(runs)} job run(s): {applied} file(s) applied, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _config(args)
+    pipeline = _pipeline(args, config)
+    keys = pipeline.landed_keys()
+    print(f"delivering {len(keys)} landed file(s) from {args.landing}")
+    return _finish(pipeline.deliver(keys))
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    config = _config(args)
+    pipeline = _pipeline(args, config)
+    return _finish(pipeline.deliver(args.keys))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from cdc_lake.export import export_tables
+    from cdc_lake.lake import LakeLocation
+    from cdc_lake.session import LOCAL_CATALOG, local_spark_session
+
+    config = _config(args)
+    spark = local_spark_session(args.warehouse)
+    location = LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+    written = export_tables(spark, config, location, args.out, args.table, args.as_of)
+    for name, rows in written.items():
+        print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from cdc_lake.generator import GeneratorSpec, generate
+
+    config = _config(args)
+    spec = GeneratorSpec(
+        seed=args.seed,
+        initial_rows=args.rows,
+        cdc_files=args.cdc_files,
+        changes_per_file=args.changes,
+        load_file_rows=args.load_file_rows,
+        edge_cases=not args.no_edge_cases,
+    )
+    started = time.monotonic()
+    result = generate(config, args.out, spec, tables=args.table)
+    for table in result.tables:
+        print(
+            f"{table.table}: {len(table.load_files)} LOAD file(s), {len(table.cdc_files)} CDC file(s), "
+            f"changes {table.changes}, expected {table.expected_rows} row(s)"
+        )
+    print(f"landing: {result.landing}\nexpected: {result.expected}\n({time.monotonic() - started:.1f}s)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cdc_lake.demo import run_demo
+
+    return run_demo(args.workdir, rows=args.rows, batches=args.batches, config_path=args.config)
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = _config(args)
+    print(f"{args.config}: valid; DMS format {config.dms.format}, lake database {config.lake.database}")
+    for table in config.tables:
+        print(
+            f"  {table.name} -> {config.lake.database}.{table.lake_table}  key {table.primary_key}  "
+            f"{len(table.columns)} column(s)  prefix {config.table_prefix(table)}"
+        )
+    return 0
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "trigger": cmd_trigger,
+    "export": cmd_export,
+    "generate": cmd_generate,
+    "demo": cmd_demo,
+    "check-config": cmd_check_config,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())

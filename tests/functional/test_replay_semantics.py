@@ -1,0 +1,307 @@
+"""Replay semantics on hand-written DMS files, through real Spark and Iceberg."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.exceptions import DmsInputError, ReplayOrderError
+from cdc_lake.lake import LakeLocation, snapshot_summaries
+from cdc_lake.replay import apply_up_to
+from cdc_lake.storage import LocalFolderStore
+from tests.conftest import write_file
+
+pytestmark = pytest.mark.spark
+
+T = "dms/shop/items/"
+
+
+def config(**dms: object) -> PipelineConfig:
+    return parse_config(
+        {
+            "dms": {"bucket_folder": "dms", **dms},
+            "tables": [
+                {
+                    "name": "shop.items",
+                    "primary_key": ["id"],
+                    "columns": [{"name": "id", "type": "bigint"}, {"name": "label", "type": "string"}],
+                }
+            ],
+        }
+    )
+
+
+def rows(spark, database: str, table: str = "shop_items") -> list[tuple]:
+    frame = spark.table(f"lake.{database}.{table}")
+    return sorted(tuple(r) for r in frame.collect())
+
+
+def apply(spark, cfg: PipelineConfig, database: str, landing: Path, key: str):
+    return apply_up_to(spark, cfg, LakeLocation("lake", database), LocalFolderStore(landing), key)
+
+
+def snapshot_count(spark, cfg: PipelineConfig, database: str) -> int:
+    return len(snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0]))
+
+
+def test_insert_delete_insert_in_one_file_ends_inserted(spark, database, landing):
+    cfg = config()
+    write_file(landing, T + "LOAD00000001.csv", "1,one\n")
+    key = write_file(landing, T + "20250301-120000000.csv", "I,2,a\nD,2,a\nI,2,b\nD,1,one\nI,1,uno\nU,1,eins\n")
+    result = apply(spark, cfg, database, landing, key)
+    assert result.applied_files == [T + "LOAD00000001.csv", key]
+    assert rows(spark, database) == [(1, "eins"), (2, "b")]
+
+
+def test_same_timestamp_changes_follow_row_order_not_timestamp(spark, database, landing):
+    cfg = config(timestamp_column="dms_ts")
+    ts = "2025-03-01 12:00:00.000000"
+    write_file(landing, T + "LOAD00000001.csv", f"{ts},1,a\n")
+    # The later-written change carries an EARLIER timestamp: row order must still win.
+    key = write_file(landing, T + "20250301-120000000.csv", f"U,{ts},1,b\nU,{ts},1,c\nU,2025-01-01 00:00:00.000000,1,d\n")
+    apply(spark, cfg, database, landing, key)
+    assert rows(spark, database) == [(1, "d")]
+
+
+def test_cached_changes_with_older_timestamps_after_the_full_load(spark, database, landing):
+    cfg = config(timestamp_column="dms_ts")
+    # The full load already shows key 1 updated and key 2 deleted; CDC repeats those cached changes
+    # with commit times older than the LOAD rows' transfer time, then goes on.
+    write_file(landing, T + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,after\n")
+    first = write_file(
+        landing,
+        T + "20250301-120600000.csv",
+        "I,2025-03-01 12:00:00.000000,2,temp\nU,2025-03-01 12:01:00.000000,1,after\n"
+        "D,2025-03-01 12:02:00.000000,2,temp\nI,2025-03-01 12:06:00.000000,3,new\n",
+    )
+    apply(spark, cfg, database, landing, T + "LOAD00000001.csv")
+    apply(spark, cfg, database, landing, first)
+    assert rows(spark, database) == [(1, "after"), (3, "new")]
+
+
+def test_ghost_keys_update_is_upsert_delete_is_no_op(spark, database, landing):
+    cfg = config()
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n")
+    key = write_file(landing, T + "20250301-120000000.csv", "U,7,ghost\nD,8,never\nI,1,again\n")
+    apply(spark, cfg, database, landing, key)
+    assert rows(spark, database) == [(1, "again"), (7, "ghost")]
+
+
+def test_later_trigger_applies_earlier_files_and_repeats_change_nothing(spark, database, landing):
+    cfg = config()
+    load = write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
+    cdc1 = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\n")
+    cdc2 = write_file(landing, T + "20250301-120100000.csv", "U,1,a2\nD,2,b\n")
+    result = apply(spark, cfg, database, landing, cdc2)
+    assert result.applied_files == [load, cdc1, cdc2]
+    assert snapshot_count(spark, cfg, database) == 1
+    for repeat in (cdc1, load, cdc2, cdc2):
+        assert apply(spark, cfg, database, landing, repeat).already_applied
+    assert snapshot_count(spark, cfg, database) == 1
+    cdc3 = write_file(landing, T + "20250301-120200000.csv", "I,3,c\n")
+    assert apply(spark, cfg, database, landing, cdc3).applied_files == [cdc3]
+    assert rows(spark, database) == [(1, "a2"), (3, "c")]
+
+
+def test_hex_load_counter_and_cdc_name_order(spark, database, landing):
+    cfg = config()
+    # LOAD0000000A sorts after LOAD00000009 by counter; both load the same key, the later one wins.
+    write_file(landing, T + "LOAD00000009.csv", "1,nine\n")
+    write_file(landing, T + "LOAD0000000A.csv", "1,ten\n")
+    write_file(landing, T + "20250301-120000000.csv", "U,2,first\n")
+    last = write_file(landing, T + "20250301-120000001.csv", "U,2,second\n")
+    apply(spark, cfg, database, landing, last)
+    assert rows(spark, database) == [(1, "ten"), (2, "second")]
+
+
+def test_csv_row_order_survives_split_reads(spark, database, landing):
+    cfg = config()
+    lines = [f"U,{i % 7},v{i:05d}\n" for i in range(6000)]
+    key = write_file(landing, T + "20250301-120000000.csv", "".join(lines))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
+    try:
+        apply(spark, cfg, database, landing, key)
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    expected = {i % 7: f"v{i:05d}" for i in range(6000)}
+    assert rows(spark, database) == sorted(expected.items())
+
+
+def test_parquet_row_order_survives_split_reads(spark, database, landing):
+    cfg = config(format="parquet")
+    count = 20000
+    table = pa.table(
+        {
+            "Op": ["U"] * count,
+            "id": pa.array([i % 11 for i in range(count)], pa.int64()),
+            "label": [f"v{i:05d}" for i in range(count)],
+        }
+    )
+    path = landing / T / "20250301-120000000.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(table, path, row_group_size=500)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
+    try:
+        apply(spark, cfg, database, landing, T + "20250301-120000000.parquet")
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    expected = {i % 11: f"v{i:05d}" for i in range(count)}
+    assert rows(spark, database) == sorted(expected.items())
+
+
+def test_change_sequence_orders_cdc_rows(spark, database, landing):
+    cfg = config(change_sequence_column="ar_h_change_seq")
+    write_file(landing, T + "LOAD00000001.csv", "1,loaded,\n")
+    seq = "20250301120000000000{:015d}"
+    key = write_file(
+        landing,
+        T + "20250301-120000000.csv",
+        f"U,1,second,{seq.format(2)}\nU,1,first,{seq.format(1)}\nI,2,x,{seq.format(3)}\n",
+    )
+    apply(spark, cfg, database, landing, key)
+    assert rows(spark, database) == [(1, "second"), (2, "x")]
+
+
+@pytest.mark.parametrize(
+    ("content", "row", "column", "fault"),
+    [
+        ("I,1,a\nI,2,b,extra\n", 2, "(row)", "malformed CSV row"),
+        ("I,1,a\nI,2,b\nU,x3,c\n", 3, "id", "cannot parse as bigint"),
+        ("I,1,a\nX,2,b\n", 2, "Op", "unknown Op"),
+        ("I,NULL,a\n", 1, "id", "NULL primary key"),
+    ],
+    ids=["malformed", "unparsable", "unknown-op", "null-key"],
+)
+def test_bad_input_is_refused_naming_file_row_and_column(spark, database, landing, content, row, column, fault):
+    cfg = config()
+    load = write_file(landing, T + "LOAD00000001.csv", "1,kept\n")
+    apply(spark, cfg, database, landing, load)
+    before = snapshot_count(spark, cfg, database)
+    bad = write_file(landing, T + "20250301-120000000.csv", content)
+    with pytest.raises(DmsInputError) as raised:
+        apply(spark, cfg, database, landing, bad)
+    message = str(raised.value)
+    assert f"{bad}: row {row}, column {column}: {fault}" in message
+    assert rows(spark, database) == [(1, "kept")]
+    assert snapshot_count(spark, cfg, database) == before
+    assert (landing / bad).read_text() == content
+    # Fixed in place, the same file then applies.
+    (landing / bad).write_text("U,1,fixed\n")
+    apply(spark, cfg, database, landing, bad)
+    assert rows(spark, database) == [(1, "fixed")]
+
+
+def test_late_cdc_file_is_refused(spark, database, landing):
+    cfg = config()
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n")
+    applied = write_file(landing, T + "20250301-120100000.csv", "U,1,b\n")
+    apply(spark, cfg, database, landing, applied)
+    late = write_file(landing, T + "20250301-120000000.csv", "U,1,older\n")
+    with pytest.raises(ReplayOrderError, match="landed after later changes"):
+        apply(spark, cfg, database, landing, late)
+    assert rows(spark, database) == [(1, "b")]
+
+
+def test_rewritten_load_file_is_refused(spark, database, landing):
+    cfg = config()
+    load = write_file(landing, T + "LOAD00000001.csv", "1,a\n")
+    apply(spark, cfg, database, landing, load)
+    write_file(landing, T + "LOAD00000001.csv", "1,reloaded\n")
+    with pytest.raises(ReplayOrderError, match="changed since it was applied"):
+        apply(spark, cfg, database, landing, load)
+
+
+def test_only_no_op_changes_still_record_the_file(spark, database, landing):
+    cfg = config()
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n")
+    key = write_file(landing, T + "20250301-120000000.csv", "D,9,ghost\n")
+    apply(spark, cfg, database, landing, key)
+    assert apply(spark, cfg, database, landing, key).already_applied
+    assert rows(spark, database) == [(1, "a")]
+
+
+def test_types_nulls_and_empty_strings(spark, database, landing):
+    cfg = parse_config(
+        {
+            "dms": {"bucket_folder": "dms"},
+            "tables": [
+                {
+                    "name": "shop.typed",
+                    "primary_key": ["k1", "k2"],
+                    "columns": [
+                        {"name": "k1", "type": "int"},
+                        {"name": "k2", "type": "string"},
+                        {"name": "amount", "type": "decimal(12,2)"},
+                        {"name": "day", "type": "date"},
+                        {"name": "at", "type": "timestamp"},
+                        {"name": "flag", "type": "boolean"},
+                        {"name": "ratio", "type": "double"},
+                        {"name": "note", "type": "string"},
+                    ],
+                }
+            ],
+        }
+    )
+    prefix = "dms/shop/typed/"
+    write_file(
+        landing,
+        prefix + "LOAD00000001.csv",
+        '1,a,-12.50,1970-01-01,2025-03-01 12:00:00.000001,1,0.5,"multi\nline, ""quoted"" é 日本 🎉"\n'
+        "1,b,0.00,2099-12-31,2025-03-01 23:59:59.999999,0,-1e-3,\n"
+        '2,a,NULL,NULL,NULL,NULL,NULL,""\n'
+        "2,b,9999999999.99,2025-03-01,2025-03-01 00:00:00,true,3,NULL\n",
+    )
+    apply(spark, cfg, database, landing, prefix + "LOAD00000001.csv")
+    got = rows(spark, database, "shop_typed")
+    assert got == [
+        (1, "a", Decimal("-12.50"), dt.date(1970, 1, 1), dt.datetime(2025, 3, 1, 12, 0, 0, 1), True, 0.5,
+         'multi\nline, "quoted" é 日本 🎉'),
+        (1, "b", Decimal("0.00"), dt.date(2099, 12, 31), dt.datetime(2025, 3, 1, 23, 59, 59, 999999), False, -0.001, ""),
+        (2, "a", None, None, None, None, None, ""),
+        (2, "b", Decimal("9999999999.99"), dt.date(2025, 3, 1), dt.datetime(2025, 3, 1), True, 3.0, None),
+    ]  # fmt: skip
+
+
+def test_concurrent_runs_never_lose_or_double_apply(spark, database, landing):
+    cfg = config()
+    write_file(landing, T + "LOAD00000001.csv", "".join(f"{i},v0\n" for i in range(50)))
+    keys = [
+        write_file(landing, T + f"20250301-1200{n:02d}000.csv", "".join(f"U,{i},v{n}\n" for i in range(n, 50, 3)))
+        for n in range(1, 7)
+    ]
+    errors: list[BaseException] = []
+
+    def trigger(key: str) -> None:
+        try:
+            apply(spark, cfg, database, landing, key)
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=trigger, args=(k,)) for k in reversed(keys)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    expected = {i: "v0" for i in range(50)}
+    for n in range(1, 7):
+        for i in range(n, 50, 3):
+            expected[i] = f"v{n}"
+    assert rows(spark, database) == sorted(expected.items())
+    applied = [key for s in snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])
+               for key in _applied(s)]  # fmt: skip
+    assert sorted(applied) == sorted([T + "LOAD00000001.csv", *keys])
+
+
+def _applied(summary: dict) -> list[str]:
+    import json
+
+    text = (summary.get("summary") or {}).get("cdc-lake.applied-files")
+    return [f["key"] for f in json.loads(text)] if text else []
