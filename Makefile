@@ -1,0 +1,48 @@
+# cdc-lake: `make demo` runs the local pipeline end to end, `make test` runs every test CI guards.
+# Both install what they need on first use through `make setup` (idempotent, fast when nothing changed).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+
+.DEFAULT_GOAL := help
+.PHONY: help setup demo test test-unit test-functional test-infra lint format typecheck bench synth clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+setup: ## create .venv, install packages, build the Iceberg Jackson jar, install the CDK CLI
+	@bash scripts/setup.sh
+
+demo: setup ## generate a shop database, replicate it through the local pipeline, check the lake
+	$(BIN)/cdc-lake demo --workdir demo-output
+
+test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK)
+	$(BIN)/pytest
+
+test-unit: setup ## pure tests only (no Spark, no CDK)
+	$(BIN)/pytest tests/unit
+
+test-functional: setup ## real Spark + Iceberg and moto tests
+	$(BIN)/pytest tests/functional
+
+test-infra: setup ## CDK template, cdk-nag and cfn-lint tests
+	$(BIN)/pytest tests/infra
+
+lint: setup ## ruff lint and format check, mypy on the library and the Lambda
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: setup ## apply ruff's formatting and safe fixes
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: setup ## full load of 1M rows vs plain Spark CSV->Parquet; a 10k-change CDC file into 1M rows
+	$(PY) -m bench.run
+
+synth: setup ## synthesize the CDK app offline into cdk.out
+	npx cdk synth --quiet
+
+clean: ## remove generated data and caches (keeps .venv)
+	rm -rf demo-output cdk.out bench/results .pytest_cache .ruff_cache .mypy_cache
