@@ -1,0 +1,92 @@
+"""The table configuration: valid files load, invalid ones fail with a message naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.config import load_config, parse_config, parse_config_text
+from cdc_lake.demo import demo_config_path
+from cdc_lake.exceptions import ConfigError, UnknownTableError
+
+MINIMAL = {
+    "dms": {"format": "csv", "timestamp_column": "dms_timestamp", "include_op_for_full_load": False,
+            "csv_null_value": "NULL"},
+    "tables": [
+        {
+            "name": "shop.orders",
+            "primary_key": ["order_id"],
+            "columns": [{"name": "order_id", "type": "bigint"}, {"name": "amount", "type": "decimal(12,2)"}],
+            "partition_by": ["bucket(16, order_id)"],
+        }
+    ],
+}  # fmt: skip
+
+
+def test_the_issue_example_loads_with_defaults():
+    config = parse_config(MINIMAL)
+    table = config.table("shop.orders")
+    assert table.lake_table == "shop_orders"
+    assert table.value_columns == ["amount"]
+    assert config.lake.database == "cdc_lake"
+    assert config.table_prefix(table) == "shop/orders/"
+
+
+def test_demo_config_is_valid_and_yaml_equals_json(tmp_path: Path):
+    config = load_config(demo_config_path())
+    assert [t.name for t in config.tables] == ["shop.customers", "shop.orders", "shop.order_items"]
+    as_json = tmp_path / "tables.json"
+    as_json.write_text(json.dumps(config.model_dump(mode="json")))
+    assert load_config(as_json) == config
+
+
+def test_types_are_normalized():
+    data = json.loads(json.dumps(MINIMAL))
+    data["tables"][0]["columns"] += [
+        {"name": "a", "type": "INTEGER"},
+        {"name": "b", "type": "varchar(20)"},
+        {"name": "c", "type": "Decimal(5, 0)"},
+        {"name": "d", "type": "timestamp_ntz"},
+    ]
+    types = [c.type for c in parse_config(data).tables[0].columns]
+    assert types == ["bigint", "decimal(12,2)", "int", "string", "decimal(5,0)", "timestamp"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["tables"][0].update(primary_key=["nope"]), "tables[shop.orders]: Value error, primary_key"),
+        (lambda d: d["tables"][0]["columns"].append({"name": "x", "type": "geometry"}), "unsupported type 'geometry'"),
+        (lambda d: d["tables"][0].update(name="orders"), "must be <schema>.<table>"),
+        (lambda d: d["tables"][0].update(partition_by=["bucket(16, missing)"]), "unknown column 'missing'"),
+        (lambda d: d["tables"][0].update(partition_by=["drop table x"]), "is not an Iceberg transform"),
+        (lambda d: d["dms"].update(format="avro"), "dms.format"),
+        (lambda d: d["dms"].update(extra_setting=1), "dms.extra_setting: Extra inputs are not permitted"),
+        (lambda d: d["tables"].append(dict(d["tables"][0])), "appear more than once"),
+        (lambda d: d["tables"][0]["columns"].append({"name": "dms_timestamp", "type": "string"}), "clash"),
+        (lambda d: d["tables"][0]["columns"].append({"name": "bad name", "type": "string"}), "column name"),
+    ],
+)
+def test_invalid_configuration_names_the_field(change, message):
+    data = json.loads(json.dumps(MINIMAL))
+    change(data)
+    with pytest.raises(ConfigError) as raised:
+        parse_config(data, "tables.yaml")
+    assert message in str(raised.value)
+    assert str(raised.value).startswith("tables.yaml: invalid table configuration")
+
+
+def test_unreadable_and_unparsable_files(tmp_path: Path):
+    with pytest.raises(ConfigError, match="cannot read configuration"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        parse_config_text("tables: [unclosed", "x.yaml")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        parse_config_text("- 1\n- 2\n", "x.yaml")
+
+
+def test_unknown_table_lists_the_configured_ones():
+    with pytest.raises(UnknownTableError, match=r"'shop\.nope' is not in the configuration \(configured: shop\.orders\)"):
+        parse_config(MINIMAL).table("shop.nope")

@@ -1,0 +1,76 @@
+"""Reading DMS object keys: table, kind, and DMS order."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_lake.config import parse_config
+from cdc_lake.dms_files import FileKind, order_key_for, parse_key, table_files
+from cdc_lake.exceptions import NotADmsFileError, UnknownTableError
+
+CONFIG = parse_config(
+    {
+        "dms": {"bucket_folder": "raw/dms"},
+        "tables": [
+            {"name": "shop.orders", "primary_key": ["id"], "columns": [{"name": "id", "type": "bigint"}]},
+            {"name": "shop.order_items", "primary_key": ["id"], "columns": [{"name": "id", "type": "bigint"}]},
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "fmt", "gzip"),
+    [
+        ("raw/dms/shop/orders/LOAD00000001.csv", FileKind.FULL_LOAD, "csv", False),
+        ("raw/dms/shop/orders/LOAD0000000A.csv.gz", FileKind.FULL_LOAD, "csv", True),
+        ("raw/dms/shop/orders/LOAD00000001.parquet", FileKind.FULL_LOAD, "parquet", False),
+        ("raw/dms/shop/orders/20141029-1134010000.csv", FileKind.CDC, "csv", False),
+        ("raw/dms/shop/orders/2025/03/01/20250301-120500123.parquet", FileKind.CDC, "parquet", False),
+        ("raw/dms/shop/orders/2025-03-01/20250301-120500123.csv.gz", FileKind.CDC, "csv", True),
+        ("raw/dms/shop/orders/2025030112/20250301-120500123.csv", FileKind.CDC, "csv", False),
+    ],
+)
+def test_data_files(key, kind, fmt, gzip):
+    dms_file = parse_key(key, CONFIG)
+    assert (dms_file.table, dms_file.kind, dms_file.format, dms_file.gzip) == ("shop.orders", kind, fmt, gzip)
+
+
+@pytest.mark.parametrize(
+    ("key", "error", "reason"),
+    [
+        ("other/shop/orders/LOAD00000001.csv", NotADmsFileError, "outside the DMS folder"),
+        ("raw/dms/shop/orders/", NotADmsFileError, "not <schema>/<table>/<file>"),
+        ("raw/dms/shop/orders/_SUCCESS", NotADmsFileError, "neither a LOAD file"),
+        ("raw/dms/shop/orders/LOAD1.csv", NotADmsFileError, "neither a LOAD file"),
+        ("raw/dms/shop/orders/notes/LOAD00000001.csv", NotADmsFileError, "unexpected sub-folder"),
+        ("raw/dms/shop/orders/abc/20250301-120500123.csv", NotADmsFileError, "unexpected sub-folder"),
+        ("raw/dms/shop/payments/LOAD00000001.csv", UnknownTableError, "'shop.payments' is not in the configuration"),
+    ],
+)
+def test_other_objects_are_refused_with_the_reason(key, error, reason):
+    with pytest.raises(error, match=reason):
+        parse_key(key, CONFIG)
+
+
+def test_dms_order_hex_counter_then_cdc_by_time():
+    names = ["20250301-120000.csv", "LOAD00000010.csv", "LOAD0000000A.csv", "20250228-235959999999.csv",
+             "LOAD00000009.csv", "20250301-1200000001.csv"]  # fmt: skip
+    ordered = sorted(names, key=lambda n: order_key_for(n) or ())
+    assert ordered == ["LOAD00000009.csv", "LOAD0000000A.csv", "LOAD00000010.csv", "20250228-235959999999.csv",
+                       "20250301-120000.csv", "20250301-1200000001.csv"]  # fmt: skip
+
+
+def test_table_files_keeps_one_table_in_order():
+    keys = [
+        "raw/dms/shop/orders/2025/03/02/20250302-000000000.csv",
+        "raw/dms/shop/order_items/LOAD00000001.csv",
+        "raw/dms/shop/orders/LOAD00000002.csv",
+        "raw/dms/shop/orders/2025/03/01/20250301-000000000.csv",
+        "raw/dms/shop/orders/LOAD00000001.csv",
+        "raw/dms/shop/orders/_SUCCESS",
+    ]
+    files = table_files(keys, CONFIG.table("shop.orders"), CONFIG)
+    assert [f.key.rsplit("/", 1)[1] for f in files] == [
+        "LOAD00000001.csv", "LOAD00000002.csv", "20250301-000000000.csv", "20250302-000000000.csv"
+    ]  # fmt: skip
