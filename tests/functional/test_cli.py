@@ -1,0 +1,64 @@
+"""The ``cdc-lake`` command as a user runs it: a separate process with its own Spark session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.demo import demo_config_path
+from tests.conftest import write_file
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+CLI = [sys.executable, "-m", "cdc_lake.cli"]
+CONFIG = """
+dms: {format: csv, bucket_folder: dms}
+lake: {database: cli_test}
+tables:
+  - name: shop.items
+    primary_key: [id]
+    columns: [{name: id, type: bigint}, {name: price, type: "decimal(6,2)"}, {name: label, type: string}]
+"""
+
+
+def cdc_lake(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_check_config_lists_tables():
+    done = cdc_lake("check-config", "--config", demo_config_path())
+    assert done.returncode == 0, done.stderr
+    assert "shop.orders -> shop_lake.shop_orders" in done.stdout
+
+
+def test_invalid_config_exits_2_with_the_field(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables: [{name: shop.items, primary_key: [id], columns: [{name: id, type: blob}]}]\n")
+    done = cdc_lake("check-config", "--config", bad)
+    assert done.returncode == 2
+    assert "tables[shop.items].columns[id].type" in done.stderr and "unsupported type 'blob'" in done.stderr
+
+
+def test_run_trigger_and_export(tmp_path: Path):
+    config = tmp_path / "tables.yaml"
+    config.write_text(CONFIG)
+    landing, warehouse, out = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "export"
+    write_file(landing, "dms/shop/items/LOAD00000001.csv", '1,1.50,a\n2,2.00,"b, with comma"\n')
+    write_file(landing, "dms/shop/items/20250301-120000000.csv", "U,1,1.75,a2\nD,2,2.00,x\nI,3,0.10,\n")
+    done = cdc_lake("run", "-c", config, "-l", landing, "-w", warehouse)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 file(s) applied, 0 failed" in done.stdout
+
+    bad = write_file(landing, "dms/shop/items/20250301-120100000.csv", "U,1,oops,a3\n")
+    done = cdc_lake("trigger", "-c", config, "-l", landing, "-w", warehouse, bad, bad)
+    assert done.returncode == 1
+    assert f"{bad}: row 1, column price: cannot parse as decimal(6,2) (value 'oops')" in done.stdout
+
+    done = cdc_lake("export", "-c", config, "-w", warehouse, "-o", out)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "shop.items.jsonl").read_text().splitlines()]
+    assert rows == [{"id": 1, "price": "1.75", "label": "a2"}, {"id": 3, "price": "0.10", "label": ""}]
