@@ -27,9 +27,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
 from cdc_lake.config import PipelineConfig, load_config, parse_config_text
 from cdc_lake.exceptions import CdcLakeError, ConfigError
-
 from dms_trigger.routing import (
     JOB_KINDS,
     UNKNOWN_TABLE,

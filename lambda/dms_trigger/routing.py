@@ -13,6 +13,7 @@ from typing import Any, Literal
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes import S3Event, S3EventBridgeNotificationEvent
+
 from cdc_lake.config import PipelineConfig
 from cdc_lake.dms_files import FileKind, parse_key
 from cdc_lake.exceptions import CdcLakeError, NotADmsFileError, UnknownTableError

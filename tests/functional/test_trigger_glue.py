@@ -14,14 +14,15 @@ import boto3
 import pytest
 import yaml
 from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.moto_api import state_manager
+
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.exceptions import ConfigError
 from dms_trigger import handler as trigger
 from dms_trigger.events import eventbridge_object_created_event, s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, JobStartError, handle, lambda_handler
 from dms_trigger.routing import JobRunRequest
-from moto import mock_aws
-from moto.moto_api import state_manager
 
 BUCKET = "cdc-lake-landing"
 FULL_LOAD_JOB = "cdc-lake-full-load"

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from cdc_lake.config import PipelineConfig, parse_config
 from dms_trigger.events import encode_key, eventbridge_object_created_event, s3_object_created_event
 from dms_trigger.routing import (
@@ -20,8 +23,6 @@ from dms_trigger.routing import (
     read_event,
     route,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 BUCKET = "cdc-lake-landing-123456789012"
