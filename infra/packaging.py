@@ -1,0 +1,145 @@
+"""Build the deployable artifacts at synth time: the Glue library zip, the table configuration as JSON,
+and the Lambda asset folder. Pure Python (no Docker): CDK then uploads them as file/folder assets.
+
+Zips are deterministic (sorted entries, fixed timestamps and modes) so an unchanged library keeps the same
+asset hash and ``cdk deploy`` does not touch the jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdc_lake.config import PipelineConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_FILE_NAME = "tables.json"
+LIBRARY_PACKAGE = "cdc_lake"
+LIBRARY_ZIP_NAME = "cdc_lake.zip"
+LAMBDA_PACKAGE = "dms_trigger"
+LAMBDA_HANDLER = "dms_trigger.handler.lambda_handler"
+# The Lambda ships only the pure modules it imports: no Spark code, no YAML.
+LAMBDA_LIBRARY_MODULES = ("__init__.py", "config.py", "dms_files.py", "exceptions.py")
+GLUE_SCRIPTS = {"full_load": "full_load.py", "cdc_replay": "cdc_replay.py"}
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
+_ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
+
+
+class PackagingError(RuntimeError):
+    """Raised when a source file the deployment needs is missing."""
+
+
+@dataclass(frozen=True)
+class SourceLayout:
+    """Where the sources live in the repository (tests may point this at a copy)."""
+
+    root: Path = REPO_ROOT
+
+    @property
+    def glue_dir(self) -> Path:
+        return self.root / "glue_jobs"
+
+    @property
+    def library_dir(self) -> Path:
+        return self.glue_dir / LIBRARY_PACKAGE
+
+    @property
+    def lambda_dir(self) -> Path:
+        return self.root / "lambda" / LAMBDA_PACKAGE
+
+    def glue_script(self, job: str) -> Path:
+        return self.glue_dir / GLUE_SCRIPTS[job]
+
+    def required_files(self) -> list[Path]:
+        return [
+            *(self.glue_script(job) for job in GLUE_SCRIPTS),
+            *(self.library_dir / module for module in LAMBDA_LIBRARY_MODULES),
+            self.lambda_dir / "__init__.py",
+            self.lambda_dir / "handler.py",
+        ]
+
+
+@dataclass(frozen=True)
+class PipelineAssets:
+    """Paths of the built artifacts, handed to the stack."""
+
+    config_json: Path
+    library_zip: Path
+    glue_scripts: dict[str, Path]
+    lambda_dir: Path
+
+
+def config_json_text(config: PipelineConfig) -> str:
+    """The validated configuration as canonical JSON (``parse_config_text`` reads it without PyYAML)."""
+    return json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def write_deterministic_zip(source_dir: Path, zip_path: Path, *, arcname_root: str) -> None:
+    """Zip ``source_dir`` as ``arcname_root/...`` with stable ordering, timestamps and permissions."""
+    files = sorted(
+        path
+        for path in source_dir.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}
+    )
+    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            info = zipfile.ZipInfo(f"{arcname_root}/{path.relative_to(source_dir).as_posix()}", _ZIP_TIMESTAMP)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, path.read_bytes())
+
+
+def build_assets(config: PipelineConfig, out_dir: Path, *, sources: SourceLayout | None = None) -> PipelineAssets:
+    """Write ``out_dir/glue`` (library zip, tables.json) and ``out_dir/lambda`` (function code + config).
+
+    ``out_dir`` is recreated from scratch so no stale file slips into an asset.
+    """
+    sources = sources or SourceLayout()
+    missing = [str(path) for path in sources.required_files() if not path.is_file()]
+    if missing:
+        raise PackagingError("cannot package the pipeline; missing source file(s):\n  " + "\n  ".join(missing))
+
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    glue_out = out_dir / "glue"
+    lambda_out = out_dir / "lambda"
+    glue_out.mkdir(parents=True)
+    lambda_out.mkdir(parents=True)
+    text = config_json_text(config)
+
+    config_path = glue_out / CONFIG_FILE_NAME
+    config_path.write_text(text, encoding="utf-8")
+    library_zip = glue_out / LIBRARY_ZIP_NAME
+    write_deterministic_zip(sources.library_dir, library_zip, arcname_root=LIBRARY_PACKAGE)
+
+    shutil.copytree(sources.lambda_dir, lambda_out / LAMBDA_PACKAGE, ignore=_IGNORED)
+    (lambda_out / LIBRARY_PACKAGE).mkdir()
+    for module in LAMBDA_LIBRARY_MODULES:
+        shutil.copy2(sources.library_dir / module, lambda_out / LIBRARY_PACKAGE / module)
+    (lambda_out / CONFIG_FILE_NAME).write_text(text, encoding="utf-8")
+
+    return PipelineAssets(
+        config_json=config_path,
+        library_zip=library_zip,
+        glue_scripts={job: sources.glue_script(job) for job in GLUE_SCRIPTS},
+        lambda_dir=lambda_out,
+    )
+
+
+def pinned_requirement(package: str, *, requirements: Path | None = None, fallback: str) -> str:
+    """The ``package==version`` pin from requirements.txt, so Glue installs the version the tests ran with."""
+    path = requirements or REPO_ROOT / "requirements.txt"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return fallback
+    pattern = re.compile(rf"^{re.escape(package)}==([0-9][0-9A-Za-z.]*)\s*(?:#.*)?$", re.IGNORECASE)
+    for line in lines:
+        match = pattern.match(line.strip())
+        if match:
+            return f"{package}=={match[1]}"
+    return fallback

@@ -1,0 +1,205 @@
+"""Deployment settings read from CDK context (``cdk.json`` or ``cdk deploy -c key=value``), validated once.
+
+Every key is documented in docs/deploy.md. Values given with ``-c`` arrive as strings, values in cdk.json
+may be JSON numbers, booleans or lists: both are accepted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+SourceEngine = Literal["mysql", "aurora", "postgres"]
+DmsMode = Literal["instance", "serverless"]
+
+SOURCE_ENGINES: tuple[SourceEngine, ...] = ("mysql", "aurora", "postgres")
+DMS_MODES: tuple[DmsMode, ...] = ("instance", "serverless")
+DEFAULT_PORTS: dict[SourceEngine, int] = {"mysql": 3306, "aurora": 3306, "postgres": 5432}
+SERVERLESS_CAPACITY_UNITS = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384)
+
+# Context keys (the names users type after -c).
+STACK_NAME = "stackName"
+TABLE_CONFIG = "tableConfig"
+VPC_ID = "vpcId"
+SUBNET_IDS = "subnetIds"
+SOURCE_ENGINE = "sourceEngine"
+SOURCE_PORT = "sourcePort"
+SOURCE_DATABASE = "sourceDatabase"
+SOURCE_SECRET_ARN = "sourceSecretArn"
+SOURCE_SECRET_KMS_KEY_ARN = "sourceSecretKmsKeyArn"
+SOURCE_SECURITY_GROUP_ID = "sourceSecurityGroupId"
+DMS_MODE = "dmsMode"
+DMS_INSTANCE_CLASS = "dmsInstanceClass"
+DMS_ALLOCATED_STORAGE_GB = "dmsAllocatedStorageGb"
+DMS_SERVERLESS_MAX_CAPACITY_UNITS = "dmsServerlessMaxCapacityUnits"
+CREATE_DMS_SERVICE_ROLES = "createDmsServiceRoles"
+ALARM_EMAIL = "alarmEmail"
+RAW_RETENTION_DAYS = "rawRetentionDays"
+POWERTOOLS_LAYER_VERSION = "powertoolsLayerVersion"
+
+REQUIRED_KEYS = (VPC_ID, SUBNET_IDS, SOURCE_ENGINE, SOURCE_SECRET_ARN)
+
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
+# A full secret ARN ends with "-" and six random characters; DMS and IAM need the full ARN.
+_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+_INSTANCE_CLASS = re.compile(r"^dms\.[a-z0-9]+\.[a-z0-9]+$")
+
+
+class ContextSource(Protocol):
+    def try_get_context(self, key: str) -> Any: ...
+
+
+class SettingsError(ValueError):
+    """Raised when context values are missing or invalid; the message lists every problem."""
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """Everything the stack needs besides the table configuration."""
+
+    vpc_id: str
+    subnet_ids: tuple[str, ...]
+    source_engine: SourceEngine
+    source_secret_arn: str
+    source_port: int
+    source_database: str | None = None
+    source_secret_kms_key_arn: str | None = None
+    source_security_group_id: str | None = None
+    stack_name: str = "CdcLake"
+    table_config: str = "glue_jobs/cdc_lake/demo.yaml"
+    dms_mode: DmsMode = "instance"
+    dms_instance_class: str = "dms.t3.medium"
+    dms_allocated_storage_gb: int = 50
+    dms_serverless_max_capacity_units: int = 4
+    create_dms_service_roles: bool = True
+    alarm_email: str | None = None
+    raw_retention_days: int = 30
+    powertools_layer_version: int = 38
+
+    @property
+    def resource_prefix(self) -> str:
+        """Lower-case stack name, for DMS identifiers and Glue names (letters, digits, hyphens)."""
+        return self.stack_name.lower()
+
+    @classmethod
+    def from_context(cls, node: ContextSource) -> DeploySettings:
+        """Read and validate every context key; raise SettingsError naming all problems at once."""
+        reader = _Reader(node)
+        engine = reader.choice(SOURCE_ENGINE, SOURCE_ENGINES, default=None)
+        settings = cls(
+            vpc_id=reader.pattern(VPC_ID, _VPC_ID, required=True) or "",
+            subnet_ids=reader.subnets(),
+            source_engine=engine or "mysql",
+            source_secret_arn=reader.pattern(SOURCE_SECRET_ARN, _SECRET_ARN, required=True) or "",
+            source_port=reader.integer(SOURCE_PORT, DEFAULT_PORTS.get(engine or "mysql", 3306), 1, 65535),
+            source_database=reader.text(SOURCE_DATABASE),
+            source_secret_kms_key_arn=reader.pattern(SOURCE_SECRET_KMS_KEY_ARN, _KMS_KEY_ARN),
+            source_security_group_id=reader.pattern(SOURCE_SECURITY_GROUP_ID, _SECURITY_GROUP_ID),
+            stack_name=reader.pattern(STACK_NAME, _STACK_NAME) or "CdcLake",
+            table_config=reader.text(TABLE_CONFIG) or "glue_jobs/cdc_lake/demo.yaml",
+            dms_mode=reader.choice(DMS_MODE, DMS_MODES, default="instance") or "instance",
+            dms_instance_class=reader.pattern(DMS_INSTANCE_CLASS, _INSTANCE_CLASS) or "dms.t3.medium",
+            dms_allocated_storage_gb=reader.integer(DMS_ALLOCATED_STORAGE_GB, 50, 5, 6144),
+            dms_serverless_max_capacity_units=reader.integer(DMS_SERVERLESS_MAX_CAPACITY_UNITS, 4, 1, 384),
+            create_dms_service_roles=reader.boolean(CREATE_DMS_SERVICE_ROLES, default=True),
+            alarm_email=reader.pattern(ALARM_EMAIL, _EMAIL),
+            raw_retention_days=reader.integer(RAW_RETENTION_DAYS, 30, 1, 3650),
+            powertools_layer_version=reader.integer(POWERTOOLS_LAYER_VERSION, 38, 1, 10_000),
+        )
+        if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):
+            reader.problems.append(f"{SOURCE_ENGINE} is required: one of {', '.join(SOURCE_ENGINES)}")
+        if settings.source_engine == "postgres" and not settings.source_database:
+            reader.problems.append(f"{SOURCE_DATABASE} is required when {SOURCE_ENGINE} is postgres")
+        if settings.dms_serverless_max_capacity_units not in SERVERLESS_CAPACITY_UNITS:
+            reader.problems.append(
+                f"{DMS_SERVERLESS_MAX_CAPACITY_UNITS} must be one of {list(SERVERLESS_CAPACITY_UNITS)}"
+            )
+        if reader.problems:
+            raise SettingsError(
+                "invalid or missing CDK context values (see docs/deploy.md):\n  - " + "\n  - ".join(reader.problems)
+            )
+        return settings
+
+
+class _Reader:
+    """Reads context values one by one and collects problems instead of stopping at the first."""
+
+    def __init__(self, node: ContextSource) -> None:
+        self.node = node
+        self.problems: list[str] = []
+
+    def _raw(self, key: str) -> Any:
+        value = self.node.try_get_context(key)
+        return None if value is None or (isinstance(value, str) and not value.strip()) else value
+
+    def text(self, key: str) -> str | None:
+        value = self._raw(key)
+        return None if value is None else str(value).strip()
+
+    def pattern(self, key: str, regex: re.Pattern[str], *, required: bool = False) -> str | None:
+        value = self.text(key)
+        if value is None:
+            if required:
+                self.problems.append(f"{key} is required")
+            return None
+        if not regex.match(value):
+            self.problems.append(f"{key}={value!r} is not valid (expected to match {regex.pattern})")
+            return None
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...], *, default: Any) -> Any:
+        value = self.text(key)
+        if value is None:
+            return default
+        if value not in allowed:
+            self.problems.append(f"{key}={value!r} must be one of {', '.join(allowed)}")
+            return default
+        return value
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self._raw(key)
+        if value is None:
+            return default
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            self.problems.append(f"{key}={value!r} is not a whole number")
+            return default
+        if not low <= number <= high:
+            self.problems.append(f"{key}={number} must be between {low} and {high}")
+            return default
+        return number
+
+    def boolean(self, key: str, *, default: bool) -> bool:
+        value = self._raw(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in {"true", "yes", "1"}:
+            return True
+        if text in {"false", "no", "0"}:
+            return False
+        self.problems.append(f"{key}={value!r} must be true or false")
+        return default
+
+    def subnets(self) -> tuple[str, ...]:
+        value = self._raw(SUBNET_IDS)
+        if value is None:
+            self.problems.append(f"{SUBNET_IDS} is required (comma-separated, at least two, in two AZs)")
+            return ()
+        items = value if isinstance(value, list) else str(value).split(",")
+        subnet_ids = tuple(str(item).strip() for item in items if str(item).strip())
+        bad = [s for s in subnet_ids if not _SUBNET_ID.match(s)]
+        if bad:
+            self.problems.append(f"{SUBNET_IDS} has invalid subnet id(s) {bad}")
+        if len(subnet_ids) < 2:
+            self.problems.append(f"{SUBNET_IDS} needs at least two subnets in different AZs (a DMS requirement)")
+        return subnet_ids

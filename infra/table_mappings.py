@@ -1,0 +1,122 @@
+"""Pure translation of the table configuration into what DMS reads: table mappings and S3 target settings.
+
+No CDK imports: these functions return plain dicts (CloudFormation / DMS API names) that the DMS construct
+passes on and the tests compare with expected dicts. The S3 settings here are the contract with the reader
+in ``glue_jobs/cdc_lake`` (format, Op column, timestamp column, NULL spelling, date folders, batching).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdc_lake.config import DmsSettings, PipelineConfig, TableSpec
+
+CHANGE_SEQUENCE_EXPRESSION = "$AR_H_CHANGE_SEQ"
+CHANGE_SEQUENCE_LENGTH = 50  # AR_H_CHANGE_SEQ is 35 digits; DMS docs use string(50)
+PARQUET_VERSION = "PARQUET_2_0"
+
+
+def dms_literal(name: str) -> str:
+    """Escape DMS table-mapping wildcards so a schema or table name matches itself only.
+
+    In object-locator names ``%`` matches any run of characters and ``_`` any single character; ``[_]`` is a
+    literal underscore (DMS "Wildcards in table mapping"). Without escaping, ``order_items`` would also
+    select ``orderXitems``.
+    """
+    return "".join(f"[{char}]" if char in "_%" else char for char in name)
+
+
+def _object_locator(table: TableSpec) -> dict[str, str]:
+    return {"schema-name": dms_literal(table.schema_name), "table-name": dms_literal(table.table_name)}
+
+
+def table_mappings(config: PipelineConfig) -> dict[str, Any]:
+    """DMS table mappings: one include rule per configured table, plus the change-sequence column if set.
+
+    Rule ids are stable for a given configuration order, so redeploying an unchanged configuration
+    does not modify the task.
+    """
+    rules: list[dict[str, Any]] = []
+    for table in config.tables:
+        rules.append(
+            {
+                "rule-type": "selection",
+                "rule-id": str(len(rules) + 1),
+                "rule-name": f"include-{table.schema_name}.{table.table_name}",
+                "object-locator": _object_locator(table),
+                "rule-action": "include",
+            }
+        )
+    column = config.dms.change_sequence_column
+    if column:
+        for table in config.tables:
+            rules.append(
+                {
+                    "rule-type": "transformation",
+                    "rule-id": str(len(rules) + 1),
+                    "rule-name": f"change-sequence-{table.schema_name}.{table.table_name}",
+                    "rule-target": "column",
+                    "object-locator": _object_locator(table),
+                    "rule-action": "add-column",
+                    "value": column,
+                    "expression": CHANGE_SEQUENCE_EXPRESSION,
+                    "data-type": {"type": "string", "length": CHANGE_SEQUENCE_LENGTH},
+                }
+            )
+    return {"rules": rules}
+
+
+def s3_settings(
+    dms: DmsSettings,
+    *,
+    bucket_name: str,
+    service_access_role_arn: str,
+    expected_bucket_owner: str | None = None,
+) -> dict[str, Any]:
+    """``AWS::DMS::Endpoint.S3Settings`` for the raw bucket, derived from ``dms`` and fixed choices.
+
+    Fixed: SSE_S3 encryption (the bucket's own default), no transaction-preserving layout, no
+    inserts-only modes (the reader needs U and D rows), parquet timestamps in microseconds.
+    """
+    settings: dict[str, Any] = {
+        "BucketName": bucket_name,
+        "ServiceAccessRoleArn": service_access_role_arn,
+        "DataFormat": dms.format,
+        "CompressionType": dms.compression.upper(),
+        "EncryptionMode": "SSE_S3",
+        "IncludeOpForFullLoad": dms.include_op_for_full_load,
+        "CdcInsertsOnly": False,
+        "CdcInsertsAndUpdates": False,
+        "PreserveTransactions": False,
+        "CdcMaxBatchInterval": dms.cdc_max_batch_interval,
+        "CdcMinFileSize": dms.cdc_min_file_size,
+        "DatePartitionEnabled": dms.date_partition_enabled,
+    }
+    if dms.bucket_folder:
+        settings["BucketFolder"] = dms.bucket_folder
+    if dms.timestamp_column:
+        settings["TimestampColumnName"] = dms.timestamp_column
+    if dms.date_partition_enabled:
+        settings["DatePartitionSequence"] = dms.date_partition_sequence
+        settings["DatePartitionDelimiter"] = dms.date_partition_delimiter
+    if dms.format == "csv":
+        settings.update(
+            {
+                "CsvDelimiter": dms.csv_delimiter,
+                "CsvRowDelimiter": "\n",
+                "CsvNullValue": dms.csv_null_value,
+                "AddColumnName": dms.add_column_name,
+                "Rfc4180": True,
+            }
+        )
+    else:
+        settings.update(
+            {
+                "ParquetVersion": PARQUET_VERSION,
+                "ParquetTimestampInMillisecond": False,
+                "EnableStatistics": True,
+            }
+        )
+    if expected_bucket_owner:
+        settings["ExpectedBucketOwner"] = expected_bucket_owner
+    return settings
