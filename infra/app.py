@@ -1,0 +1,49 @@
+"""CDK entry point (``cdk.json``: ``.venv/bin/python -m infra.app``).
+
+Reads the context (infra.settings), loads the table configuration with ``cdc_lake.config.load_config``,
+builds the Glue/Lambda artifacts into ``build/infra-assets`` and synthesizes one stack, checked by cdk-nag.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from cdc_lake.config import load_config
+from infra.packaging import REPO_ROOT, SourceLayout, build_assets
+from infra.pipeline_stack import PipelineStack
+from infra.settings import DeploySettings
+
+DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "infra-assets"
+
+
+def create_app(
+    context: dict[str, Any] | None = None,
+    *,
+    asset_dir: Path = DEFAULT_ASSET_DIR,
+    sources: SourceLayout | None = None,
+    outdir: str | None = None,
+) -> tuple[cdk.App, PipelineStack]:
+    """Build the app and its stack; the CLI and the tests both come through here."""
+    app = cdk.App(context=context, outdir=outdir)
+    settings = DeploySettings.from_context(app.node)
+    config_path = Path(settings.table_config)
+    if not config_path.is_absolute():
+        config_path = REPO_ROOT / config_path
+    config = load_config(config_path)
+    assets = build_assets(config, asset_dir, sources=sources)
+    stack = PipelineStack(app, settings.stack_name, settings=settings, config=config, assets=assets)
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return app, stack
+
+
+def main() -> None:
+    app, _stack = create_app()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""DMS: service roles, network, the source and S3 target endpoints, and the full-load-and-cdc replication
+(a replication instance + task, or a DMS Serverless replication config), all generated from the same
+table configuration the Glue jobs and the Lambda read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import Aws, CfnResource, Stack
+from aws_cdk import aws_dms as dms
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from cdc_lake.config import PipelineConfig
+from infra.settings import DeploySettings
+from infra.table_mappings import s3_settings, table_mappings
+
+DMS_VPC_ROLE_NAME = "dms-vpc-role"
+DMS_CLOUDWATCH_LOGS_ROLE_NAME = "dms-cloudwatch-logs-role"
+SOURCE_SSL_MODE = "require"
+
+# Task settings: keep landed files (never drop the table folder on reload), no batch apply (DMS advises
+# against it with S3 targets), task logs in CloudWatch through dms-cloudwatch-logs-role.
+REPLICATION_SETTINGS: dict[str, Any] = {
+    "TargetMetadata": {"BatchApplyEnabled": False, "SupportLobs": True, "FullLobMode": False, "LobMaxSize": 32},
+    "FullLoadSettings": {"TargetTablePrepMode": "DO_NOTHING"},
+    "Logging": {"EnableLogging": True},
+}
+
+
+def _snake_case(name: str) -> str:
+    out = []
+    for index, char in enumerate(name):
+        if char.isupper() and index and not name[index - 1].isupper():
+            out.append("_")
+        out.append(char.lower())
+    return "".join(out)
+
+
+class DmsServiceRoles(Construct):
+    """The account-wide roles DMS looks up by exact name; created once per account (see createDmsServiceRoles)."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        principal = iam.ServicePrincipal("dms.amazonaws.com")
+        self.vpc_role = iam.Role(
+            self,
+            "VpcRole",
+            role_name=DMS_VPC_ROLE_NAME,
+            assumed_by=principal,
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonDMSVPCManagementRole")
+            ],
+        )
+        self.logs_role = iam.Role(
+            self,
+            "CloudWatchLogsRole",
+            role_name=DMS_CLOUDWATCH_LOGS_ROLE_NAME,
+            assumed_by=principal,
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonDMSCloudWatchLogsRole")
+            ],
+        )
+        for role, policy in (
+            (self.vpc_role, "AmazonDMSVPCManagementRole"),
+            (self.logs_role, "AmazonDMSCloudWatchLogsRole"),
+        ):
+            NagSuppressions.add_resource_suppressions(
+                role,
+                [
+                    {
+                        "id": "AwsSolutions-IAM4",
+                        "reason": f"DMS looks this role up by its exact name and requires the AWS-managed {policy} "
+                        "policy on it; AWS maintains that policy as DMS evolves.",
+                        "appliesTo": [f"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{policy}"],
+                    }
+                ],
+            )
+
+
+class DmsReplication(Construct):
+    """Endpoints and replication for one source database into the raw bucket."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: DeploySettings,
+        config: PipelineConfig,
+        raw_bucket: s3.IBucket,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        prefix = settings.resource_prefix
+        self.service_roles = DmsServiceRoles(self, "ServiceRoles") if settings.create_dms_service_roles else None
+
+        vpc = ec2.Vpc.from_vpc_attributes(
+            self, "Vpc", vpc_id=settings.vpc_id, availability_zones=stack.availability_zones
+        )
+        # DMS only opens outbound connections: no ingress rule at all.
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description="cdc-lake DMS replication: outbound to the source database and AWS APIs only",
+        )
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 and Secrets Manager (endpoints or NAT)"
+        )
+        if settings.source_security_group_id:
+            source_group = ec2.SecurityGroup.from_security_group_id(
+                self, "SourceSecurityGroup", settings.source_security_group_id, mutable=False
+            )
+            self.security_group.add_egress_rule(source_group, ec2.Port.tcp(settings.source_port), "Source database")
+            ec2.CfnSecurityGroupIngress(
+                self,
+                "SourceIngressFromDms",
+                group_id=settings.source_security_group_id,
+                ip_protocol="tcp",
+                from_port=settings.source_port,
+                to_port=settings.source_port,
+                source_security_group_id=self.security_group.security_group_id,
+                description="cdc-lake DMS replication reads the source database",
+            )
+        else:
+            self.security_group.add_egress_rule(
+                ec2.Peer.any_ipv4(), ec2.Port.tcp(settings.source_port), "Source database"
+            )
+
+        self.subnet_group = dms.CfnReplicationSubnetGroup(
+            self,
+            "SubnetGroup",
+            replication_subnet_group_description="cdc-lake DMS replication subnets",
+            replication_subnet_group_identifier=f"{prefix}-subnets",
+            subnet_ids=list(settings.subnet_ids),
+        )
+        if self.service_roles:
+            self.subnet_group.node.add_dependency(self.service_roles.vpc_role)
+
+        self.source_endpoint = self._source_endpoint(settings, prefix)
+        self.target_role, self.target_endpoint = self._target_endpoint(config, raw_bucket, prefix)
+
+        mappings = table_mappings(config)
+        if settings.dms_mode == "serverless":
+            self.replication: CfnResource = dms.CfnReplicationConfig(
+                self,
+                "ReplicationConfig",
+                replication_config_identifier=f"{prefix}-replication",
+                replication_type="full-load-and-cdc",
+                source_endpoint_arn=self.source_endpoint.ref,
+                target_endpoint_arn=self.target_endpoint.ref,
+                table_mappings=mappings,
+                replication_settings=REPLICATION_SETTINGS,
+                compute_config=dms.CfnReplicationConfig.ComputeConfigProperty(
+                    max_capacity_units=settings.dms_serverless_max_capacity_units,
+                    multi_az=False,
+                    replication_subnet_group_id=self.subnet_group.ref,
+                    vpc_security_group_ids=[self.security_group.security_group_id],
+                ),
+            )
+        else:
+            self.instance = dms.CfnReplicationInstance(
+                self,
+                "ReplicationInstance",
+                replication_instance_identifier=f"{prefix}-instance",
+                replication_instance_class=settings.dms_instance_class,
+                allocated_storage=settings.dms_allocated_storage_gb,
+                publicly_accessible=False,
+                multi_az=False,
+                auto_minor_version_upgrade=True,
+                replication_subnet_group_identifier=self.subnet_group.ref,
+                vpc_security_group_ids=[self.security_group.security_group_id],
+            )
+            self.replication = dms.CfnReplicationTask(
+                self,
+                "ReplicationTask",
+                replication_task_identifier=f"{prefix}-task",
+                migration_type="full-load-and-cdc",
+                replication_instance_arn=self.instance.ref,
+                source_endpoint_arn=self.source_endpoint.ref,
+                target_endpoint_arn=self.target_endpoint.ref,
+                table_mappings=json.dumps(mappings),
+                replication_task_settings=json.dumps(REPLICATION_SETTINGS),
+            )
+        if self.service_roles:
+            self.replication.node.add_dependency(self.service_roles.logs_role)
+
+    def _source_endpoint(self, settings: DeploySettings, prefix: str) -> dms.CfnEndpoint:
+        # DMS reads host, port, username and password from the secret: with SecretsManagerSecretId the
+        # endpoint must not also carry ServerName/Port/UserName/Password ("you can't specify both").
+        self.secret_access_role = iam.Role(
+            self,
+            "SecretAccessRole",
+            assumed_by=iam.CompositePrincipal(
+                iam.ServicePrincipal("dms.amazonaws.com"), iam.ServicePrincipal(f"dms.{Aws.REGION}.amazonaws.com")
+            ),
+            description="Lets DMS read the source database secret, and nothing else",
+        )
+        statements = [
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                resources=[settings.source_secret_arn],
+            )
+        ]
+        if settings.source_secret_kms_key_arn:
+            statements.append(
+                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[settings.source_secret_kms_key_arn])
+            )
+        secret_policy = iam.Policy(self, "SecretAccessPolicy", statements=statements, roles=[self.secret_access_role])
+        secret = {
+            "secrets_manager_secret_id": settings.source_secret_arn,
+            "secrets_manager_access_role_arn": self.secret_access_role.role_arn,
+        }
+        engine_settings: dict[str, Any]
+        if settings.source_engine == "postgres":
+            engine_settings = {"postgre_sql_settings": dms.CfnEndpoint.PostgreSqlSettingsProperty(**secret)}
+        else:
+            engine_settings = {"my_sql_settings": dms.CfnEndpoint.MySqlSettingsProperty(**secret)}
+        endpoint = dms.CfnEndpoint(
+            self,
+            "SourceEndpoint",
+            endpoint_identifier=f"{prefix}-source",
+            endpoint_type="source",
+            engine_name=settings.source_engine,
+            ssl_mode=SOURCE_SSL_MODE,
+            database_name=settings.source_database if settings.source_engine == "postgres" else None,
+            **engine_settings,
+        )
+        # DMS tries the secret when the endpoint is created: the policy must exist by then.
+        endpoint.node.add_dependency(secret_policy)
+        return endpoint
+
+    def _target_endpoint(
+        self, config: PipelineConfig, raw_bucket: s3.IBucket, prefix: str
+    ) -> tuple[iam.Role, dms.CfnEndpoint]:
+        folder = config.dms.bucket_folder
+        objects = raw_bucket.arn_for_objects(f"{folder}/*" if folder else "*")
+        role = iam.Role(
+            self,
+            "TargetRole",
+            assumed_by=iam.ServicePrincipal("dms.amazonaws.com"),
+            description="Lets DMS write its output under the configured folder of the raw bucket",
+        )
+        policy = iam.Policy(
+            self,
+            "TargetPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"], resources=[objects]
+                ),
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[raw_bucket.bucket_arn]
+                ),
+            ],
+        )
+        NagSuppressions.add_resource_suppressions(
+            policy,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "DMS names its output files itself (<folder>/<schema>/<table>/LOAD*.csv and "
+                    "timestamped CDC files), so object permissions are granted on the DMS folder prefix only.",
+                    "appliesTo": [{"regex": "/^Resource::<.*Raw.*\\.Arn>\\/.*\\*$/"}],
+                }
+            ],
+        )
+        properties = s3_settings(
+            config.dms,
+            bucket_name=raw_bucket.bucket_name,
+            service_access_role_arn=role.role_arn,
+            expected_bucket_owner=Aws.ACCOUNT_ID,
+        )
+        endpoint = dms.CfnEndpoint(
+            self,
+            "TargetEndpoint",
+            endpoint_identifier=f"{prefix}-raw-s3",
+            endpoint_type="target",
+            engine_name="s3",
+            s3_settings=dms.CfnEndpoint.S3SettingsProperty(**{_snake_case(k): v for k, v in properties.items()}),
+        )
+        # DMS checks the role's access when the endpoint is created.
+        endpoint.node.add_dependency(policy)
+        return role, endpoint

@@ -1,0 +1,276 @@
+"""Glue: the lake database, the full-load and CDC-replay jobs (Glue 5.1, Iceberg on the Glue catalog),
+their security configuration and a role limited to the buckets, the database and its tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import ArnFormat, Aws, Stack
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3_assets as s3_assets
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from cdc_lake.config import PipelineConfig
+from infra.packaging import PipelineAssets, pinned_requirement
+from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
+
+GLUE_VERSION = "5.1"
+WORKER_TYPE = "G.1X"
+CATALOG_NAME = "glue_catalog"
+PYDANTIC_FALLBACK = "pydantic==2.*"
+
+
+@dataclass(frozen=True)
+class JobSizing:
+    """Capacity of one job: the full load reads whole tables, CDC runs apply small batches per table."""
+
+    workers: int
+    timeout_minutes: int
+    max_concurrent_runs: int
+    description: str
+
+
+FULL_LOAD = JobSizing(
+    workers=10,
+    timeout_minutes=480,
+    max_concurrent_runs=10,
+    description="Apply a table's DMS full-load (LOAD*) files up to --key into its Iceberg table",
+)
+# Runs for one table may overlap: each applies the table's pending files in DMS order and commits with
+# Iceberg's optimistic concurrency (retried), so concurrency is capped, not forced to 1. Runs beyond the
+# cap are queued by Glue (JobRunQueuingEnabled) instead of failing with ConcurrentRunsExceededException.
+CDC_REPLAY = JobSizing(
+    workers=2,
+    timeout_minutes=60,
+    max_concurrent_runs=10,
+    description="Replay a table's pending DMS CDC files (I/U/D) up to --key into its Iceberg table",
+)
+
+
+def iceberg_spark_conf(warehouse_uri: str, catalog: str = CATALOG_NAME) -> str:
+    """The Iceberg/Glue-catalog settings as ONE ``--conf`` value (Glue accepts the key only once)."""
+    settings = [
+        "spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        f"spark.sql.catalog.{catalog}=org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{catalog}.warehouse={warehouse_uri}",
+        f"spark.sql.catalog.{catalog}.catalog-impl=org.apache.iceberg.aws.glue.GlueCatalog",
+        f"spark.sql.catalog.{catalog}.io-impl=org.apache.iceberg.aws.s3.S3FileIO",
+    ]
+    return " --conf ".join(settings)
+
+
+class GlueJobs(Construct):
+    """Database, security configuration, role and the two jobs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PipelineConfig,
+        storage: Storage,
+        assets: PipelineAssets,
+        key: kms.IKey,
+        name_prefix: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        database_name = config.lake.database
+
+        self.database = glue.CfnDatabase(
+            self,
+            "Database",
+            catalog_id=Aws.ACCOUNT_ID,
+            database_input=glue.CfnDatabase.DatabaseInputProperty(
+                name=database_name,
+                description="cdc-lake Iceberg tables replayed from DMS",
+                location_uri=f"{storage.warehouse_uri}{database_name}.db",
+            ),
+        )
+        self.database_name = database_name
+        self.bucket_folder = config.dms.bucket_folder
+
+        self.security_configuration = glue.CfnSecurityConfiguration(
+            self,
+            "SecurityConfiguration",
+            name=f"{name_prefix}-glue",
+            encryption_configuration=glue.CfnSecurityConfiguration.EncryptionConfigurationProperty(
+                cloud_watch_encryption=glue.CfnSecurityConfiguration.CloudWatchEncryptionProperty(
+                    cloud_watch_encryption_mode="SSE-KMS", kms_key_arn=key.key_arn
+                ),
+                job_bookmarks_encryption=glue.CfnSecurityConfiguration.JobBookmarksEncryptionProperty(
+                    job_bookmarks_encryption_mode="CSE-KMS", kms_key_arn=key.key_arn
+                ),
+                s3_encryptions=[glue.CfnSecurityConfiguration.S3EncryptionProperty(s3_encryption_mode="SSE-S3")],
+            ),
+        )
+
+        self.config_asset = s3_assets.Asset(self, "TableConfig", path=str(assets.config_json))
+        self.library_asset = s3_assets.Asset(self, "Library", path=str(assets.library_zip))
+        scripts = {
+            job: s3_assets.Asset(self, f"Script-{job}", path=str(path)) for job, path in assets.glue_scripts.items()
+        }
+        self.role = self._role(stack, storage, key, [self.config_asset, self.library_asset, *scripts.values()])
+
+        self.default_arguments = {
+            "--job-language": "python",
+            "--config_uri": self.config_asset.s3_object_url,
+            "--catalog": CATALOG_NAME,
+            "--warehouse": storage.warehouse_uri,
+            "--database": database_name,
+            "--datalake-formats": "iceberg",
+            "--conf": iceberg_spark_conf(storage.warehouse_uri),
+            "--extra-py-files": self.library_asset.s3_object_url,
+            "--additional-python-modules": pinned_requirement("pydantic", fallback=PYDANTIC_FALLBACK),
+            "--enable-continuous-cloudwatch-log": "true",
+            "--enable-metrics": "true",
+            "--enable-glue-datacatalog": "true",
+            "--job-bookmark-option": "job-bookmark-disable",
+            "--TempDir": storage.glue_temp_uri,
+        }
+        self.full_load = self._job("FullLoadJob", f"{name_prefix}-full-load", scripts["full_load"], FULL_LOAD)
+        self.cdc_replay = self._job("CdcReplayJob", f"{name_prefix}-cdc-replay", scripts["cdc_replay"], CDC_REPLAY)
+
+    def _job(self, construct_id: str, name: str, script: s3_assets.Asset, sizing: JobSizing) -> glue.CfnJob:
+        job = glue.CfnJob(
+            self,
+            construct_id,
+            name=name,
+            description=sizing.description,
+            role=self.role.role_arn,
+            command=glue.CfnJob.JobCommandProperty(
+                name="glueetl", python_version="3", script_location=script.s3_object_url
+            ),
+            glue_version=GLUE_VERSION,
+            worker_type=WORKER_TYPE,
+            number_of_workers=sizing.workers,
+            timeout=sizing.timeout_minutes,
+            max_retries=0,
+            execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=sizing.max_concurrent_runs),
+            job_run_queuing_enabled=True,
+            security_configuration=self.security_configuration.ref,
+            default_arguments=dict(self.default_arguments),
+        )
+        job.node.add_dependency(self.policy)  # Glue validates the role when the job is created
+        return job
+
+    def job_arn(self, job: glue.CfnJob) -> str:
+        return Stack.of(self).format_arn(service="glue", resource="job", resource_name=job.ref)
+
+    def _role(self, stack: Stack, storage: Storage, key: kms.IKey, assets: list[s3_assets.Asset]) -> iam.Role:
+        database = self.database_name
+        folder = self.bucket_folder
+        dms_objects = f"{folder}/*" if folder else "*"
+        catalog_arn = stack.format_arn(service="glue", resource="catalog")
+        role = iam.Role(
+            self,
+            "JobRole",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description="cdc-lake Glue jobs: read DMS files, write the Iceberg warehouse, update the lake tables",
+        )
+        statements = [
+            iam.PolicyStatement(
+                sid="ReadJobAssets",
+                actions=["s3:GetObject"],
+                resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
+            ),
+            iam.PolicyStatement(
+                sid="ListBuckets",
+                actions=["s3:ListBucket", "s3:GetBucketLocation"],
+                resources=[storage.raw.bucket_arn, storage.lake.bucket_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ReadDmsFiles", actions=["s3:GetObject"], resources=[storage.raw.arn_for_objects(dms_objects)]
+            ),
+            iam.PolicyStatement(
+                sid="WriteWarehouseAndTemp",
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=[
+                    storage.lake.arn_for_objects(f"{WAREHOUSE_PREFIX}*"),
+                    storage.lake.arn_for_objects(f"{GLUE_TEMP_PREFIX}*"),
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="LakeCatalog",
+                actions=["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:CreateTable", "glue:UpdateTable"],
+                resources=[
+                    catalog_arn,
+                    stack.format_arn(service="glue", resource="database", resource_name=database),
+                    stack.format_arn(service="glue", resource="table", resource_name=f"{database}/*"),
+                ],
+            ),
+            # --enable-glue-datacatalog makes Spark's session catalog look up the "default" database at start.
+            iam.PolicyStatement(
+                sid="DefaultDatabaseLookup",
+                actions=["glue:GetDatabase"],
+                resources=[catalog_arn, stack.format_arn(service="glue", resource="database", resource_name="default")],
+            ),
+            iam.PolicyStatement(
+                sid="JobLogs",
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="/aws-glue/*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="EncryptLogsAndBookmarks",
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[key.key_arn],
+            ),
+            iam.PolicyStatement(
+                sid="JobMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
+            ),
+        ]
+        policy = iam.Policy(self, "JobPolicy", statements=statements, roles=[role])
+        self.policy = policy
+        wildcard_reasons = [
+            (
+                {"regex": "/^Resource::<.*Raw.*\\.Arn>\\/.*\\*$/"},
+                "Read-only access to the DMS folder of the raw bucket: DMS names the files it lands "
+                "(LOAD*/timestamped CDC files per table), so they cannot be listed in advance.",
+            ),
+            (
+                {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/warehouse\\/\\*$/"},
+                "Iceberg writes data, delete and metadata files with generated names under the warehouse/ prefix "
+                "of the lake bucket; access is limited to that prefix.",
+            ),
+            (
+                {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/tmp\\/glue\\/\\*$/"},
+                "Glue writes scratch files with generated names under --TempDir (tmp/glue/ of the lake bucket, "
+                "expired after 7 days).",
+            ),
+            (
+                f"Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{database}/*",
+                "The jobs create and update the lake tables named in the table configuration, which can change "
+                "without redeploying this stack; access is limited to tables of the lake database.",
+            ),
+            (
+                "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*",
+                "Glue names its job log groups at run time after the security configuration and role "
+                "(/aws-glue/jobs/<configuration>-role/<role>/...); limited to the /aws-glue/ namespace.",
+            ),
+            (
+                "Resource::*",
+                "cloudwatch:PutMetricData has no resource-level permissions; the statement is limited to the "
+                "Glue metrics namespace by a cloudwatch:namespace condition.",
+            ),
+        ]
+        NagSuppressions.add_resource_suppressions(
+            policy,
+            [
+                {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]}
+                for finding, reason in wildcard_reasons
+            ],
+        )
+        return role

@@ -1,0 +1,76 @@
+"""Monitoring: one encrypted SNS topic that hears about failed Glue runs, Lambda errors and events the
+trigger could not deliver (its on-failure queue)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+FAILED_GLUE_STATES = ["FAILED", "TIMEOUT", "ERROR"]
+ALARM_PERIOD = Duration.minutes(5)
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        job_names: list[str],
+        failure_queue: sqs.IQueue,
+        function: lambda_.IFunction,
+        alarm_email: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "AlarmTopic", display_name="cdc-lake alarms", master_key=key, enforce_ssl=True)
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+
+        self.glue_failure_rule = events.Rule(
+            self,
+            "GlueJobFailed",
+            description="A cdc-lake Glue job run failed, timed out or errored",
+            event_pattern=events.EventPattern(
+                source=["aws.glue"],
+                detail_type=["Glue Job State Change"],
+                detail={"jobName": job_names, "state": FAILED_GLUE_STATES},
+            ),
+            targets=[targets.SnsTopic(self.topic)],
+        )
+
+        action = cloudwatch_actions.SnsAction(self.topic)
+        self.failure_queue_alarm = cloudwatch.Alarm(
+            self,
+            "FailureQueueNotEmpty",
+            alarm_description="S3 events the trigger Lambda gave up on are waiting in its on-failure queue; "
+            "their files were not applied until a job run covers them (see docs/deploy.md)",
+            metric=failure_queue.metric_approximate_number_of_messages_visible(
+                period=ALARM_PERIOD, statistic="Maximum"
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.lambda_errors_alarm = cloudwatch.Alarm(
+            self,
+            "TriggerErrors",
+            alarm_description="The cdc-lake trigger Lambda raised errors (it retries twice, then uses the queue)",
+            metric=function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        for alarm in (self.failure_queue_alarm, self.lambda_errors_alarm):
+            alarm.add_alarm_action(action)

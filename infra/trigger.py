@@ -1,0 +1,131 @@
+"""The trigger: a small Lambda that turns each new DMS file in the raw bucket into a Glue job run."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from infra.packaging import CONFIG_FILE_NAME, LAMBDA_HANDLER
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+# AWS-managed Powertools for AWS Lambda (Python) v3 layer; it is built with the [all] extras, so it
+# carries pydantic 2 as well. One layer per Python version and architecture.
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+POWERTOOLS_SERVICE_NAME = "cdc-lake-trigger"
+METRICS_NAMESPACE = "CdcLake"
+MAX_RETRY_ATTEMPTS = 2
+MAX_EVENT_AGE = Duration.hours(2)
+
+# Environment variable names the handler reads (see lambda/dms_trigger).
+ENV_CONFIG = "CDC_LAKE_CONFIG"
+ENV_FULL_LOAD_JOB = "FULL_LOAD_JOB_NAME"
+ENV_CDC_REPLAY_JOB = "CDC_REPLAY_JOB_NAME"
+
+
+def powertools_layer_arn(version: int, runtime: lambda_.Runtime = RUNTIME) -> str:
+    python = runtime.name.replace(".", "")  # python3.14 -> python314
+    arch = ARCHITECTURE.name  # "arm64" or "x86_64", as in the layer names
+    return (
+        f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
+        f"AWSLambdaPowertoolsPythonV3-{python}-{arch}:{version}"
+    )
+
+
+class DmsTrigger(Construct):
+    """Function, its on-failure queue and the raw bucket's OBJECT_CREATED notification."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code_dir: str,
+        raw_bucket: s3.IBucket,
+        key_prefix: str,
+        full_load_job: str,
+        cdc_replay_job: str,
+        powertools_layer_version: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+
+        self.failure_queue = sqs.Queue(
+            self,
+            "FailureQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.failure_queue,
+            [
+                {
+                    "id": "AwsSolutions-SQS3",
+                    "reason": "This queue is itself the dead-letter (on-failure) destination of the trigger "
+                    "Lambda; nothing consumes it automatically, its depth is alarmed and an operator inspects it.",
+                }
+            ],
+        )
+        self.log_group = logs.LogGroup(
+            self, "LogGroup", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="cdc-lake trigger: write its logs and start the two Glue jobs",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["glue:StartJobRun"],
+                resources=[
+                    stack.format_arn(service="glue", resource="job", resource_name=name)
+                    for name in (full_load_job, cdc_replay_job)
+                ],
+            )
+        )
+
+        layer = lambda_.LayerVersion.from_layer_version_arn(
+            self, "PowertoolsLayer", powertools_layer_arn(powertools_layer_version)
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description="Starts the cdc-lake Glue job for each new DMS file in the raw bucket",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=LAMBDA_HANDLER,
+            code=lambda_.Code.from_asset(code_dir),
+            layers=[layer],
+            role=self.role,
+            log_group=self.log_group,
+            memory_size=256,
+            timeout=Duration.seconds(60),
+            environment={
+                ENV_CONFIG: CONFIG_FILE_NAME,
+                ENV_FULL_LOAD_JOB: full_load_job,
+                ENV_CDC_REPLAY_JOB: cdc_replay_job,
+                "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            },
+            retry_attempts=MAX_RETRY_ATTEMPTS,
+            max_event_age=MAX_EVENT_AGE,
+            on_failure=destinations.SqsDestination(self.failure_queue),
+        )
+
+        filters = [s3.NotificationKeyFilter(prefix=key_prefix)] if key_prefix else []
+        raw_bucket.add_event_notification(s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(self.function), *filters)
