@@ -1,0 +1,134 @@
+"""Fixtures for the CDK tests: two synthesized stacks shared by the whole session (jsii start-up and synth
+are slow), built through ``infra.app.create_app`` exactly as ``cdk synth`` builds them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# jsii prints a banner on every start under Node 20; the tests do not need it.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from aws_cdk import Stack
+from aws_cdk.assertions import Template
+
+from cdc_lake.config import PipelineConfig, load_config
+from infra.app import create_app
+from infra.packaging import REPO_ROOT, SourceLayout
+from infra.pipeline_stack import PipelineStack
+
+HERE = Path(__file__).resolve().parent
+PARQUET_CONFIG = HERE / "parquet_config.yaml"
+DEMO_CONFIG = REPO_ROOT / "glue_jobs" / "cdc_lake" / "demo.yaml"
+
+SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cdc-lake/source-AbCdEf"
+SOURCE_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/01234567-89ab-cdef-0123-456789abcdef"
+SOURCE_SECURITY_GROUP = "sg-0123456789abcdef0"
+# What a user passes with -c for a deployment (the CLI test passes the same values).
+DEPLOY_CONTEXT: dict[str, str] = {
+    "vpcId": "vpc-0123456789abcdef0",
+    "subnetIds": "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
+    "sourceEngine": "mysql",
+    "sourceSecretArn": SECRET_ARN,
+}
+PARQUET_CONTEXT: dict[str, str] = {
+    "tableConfig": str(PARQUET_CONFIG.relative_to(REPO_ROOT)),
+    "sourceEngine": "postgres",
+    "sourceDatabase": "sales",
+    "sourceSecurityGroupId": SOURCE_SECURITY_GROUP,
+    "sourceSecretKmsKeyArn": SOURCE_KEY_ARN,
+    "dmsMode": "serverless",
+    "dmsServerlessMaxCapacityUnits": "8",
+    "createDmsServiceRoles": "false",
+    "alarmEmail": "data-ops@example.com",
+    "stackName": "SalesLake",
+}
+
+
+def cdk_json_context() -> dict[str, Any]:
+    return json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    stack: PipelineStack
+    template: Template
+    config: PipelineConfig
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return self.template.to_json()
+
+    def logical_id(self, construct: Any) -> str:
+        return self.stack.resolve(Stack.of(construct).get_logical_id(construct.node.default_child or construct))
+
+
+def source_layout(root: Path) -> SourceLayout:
+    """The repository's sources; if a file owned by another part is not there yet, a copy with stubs."""
+    layout = SourceLayout()
+    missing = [path for path in layout.required_files() if not path.is_file()]
+    if not missing:
+        return layout
+    shutil.copytree(layout.glue_dir, root / "glue_jobs", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(layout.root / "lambda", root / "lambda", ignore=shutil.ignore_patterns("__pycache__"))
+    copy = SourceLayout(root)
+    for path in copy.required_files():
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text('"""Stub written by tests/infra: the real file does not exist yet."""\n')
+    return copy
+
+
+def synthesize(tmp: Path, overrides: dict[str, str]) -> Synthesized:
+    context = {**cdk_json_context(), **DEPLOY_CONTEXT, **overrides}
+    _app, stack = create_app(
+        context, asset_dir=tmp / "assets", sources=source_layout(tmp / "sources"), outdir=str(tmp / "out")
+    )
+    config = load_config(REPO_ROOT / context["tableConfig"])
+    return Synthesized(stack=stack, template=Template.from_stack(stack), config=config)
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The demo configuration (CSV), MySQL source, replication instance: the default deployment."""
+    return synthesize(tmp_path_factory.mktemp("demo"), {})
+
+
+@pytest.fixture(scope="session")
+def parquet(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """Parquet + gzip + date folders + AR_H_CHANGE_SEQ, PostgreSQL source, DMS Serverless."""
+    return synthesize(tmp_path_factory.mktemp("parquet"), PARQUET_CONTEXT)
+
+
+def render(value: Any) -> Any:
+    """Render CloudFormation intrinsics as text with ${Ref}/${Id.Attr} placeholders, for readable asserts."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, list):
+        return [render(item) for item in value]
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(str(render(part)) for part in parts)
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    if "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    if "Fn::Sub" in value:
+        return value["Fn::Sub"]
+    return {key: render(item) for key, item in value.items()}
+
+
+def resources_of_type(synth: Synthesized, resource_type: str) -> dict[str, dict[str, Any]]:
+    return synth.template.find_resources(resource_type)
+
+
+def only(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    assert len(resources) == 1, f"expected one resource, found {sorted(resources)}"
+    return next(iter(resources.items()))

@@ -1,0 +1,76 @@
+"""Synth-time artifacts: the Glue library zip, the Lambda folder and the JSON configuration."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.config import load_config, parse_config_text
+from infra.packaging import (
+    LAMBDA_LIBRARY_MODULES,
+    PackagingError,
+    SourceLayout,
+    build_assets,
+    pinned_requirement,
+)
+from tests.infra.conftest import DEMO_CONFIG, source_layout
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("packaging")
+    sources = source_layout(tmp / "sources")
+    config = load_config(DEMO_CONFIG)
+    return config, sources, build_assets(config, tmp / "assets", sources=sources)
+
+
+def test_library_zip_has_the_package_at_its_root(built) -> None:
+    _config, sources, assets = built
+    with zipfile.ZipFile(assets.library_zip) as archive:
+        names = archive.namelist()
+    assert names == sorted(names)
+    assert all(name.startswith("cdc_lake/") for name in names)
+    assert "cdc_lake/__init__.py" in names
+    assert "cdc_lake/config.py" in names
+    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
+    expected = sorted(
+        f"cdc_lake/{path.relative_to(sources.library_dir).as_posix()}"
+        for path in sources.library_dir.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    )
+    assert names == expected
+
+
+def test_library_zip_is_byte_for_byte_reproducible(built, tmp_path: Path) -> None:
+    config, sources, assets = built
+    again = build_assets(config, tmp_path / "again", sources=sources)
+    assert again.library_zip.read_bytes() == assets.library_zip.read_bytes()
+
+
+def test_lambda_folder_holds_handler_pure_library_modules_and_json_config(built) -> None:
+    config, _layout, assets = built
+    root = assets.lambda_dir
+    assert (root / "dms_trigger" / "handler.py").is_file()
+    assert sorted(p.name for p in (root / "cdc_lake").iterdir()) == sorted(LAMBDA_LIBRARY_MODULES)
+    assert not list(root.rglob("__pycache__"))
+    shipped = parse_config_text((root / "tables.json").read_text(encoding="utf-8"), "tables.json")
+    assert shipped == config
+    assert assets.config_json.read_text(encoding="utf-8") == (root / "tables.json").read_text(encoding="utf-8")
+
+
+def test_missing_sources_are_named(tmp_path: Path) -> None:
+    (tmp_path / "glue_jobs" / "cdc_lake").mkdir(parents=True)
+    with pytest.raises(PackagingError) as error:
+        build_assets(load_config(DEMO_CONFIG), tmp_path / "out", sources=SourceLayout(tmp_path))
+    assert "full_load.py" in str(error.value)
+    assert "handler.py" in str(error.value)
+
+
+def test_pinned_requirement_reads_requirements_txt(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# pins\nPydantic==2.14.3  # models\nPyYAML==6.0.3\n")
+    assert pinned_requirement("pydantic", requirements=requirements, fallback="x") == "pydantic==2.14.3"
+    assert pinned_requirement("boto3", requirements=requirements, fallback="boto3==1.*") == "boto3==1.*"
+    assert pinned_requirement("boto3", requirements=tmp_path / "absent.txt", fallback="f") == "f"

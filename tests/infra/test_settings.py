@@ -1,0 +1,82 @@
+"""Context values: defaults, both spellings of lists and booleans, and one error listing every problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.settings import DeploySettings, SettingsError
+from tests.infra.conftest import DEPLOY_CONTEXT, SECRET_ARN
+
+
+class FakeNode:
+    def __init__(self, context: dict[str, Any]) -> None:
+        self.context = context
+
+    def try_get_context(self, key: str) -> Any:
+        return self.context.get(key)
+
+
+def settings(**overrides: Any) -> DeploySettings:
+    return DeploySettings.from_context(FakeNode({**DEPLOY_CONTEXT, **overrides}))
+
+
+def test_minimal_context_gets_documented_defaults() -> None:
+    result = settings()
+    assert result.subnet_ids == ("subnet-0123456789abcdef0", "subnet-0fedcba9876543210")
+    assert result.source_engine == "mysql"
+    assert result.source_port == 3306
+    assert result.dms_mode == "instance"
+    assert result.create_dms_service_roles is True
+    assert result.table_config == "glue_jobs/cdc_lake/demo.yaml"
+    assert result.stack_name == "CdcLake"
+    assert result.resource_prefix == "cdclake"
+    assert result.alarm_email is None
+
+
+def test_cdk_json_types_are_accepted_too() -> None:
+    result = settings(
+        subnetIds=["subnet-0123456789abcdef0", "subnet-0fedcba9876543210", "subnet-00000000000000000"],
+        createDmsServiceRoles=False,
+        rawRetentionDays=7,
+        sourcePort=13306,
+    )
+    assert len(result.subnet_ids) == 3
+    assert result.create_dms_service_roles is False
+    assert result.raw_retention_days == 7
+    assert result.source_port == 13306
+
+
+def test_postgres_defaults_to_5432_and_needs_a_database() -> None:
+    with pytest.raises(SettingsError, match="sourceDatabase is required when sourceEngine is postgres"):
+        settings(sourceEngine="postgres")
+    assert settings(sourceEngine="postgres", sourceDatabase="app").source_port == 5432
+
+
+def test_missing_required_values_are_all_reported_at_once() -> None:
+    with pytest.raises(SettingsError) as error:
+        DeploySettings.from_context(FakeNode({}))
+    message = str(error.value)
+    for key in ("vpcId", "subnetIds", "sourceEngine", "sourceSecretArn"):
+        assert key in message
+    assert "docs/deploy.md" in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"dmsMode": "cluster"}, "dmsMode='cluster' must be one of instance, serverless"),
+        ({"subnetIds": "subnet-0123456789abcdef0"}, "at least two subnets"),
+        ({"subnetIds": "subnet-1,subnet-2"}, "invalid subnet id"),
+        ({"sourceSecretArn": SECRET_ARN.removesuffix("-AbCdEf")}, "sourceSecretArn="),
+        ({"rawRetentionDays": "a month"}, "not a whole number"),
+        ({"dmsServerlessMaxCapacityUnits": "3"}, "dmsServerlessMaxCapacityUnits must be one of"),
+        ({"createDmsServiceRoles": "maybe"}, "must be true or false"),
+        ({"alarmEmail": "ops"}, "alarmEmail="),
+        ({"stackName": "1stack"}, "stackName="),
+    ],
+)
+def test_invalid_values_are_refused(overrides: dict[str, str], problem: str) -> None:
+    with pytest.raises(SettingsError, match=problem.replace("(", r"\(")):
+        settings(**overrides)

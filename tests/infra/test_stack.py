@@ -1,0 +1,519 @@
+"""The default deployment (demo configuration: CSV, MySQL source, replication instance), asserted on the
+synthesized CloudFormation template."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk.assertions import Annotations, Capture, Match
+
+from tests.infra.conftest import SECRET_ARN, Synthesized, only, render, resources_of_type
+
+DEMO_S3_SETTINGS_STATIC = {
+    "BucketFolder": "dms",
+    "DataFormat": "csv",
+    "CompressionType": "NONE",
+    "EncryptionMode": "SSE_S3",
+    "TimestampColumnName": "dms_timestamp",
+    "IncludeOpForFullLoad": False,
+    "CsvNullValue": "NULL",
+    "CsvDelimiter": ",",
+    "CsvRowDelimiter": "\n",
+    "AddColumnName": False,
+    "Rfc4180": True,
+    "DatePartitionEnabled": False,
+    "CdcMaxBatchInterval": 60,
+    "CdcMinFileSize": 32000,
+    "CdcInsertsOnly": False,
+    "CdcInsertsAndUpdates": False,
+    "PreserveTransactions": False,
+}
+
+
+def ids(demo: Synthesized) -> dict[str, str]:
+    stack = demo.stack
+    return {
+        "raw": demo.logical_id(stack.storage.raw),
+        "lake": demo.logical_id(stack.storage.lake),
+        "logs": demo.logical_id(stack.storage.access_logs),
+        "full_load": demo.logical_id(stack.glue.full_load),
+        "cdc_replay": demo.logical_id(stack.glue.cdc_replay),
+        "function": demo.logical_id(stack.trigger.function),
+        "queue": demo.logical_id(stack.trigger.failure_queue),
+        "topic": demo.logical_id(stack.monitoring.topic),
+        "key": demo.logical_id(stack.key),
+        "target_role": demo.logical_id(stack.dms.target_role),
+        "dms_sg": demo.logical_id(stack.dms.security_group),
+        "security_configuration": demo.logical_id(stack.glue.security_configuration),
+    }
+
+
+def statements(demo: Synthesized) -> list[dict[str, Any]]:
+    found = []
+    for policy in resources_of_type(demo, "AWS::IAM::Policy").values():
+        found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    for role in resources_of_type(demo, "AWS::IAM::Role").values():
+        for inline in role["Properties"].get("Policies", []):
+            found.extend(inline["PolicyDocument"]["Statement"])
+    return found
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    value = statement["Action"]
+    return value if isinstance(value, list) else [value]
+
+
+def resources(statement: dict[str, Any]) -> list[str]:
+    value = statement["Resource"]
+    return render(value if isinstance(value, list) else [value])
+
+
+# --- cdk-nag -------------------------------------------------------------------------------------------
+
+
+def test_no_unacknowledged_cdk_nag_findings(demo: Synthesized) -> None:
+    annotations = Annotations.from_stack(demo.stack)
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+    assert annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+# --- storage -------------------------------------------------------------------------------------------
+
+
+def test_three_private_encrypted_buckets(demo: Synthesized) -> None:
+    buckets = resources_of_type(demo, "AWS::S3::Bucket")
+    assert len(buckets) == 3
+    for bucket in buckets.values():
+        props = bucket["Properties"]
+        assert props["BucketEncryption"] == {
+            "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        }
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+        assert "VersioningConfiguration" not in props  # DMS advises against versioning its target
+        assert bucket["DeletionPolicy"] == "Retain"
+
+
+def test_every_bucket_policy_denies_plain_http(demo: Synthesized) -> None:
+    policies = resources_of_type(demo, "AWS::S3::BucketPolicy")
+    assert len(policies) == 3
+    for policy in policies.values():
+        assert {
+            "Action": "s3:*",
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+        }.items() <= next(
+            s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+        ).items()
+
+
+def test_raw_and_lake_log_to_the_access_log_bucket_and_raw_files_expire(demo: Synthesized) -> None:
+    names = ids(demo)
+    demo.template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "LoggingConfiguration": {"DestinationBucketName": {"Ref": names["logs"]}, "LogFilePrefix": "raw/"},
+            "LifecycleConfiguration": {
+                "Rules": [Match.object_like({"Id": "expire-dms-files", "ExpirationInDays": 30, "Status": "Enabled"})]
+            },
+        },
+    )
+    demo.template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "LoggingConfiguration": {"DestinationBucketName": {"Ref": names["logs"]}, "LogFilePrefix": "lake/"},
+            "LifecycleConfiguration": {
+                "Rules": Match.array_with(
+                    [Match.object_like({"Id": "expire-glue-temp", "Prefix": "tmp/glue/", "ExpirationInDays": 7})]
+                )
+            },
+        },
+    )
+
+
+# --- DMS -----------------------------------------------------------------------------------------------
+
+
+def test_s3_target_endpoint_matches_the_reader_configuration(demo: Synthesized) -> None:
+    names = ids(demo)
+    settings = Capture()
+    demo.template.has_resource_properties(
+        "AWS::DMS::Endpoint", {"EndpointType": "target", "EngineName": "s3", "S3Settings": settings}
+    )
+    assert settings.as_object() == {
+        **DEMO_S3_SETTINGS_STATIC,
+        "BucketName": {"Ref": names["raw"]},
+        "ServiceAccessRoleArn": {"Fn::GetAtt": [names["target_role"], "Arn"]},
+        "ExpectedBucketOwner": {"Ref": "AWS::AccountId"},
+    }
+
+
+def test_table_mappings_are_generated_from_the_table_configuration(demo: Synthesized) -> None:
+    _id, task = only(resources_of_type(demo, "AWS::DMS::ReplicationTask"))
+    props = task["Properties"]
+    assert props["MigrationType"] == "full-load-and-cdc"
+    assert json.loads(props["TableMappings"]) == {
+        "rules": [
+            {
+                "rule-type": "selection",
+                "rule-id": str(number),
+                "rule-name": f"include-shop.{table}",
+                "object-locator": {"schema-name": "shop", "table-name": locator},
+                "rule-action": "include",
+            }
+            for number, (table, locator) in enumerate(
+                [("customers", "customers"), ("orders", "orders"), ("order_items", "order[_]items")], start=1
+            )
+        ]
+    }
+    task_settings = json.loads(props["ReplicationTaskSettings"])
+    assert task_settings["FullLoadSettings"]["TargetTablePrepMode"] == "DO_NOTHING"
+    assert task_settings["TargetMetadata"]["BatchApplyEnabled"] is False
+    assert task_settings["Logging"]["EnableLogging"] is True
+
+
+def test_source_endpoint_uses_the_secret_and_requires_ssl(demo: Synthesized) -> None:
+    demo.template.has_resource_properties(
+        "AWS::DMS::Endpoint",
+        {
+            "EndpointType": "source",
+            "EngineName": "mysql",
+            "SslMode": "require",
+            "MySqlSettings": {
+                "SecretsManagerSecretId": SECRET_ARN,
+                "SecretsManagerAccessRoleArn": {"Fn::GetAtt": [Match.string_like_regexp("SecretAccessRole"), "Arn"]},
+            },
+            "ServerName": Match.absent(),
+            "Port": Match.absent(),
+            "Username": Match.absent(),
+            "Password": Match.absent(),
+        },
+    )
+    secret_reads = [s for s in statements(demo) if "secretsmanager:GetSecretValue" in actions(s)]
+    assert len(secret_reads) == 1
+    assert secret_reads[0]["Resource"] == SECRET_ARN
+
+
+def test_replication_instance_is_private_in_the_subnet_group(demo: Synthesized) -> None:
+    demo.template.has_resource_properties(
+        "AWS::DMS::ReplicationInstance",
+        {
+            "PubliclyAccessible": False,
+            "ReplicationInstanceClass": "dms.t3.medium",
+            "ReplicationSubnetGroupIdentifier": {"Ref": Match.string_like_regexp("DmsSubnetGroup")},
+            "VpcSecurityGroupIds": [{"Fn::GetAtt": [ids(demo)["dms_sg"], "GroupId"]}],
+        },
+    )
+    demo.template.has_resource_properties(
+        "AWS::DMS::ReplicationSubnetGroup",
+        {"SubnetIds": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]},
+    )
+
+
+def test_dms_service_roles_have_exact_names_and_come_first(demo: Synthesized) -> None:
+    roles = resources_of_type(demo, "AWS::IAM::Role")
+    by_name = {r["Properties"].get("RoleName"): (logical_id, r) for logical_id, r in roles.items()}
+    vpc_id, vpc_role = by_name["dms-vpc-role"]
+    logs_id, logs_role = by_name["dms-cloudwatch-logs-role"]
+    for role, policy in ((vpc_role, "AmazonDMSVPCManagementRole"), (logs_role, "AmazonDMSCloudWatchLogsRole")):
+        assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "dms.amazonaws.com"}}
+        ]
+        assert render(role["Properties"]["ManagedPolicyArns"]) == [
+            f"arn:${{AWS::Partition}}:iam::aws:policy/service-role/{policy}"
+        ]
+    _id, subnet_group = only(resources_of_type(demo, "AWS::DMS::ReplicationSubnetGroup"))
+    assert vpc_id in subnet_group["DependsOn"]
+    _id, task = only(resources_of_type(demo, "AWS::DMS::ReplicationTask"))
+    assert logs_id in task["DependsOn"]
+
+
+def test_dms_target_role_is_limited_to_the_raw_bucket_folder(demo: Synthesized) -> None:
+    names = ids(demo)
+    role_statements = []
+    for policy in resources_of_type(demo, "AWS::IAM::Policy").values():
+        if {"Ref": names["target_role"]} in policy["Properties"]["Roles"]:
+            role_statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    assert [(sorted(actions(s)), resources(s)) for s in role_statements] == [
+        (["s3:DeleteObject", "s3:PutObject", "s3:PutObjectTagging"], [f"${{{names['raw']}.Arn}}/dms/*"]),
+        (["s3:GetBucketLocation", "s3:ListBucket"], [f"${{{names['raw']}.Arn}}"]),
+    ]
+
+
+def test_dms_security_group_has_no_ingress_and_nothing_is_open_to_the_world(demo: Synthesized) -> None:
+    _id, group = only(resources_of_type(demo, "AWS::EC2::SecurityGroup"))
+    assert "SecurityGroupIngress" not in group["Properties"]
+    assert [(rule["FromPort"], rule["ToPort"]) for rule in group["Properties"]["SecurityGroupEgress"]] == [
+        (443, 443),
+        (3306, 3306),
+    ]
+    assert resources_of_type(demo, "AWS::EC2::SecurityGroupIngress") == {}
+    assert "0.0.0.0/0" not in json.dumps(
+        [
+            g["Properties"].get("SecurityGroupIngress", [])
+            for g in resources_of_type(demo, "AWS::EC2::SecurityGroup").values()
+        ]
+    )
+
+
+# --- Glue ----------------------------------------------------------------------------------------------
+
+
+def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesized) -> None:
+    names = ids(demo)
+    lake = names["lake"]
+    jobs = resources_of_type(demo, "AWS::Glue::Job")
+    assert sorted(job["Properties"]["Name"] for job in jobs.values()) == ["cdclake-cdc-replay", "cdclake-full-load"]
+    for job in jobs.values():
+        props = job["Properties"]
+        assert props["GlueVersion"] == "5.1"
+        assert props["WorkerType"] == "G.1X"
+        assert props["Command"]["Name"] == "glueetl"
+        assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 10}
+        assert props["JobRunQueuingEnabled"] is True
+        assert props["SecurityConfiguration"] == {"Ref": names["security_configuration"]}
+        arguments = render(props["DefaultArguments"])
+        assert arguments["--datalake-formats"] == "iceberg"
+        assert arguments["--conf"] == (
+            "spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+            " --conf spark.sql.catalog.glue_catalog=org.apache.iceberg.spark.SparkCatalog"
+            f" --conf spark.sql.catalog.glue_catalog.warehouse=s3://${{{lake}}}/warehouse/"
+            " --conf spark.sql.catalog.glue_catalog.catalog-impl=org.apache.iceberg.aws.glue.GlueCatalog"
+            " --conf spark.sql.catalog.glue_catalog.io-impl=org.apache.iceberg.aws.s3.S3FileIO"
+        )
+        assert arguments["--catalog"] == "glue_catalog"
+        assert arguments["--warehouse"] == f"s3://${{{lake}}}/warehouse/"
+        assert arguments["--database"] == "shop_lake"
+        assert arguments["--TempDir"] == f"s3://${{{lake}}}/tmp/glue/"
+        assert arguments["--config_uri"].startswith("s3://cdk-") and arguments["--config_uri"].endswith(".json")
+        assert arguments["--extra-py-files"].startswith("s3://cdk-") and arguments["--extra-py-files"].endswith(".zip")
+        assert arguments["--additional-python-modules"].startswith("pydantic==2.")
+        for flag in ("--enable-continuous-cloudwatch-log", "--enable-metrics", "--enable-glue-datacatalog"):
+            assert arguments[flag] == "true"
+        assert arguments["--job-language"] == "python"
+        # Per-run arguments are the Lambda's to pass; a default would hide a missing one.
+        assert not {"--bucket", "--key", "--table"} & arguments.keys()
+    full_load = jobs[names["full_load"]]["Properties"]
+    cdc_replay = jobs[names["cdc_replay"]]["Properties"]
+    assert (full_load["NumberOfWorkers"], full_load["Timeout"]) == (10, 480)
+    assert (cdc_replay["NumberOfWorkers"], cdc_replay["Timeout"]) == (2, 60)
+    assert full_load["Command"]["ScriptLocation"] != cdc_replay["Command"]["ScriptLocation"]
+
+
+def test_glue_security_configuration_encrypts_logs_and_bookmarks(demo: Synthesized) -> None:
+    key = {"Fn::GetAtt": [ids(demo)["key"], "Arn"]}
+    demo.template.has_resource_properties(
+        "AWS::Glue::SecurityConfiguration",
+        {
+            "EncryptionConfiguration": {
+                "CloudWatchEncryption": {"CloudWatchEncryptionMode": "SSE-KMS", "KmsKeyArn": key},
+                "JobBookmarksEncryption": {"JobBookmarksEncryptionMode": "CSE-KMS", "KmsKeyArn": key},
+                "S3Encryptions": [{"S3EncryptionMode": "SSE-S3"}],
+            }
+        },
+    )
+    demo.template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_glue_database_is_the_configured_one(demo: Synthesized) -> None:
+    _id, database = only(resources_of_type(demo, "AWS::Glue::Database"))
+    assert database["Properties"]["DatabaseInput"]["Name"] == "shop_lake"
+    assert render(database["Properties"]["DatabaseInput"]["LocationUri"]) == (
+        f"s3://${{{ids(demo)['lake']}}}/warehouse/shop_lake.db"
+    )
+
+
+def test_glue_role_is_limited_to_the_buckets_database_and_tables(demo: Synthesized) -> None:
+    names = ids(demo)
+    policy = demo.template.find_resources(
+        "AWS::IAM::Policy", {"Properties": {"PolicyName": Match.string_like_regexp("GlueJobPolicy")}}
+    )
+    _id, glue_policy = only(policy)
+    by_sid = {s["Sid"]: s for s in glue_policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert resources(by_sid["ReadDmsFiles"]) == [f"${{{names['raw']}.Arn}}/dms/*"]
+    assert actions(by_sid["ReadDmsFiles"]) == ["s3:GetObject"]  # the jobs never change landed files
+    assert sorted(resources(by_sid["WriteWarehouseAndTemp"])) == [
+        f"${{{names['lake']}.Arn}}/tmp/glue/*",
+        f"${{{names['lake']}.Arn}}/warehouse/*",
+    ]
+    assert sorted(resources(by_sid["LakeCatalog"])) == [
+        "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:catalog",
+        "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:database/shop_lake",
+        "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/shop_lake/*",
+    ]
+    assert sorted(actions(by_sid["LakeCatalog"])) == [
+        "glue:CreateTable",
+        "glue:GetDatabase",
+        "glue:GetTable",
+        "glue:GetTables",
+        "glue:UpdateTable",
+    ]
+    assert all(not resource.endswith(":*") for resource in resources(by_sid["ReadJobAssets"]))
+    assert by_sid["JobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Glue"}}
+
+
+def test_no_policy_grants_a_service_wide_action(demo: Synthesized) -> None:
+    for statement in statements(demo):
+        for action in actions(statement):
+            assert not action.endswith(":*") and action != "*", statement
+
+
+# --- trigger -------------------------------------------------------------------------------------------
+
+
+def test_raw_bucket_notifies_the_trigger_for_new_objects_under_the_dms_folder(demo: Synthesized) -> None:
+    names = ids(demo)
+    demo.template.has_resource_properties(
+        "Custom::S3BucketNotifications",
+        {
+            "BucketName": {"Ref": names["raw"]},
+            "NotificationConfiguration": {
+                "LambdaFunctionConfigurations": [
+                    {
+                        "Events": ["s3:ObjectCreated:*"],
+                        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "dms/"}]}},
+                        "LambdaFunctionArn": {"Fn::GetAtt": [names["function"], "Arn"]},
+                    }
+                ]
+            },
+        },
+    )
+
+
+def test_trigger_function_runtime_layer_and_environment(demo: Synthesized) -> None:
+    names = ids(demo)
+    _id, function = only(
+        demo.template.find_resources(
+            "AWS::Lambda::Function", {"Properties": {"Handler": "dms_trigger.handler.lambda_handler"}}
+        )
+    )
+    props = function["Properties"]
+    assert props["Runtime"] == "python3.14"
+    assert props["Architectures"] == ["arm64"]
+    assert render(props["Layers"]) == [
+        "arn:${AWS::Partition}:lambda:${AWS::Region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:38"
+    ]
+    assert props["Environment"]["Variables"] == {
+        "CDC_LAKE_CONFIG": "tables.json",
+        "FULL_LOAD_JOB_NAME": {"Ref": names["full_load"]},
+        "CDC_REPLAY_JOB_NAME": {"Ref": names["cdc_replay"]},
+        "POWERTOOLS_SERVICE_NAME": "cdc-lake-trigger",
+        "POWERTOOLS_METRICS_NAMESPACE": "CdcLake",
+    }
+    demo.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "FunctionName": {"Ref": names["function"]},
+            "MaximumRetryAttempts": 2,
+            "MaximumEventAgeInSeconds": 7200,
+            "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [names["queue"], "Arn"]}}},
+        },
+    )
+
+
+def test_start_job_run_is_granted_on_exactly_the_two_jobs(demo: Synthesized) -> None:
+    names = ids(demo)
+    grants = [s for s in statements(demo) if any(a.startswith("glue:StartJobRun") for a in actions(s))]
+    assert len(grants) == 1
+    assert actions(grants[0]) == ["glue:StartJobRun"]
+    assert sorted(resources(grants[0])) == sorted(
+        f"arn:${{AWS::Partition}}:glue:${{AWS::Region}}:${{AWS::AccountId}}:job/${{{names[job]}}}"
+        for job in ("full_load", "cdc_replay")
+    )
+
+
+def test_failure_queue_is_encrypted_and_tls_only(demo: Synthesized) -> None:
+    names = ids(demo)
+    demo.template.has_resource_properties(
+        "AWS::SQS::Queue", {"SqsManagedSseEnabled": True, "MessageRetentionPeriod": 1209600}
+    )
+    demo.template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": names["queue"]}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
+
+
+# --- monitoring ----------------------------------------------------------------------------------------
+
+
+def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: Synthesized) -> None:
+    names = ids(demo)
+    alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
+    assert len(alarms) == 2
+    by_metric = {a["Properties"]["MetricName"]: a["Properties"] for a in alarms.values()}
+    queue_alarm = by_metric["ApproximateNumberOfMessagesVisible"]
+    assert queue_alarm["Namespace"] == "AWS/SQS"
+    assert queue_alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [names["queue"], "QueueName"]}}]
+    errors_alarm = by_metric["Errors"]
+    assert errors_alarm["Namespace"] == "AWS/Lambda"
+    assert errors_alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": names["function"]}}]
+    for alarm in (queue_alarm, errors_alarm):
+        assert alarm["Threshold"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["AlarmActions"] == [{"Ref": names["topic"]}]
+
+
+def test_failed_glue_runs_of_both_jobs_go_to_the_encrypted_topic(demo: Synthesized) -> None:
+    names = ids(demo)
+    demo.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.glue"],
+                "detail-type": ["Glue Job State Change"],
+                "detail": {
+                    "jobName": [{"Ref": names["full_load"]}, {"Ref": names["cdc_replay"]}],
+                    "state": ["FAILED", "TIMEOUT", "ERROR"],
+                },
+            },
+            "Targets": [Match.object_like({"Arn": {"Ref": names["topic"]}})],
+        },
+    )
+    demo.template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [names["key"], "Arn"]}})
+    demo.template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            }
+        },
+    )
+    assert resources_of_type(demo, "AWS::SNS::Subscription") == {}  # no alarmEmail given
+
+
+def test_outputs_name_what_operators_need(demo: Synthesized) -> None:
+    names = ids(demo)
+    outputs = demo.json["Outputs"]
+    assert {
+        "RawBucketName",
+        "LakeBucketName",
+        "AccessLogBucketName",
+        "FullLoadJobName",
+        "CdcReplayJobName",
+        "DatabaseName",
+        "FailureQueueArn",
+        "AlarmTopicArn",
+        "ReplicationTaskArn",
+        "TableConfigUri",
+    } <= outputs.keys()
+    assert outputs["RawBucketName"]["Value"] == {"Ref": names["raw"]}
+    assert outputs["FullLoadJobName"]["Value"] == {"Ref": names["full_load"]}
+    assert outputs["DatabaseName"]["Value"] == "shop_lake"
+    assert outputs["FailureQueueArn"]["Value"] == {"Fn::GetAtt": [names["queue"], "Arn"]}
+    assert outputs["AlarmTopicArn"]["Value"] == {"Ref": names["topic"]}

@@ -1,0 +1,187 @@
+"""The other deployment shape: Parquet + gzip + date folders + AR_H_CHANGE_SEQ, a PostgreSQL source,
+DMS Serverless, an existing source security group, an alarm e-mail, and DMS roles that already exist."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk.assertions import Annotations, Capture, Match
+
+from tests.infra.conftest import SECRET_ARN, SOURCE_KEY_ARN, SOURCE_SECURITY_GROUP, Synthesized, only, render
+from tests.infra.conftest import resources_of_type as of_type
+
+
+@pytest.fixture(scope="module")
+def names(parquet: Synthesized) -> dict[str, str]:
+    stack = parquet.stack
+    return {
+        "raw": parquet.logical_id(stack.storage.raw),
+        "target_role": parquet.logical_id(stack.dms.target_role),
+        "dms_sg": parquet.logical_id(stack.dms.security_group),
+        "subnet_group": parquet.logical_id(stack.dms.subnet_group),
+    }
+
+
+def test_no_unacknowledged_cdk_nag_findings(parquet: Synthesized) -> None:
+    annotations = Annotations.from_stack(parquet.stack)
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+    assert annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+def test_parquet_s3_settings(parquet: Synthesized, names: dict[str, str]) -> None:
+    settings = Capture()
+    parquet.template.has_resource_properties("AWS::DMS::Endpoint", {"EngineName": "s3", "S3Settings": settings})
+    assert settings.as_object() == {
+        "BucketName": {"Ref": names["raw"]},
+        "ServiceAccessRoleArn": {"Fn::GetAtt": [names["target_role"], "Arn"]},
+        "ExpectedBucketOwner": {"Ref": "AWS::AccountId"},
+        "BucketFolder": "cdc/landing",
+        "DataFormat": "parquet",
+        "CompressionType": "GZIP",
+        "EncryptionMode": "SSE_S3",
+        "IncludeOpForFullLoad": True,
+        "CdcInsertsOnly": False,
+        "CdcInsertsAndUpdates": False,
+        "PreserveTransactions": False,
+        "CdcMaxBatchInterval": 120,
+        "CdcMinFileSize": 64000,
+        "DatePartitionEnabled": True,
+        "DatePartitionSequence": "YYYYMMDDHH",
+        "DatePartitionDelimiter": "DASH",
+        "ParquetVersion": "PARQUET_2_0",
+        "ParquetTimestampInMillisecond": False,
+        "EnableStatistics": True,
+    }
+
+
+def test_serverless_replication_config_carries_the_generated_mappings(
+    parquet: Synthesized, names: dict[str, str]
+) -> None:
+    assert of_type(parquet, "AWS::DMS::ReplicationTask") == {}
+    assert of_type(parquet, "AWS::DMS::ReplicationInstance") == {}
+    _id, replication = only(of_type(parquet, "AWS::DMS::ReplicationConfig"))
+    props = replication["Properties"]
+    assert props["ReplicationType"] == "full-load-and-cdc"
+    assert props["ComputeConfig"] == {
+        "MaxCapacityUnits": 8,
+        "MultiAZ": False,
+        "ReplicationSubnetGroupId": {"Ref": names["subnet_group"]},
+        "VpcSecurityGroupIds": [{"Fn::GetAtt": [names["dms_sg"], "GroupId"]}],
+    }
+    locators = {"invoices": "invoices", "invoice_lines": "invoice[_]lines"}
+    assert props["TableMappings"] == {
+        "rules": [
+            *(
+                {
+                    "rule-type": "selection",
+                    "rule-id": str(number),
+                    "rule-name": f"include-sales.{table}",
+                    "object-locator": {"schema-name": "sales", "table-name": locators[table]},
+                    "rule-action": "include",
+                }
+                for number, table in enumerate(locators, start=1)
+            ),
+            *(
+                {
+                    "rule-type": "transformation",
+                    "rule-id": str(number),
+                    "rule-name": f"change-sequence-sales.{table}",
+                    "rule-target": "column",
+                    "object-locator": {"schema-name": "sales", "table-name": locators[table]},
+                    "rule-action": "add-column",
+                    "value": "change_seq",
+                    "expression": "$AR_H_CHANGE_SEQ",
+                    "data-type": {"type": "string", "length": 50},
+                }
+                for number, table in enumerate(locators, start=3)
+            ),
+        ]
+    }
+
+
+def test_postgres_source_with_database_name_and_secret(parquet: Synthesized) -> None:
+    parquet.template.has_resource_properties(
+        "AWS::DMS::Endpoint",
+        {
+            "EndpointType": "source",
+            "EngineName": "postgres",
+            "DatabaseName": "sales",
+            "SslMode": "require",
+            "PostgreSqlSettings": Match.object_like({"SecretsManagerSecretId": SECRET_ARN}),
+            "MySqlSettings": Match.absent(),
+        },
+    )
+    parquet.template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [{"Action": "kms:Decrypt", "Effect": "Allow", "Resource": SOURCE_KEY_ARN}]
+                )
+            }
+        },
+    )
+
+
+def test_source_security_group_admits_dms_only_on_the_database_port(
+    parquet: Synthesized, names: dict[str, str]
+) -> None:
+    _id, ingress = only(of_type(parquet, "AWS::EC2::SecurityGroupIngress"))
+    assert ingress["Properties"] == {
+        "GroupId": SOURCE_SECURITY_GROUP,
+        "IpProtocol": "tcp",
+        "FromPort": 5432,
+        "ToPort": 5432,
+        "SourceSecurityGroupId": {"Fn::GetAtt": [names["dms_sg"], "GroupId"]},
+        "Description": "cdc-lake DMS replication reads the source database",
+    }
+    _id, group = only(of_type(parquet, "AWS::EC2::SecurityGroup"))
+    assert [rule["FromPort"] for rule in group["Properties"]["SecurityGroupEgress"]] == [443]
+    parquet.template.has_resource_properties(
+        "AWS::EC2::SecurityGroupEgress",
+        {"DestinationSecurityGroupId": SOURCE_SECURITY_GROUP, "FromPort": 5432, "ToPort": 5432},
+    )
+
+
+def test_existing_dms_service_roles_are_not_recreated(parquet: Synthesized) -> None:
+    role_names = [role["Properties"].get("RoleName") for role in of_type(parquet, "AWS::IAM::Role").values()]
+    assert "dms-vpc-role" not in role_names
+    assert "dms-cloudwatch-logs-role" not in role_names
+
+
+def test_notification_and_glue_read_access_follow_the_bucket_folder(
+    parquet: Synthesized, names: dict[str, str]
+) -> None:
+    parquet.template.has_resource_properties(
+        "Custom::S3BucketNotifications",
+        {
+            "NotificationConfiguration": {
+                "LambdaFunctionConfigurations": [
+                    Match.object_like(
+                        {"Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "cdc/landing/"}]}}}
+                    )
+                ]
+            }
+        },
+    )
+    _id, glue_policy = only(
+        parquet.template.find_resources(
+            "AWS::IAM::Policy", {"Properties": {"PolicyName": Match.string_like_regexp("GlueJobPolicy")}}
+        )
+    )
+    by_sid = {s["Sid"]: s for s in glue_policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert render(by_sid["ReadDmsFiles"]["Resource"]) == f"${{{names['raw']}.Arn}}/cdc/landing/*"
+    assert "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/sales_lake/*" in render(
+        by_sid["LakeCatalog"]["Resource"]
+    )
+
+
+def test_alarm_email_subscribes_to_the_topic(parquet: Synthesized) -> None:
+    parquet.template.has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "data-ops@example.com"}
+    )
+
+
+def test_names_follow_the_stack_name(parquet: Synthesized) -> None:
+    jobs = sorted(job["Properties"]["Name"] for job in of_type(parquet, "AWS::Glue::Job").values())
+    assert jobs == ["saleslake-cdc-replay", "saleslake-full-load"]
+    assert "ReplicationConfigArn" in parquet.json["Outputs"]
