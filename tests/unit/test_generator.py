@@ -1,0 +1,682 @@
+"""The DMS change-data generator: its files, read back here independently and replayed, must equal its oracle.
+
+Everything below reads the landing folder itself (listing, CSV with the csv module plus a quote-aware
+tokenizer, Parquet with pyarrow) and replays with a small reference implementation of the contract.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cdc_lake
+from cdc_lake.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.dms_files import FileKind, parse_key
+from cdc_lake.exceptions import ConfigError, UnknownTableError
+from cdc_lake.generator import GenerationResult, GeneratorSpec, csv_field, generate, land_order
+from cdc_lake.jsonl import json_row, read_jsonl, sort_key
+
+DEMO = load_config(Path(cdc_lake.__file__).parent / "demo.yaml")
+ALL_TYPES: dict[str, Any] = {
+    "name": "lab.all_types",
+    "primary_key": ["code", "seq_no"],
+    "columns": [
+        {"name": "code", "type": "varchar(20)"},
+        {"name": "seq_no", "type": "smallint"},
+        {"name": "flag", "type": "boolean"},
+        {"name": "tiny", "type": "tinyint"},
+        {"name": "big", "type": "bigint"},
+        {"name": "price", "type": "decimal(12,2)"},
+        {"name": "rate", "type": "decimal(5,5)"},
+        {"name": "weight", "type": "double"},
+        {"name": "score", "type": "float"},
+        {"name": "born", "type": "date"},
+        {"name": "seen_at", "type": "timestamp"},
+        {"name": "title", "type": "string"},
+        {"name": "label", "type": "string", "nullable": False},
+    ],
+}
+SMALL = GeneratorSpec(initial_rows=40, cdc_files=3, changes_per_file=60, load_file_rows=4, cached_changes=12)
+LOAD_NAME = re.compile(r"^LOAD([0-9A-F]{8})\.(csv|csv\.gz|parquet)$")
+CDC_NAME = re.compile(r"^(\d{8})-(\d{9})\.(csv|csv\.gz|parquet)$")
+SEQUENCE = re.compile(r"^\d{35}$")
+
+
+def make_config(extra_tables: list[dict[str, Any]] | None = None, **dms: Any) -> PipelineConfig:
+    data = DEMO.model_dump()
+    data["dms"].update(dms)
+    data["tables"].extend(extra_tables if extra_tables is not None else [ALL_TYPES])
+    return PipelineConfig.model_validate(data)
+
+
+# ---------------------------------------------------------------------------------------------------
+# An independent reader and replay
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    file: str
+    file_index: int  # position of the file in DMS order (LOAD files first)
+    kind: str  # "load" | "cdc"
+    op: str
+    ts: str  # the DMS timestamp column, '' without one
+    seq: str | None
+    values: dict[str, Any]
+    quoted_empty: list[bool] = field(default_factory=list)  # per empty string value: was it written ""?
+
+
+def rfc4180(text: str, delimiter: str) -> list[list[tuple[str, bool]]]:
+    """Records of (value, was_quoted) fields; the csv module cannot tell a quoted empty field from a bare one."""
+    records, position, end = [], 0, len(text)
+    while position < end:
+        fields = []
+        while True:
+            if text.startswith('"', position):
+                parts, cursor = [], position + 1
+                while True:
+                    close = text.index('"', cursor)
+                    parts.append(text[cursor:close])
+                    if text.startswith('"', close + 1):
+                        parts.append('"')
+                        cursor = close + 2
+                        continue
+                    position = close + 1
+                    break
+                fields.append(("".join(parts), True))
+            else:
+                stop = position
+                while stop < end and text[stop] not in (delimiter, "\n"):
+                    stop += 1
+                fields.append((text[position:stop], False))
+                position = stop
+            if position >= end or text[position] == "\n":
+                position += 1
+                break
+            assert text[position] == delimiter, f"junk after a quoted field at {position}"
+            position += 1
+        records.append(fields)
+    return records
+
+
+def typed(text: str, column_type: str, booleans: dict[str, bool]) -> Any:
+    if column_type in ("tinyint", "smallint", "int", "bigint"):
+        return int(text)
+    if column_type.startswith("decimal"):
+        return Decimal(text)
+    if column_type in ("double", "float"):
+        return float(text)
+    if column_type == "boolean":
+        return booleans[text]
+    if column_type == "date":
+        return date.fromisoformat(text)
+    if column_type == "timestamp":
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", text), text
+        return datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f")
+    return text
+
+
+def table_files(landing: Path, config: PipelineConfig, table: TableSpec) -> tuple[list[str], list[str]]:
+    """LOAD and CDC keys of a table from the folder listing, each in DMS order."""
+    root = landing / config.table_prefix(table)
+    keys = [p.relative_to(landing).as_posix() for p in sorted(root.rglob("*")) if p.is_file()]
+    loads = [k for k in keys if LOAD_NAME.match(k.rsplit("/", 1)[-1])]
+    cdcs = [k for k in keys if CDC_NAME.match(k.rsplit("/", 1)[-1])]
+    assert len(loads) + len(cdcs) == len(keys), f"unexpected files: {sorted(set(keys) - set(loads) - set(cdcs))}"
+    loads.sort(key=lambda k: int(LOAD_NAME.match(k.rsplit("/", 1)[-1])[1], 16))  # type: ignore[index]
+    cdcs.sort(key=lambda k: k.rsplit("/", 1)[-1])
+    return loads, cdcs
+
+
+def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: bool, postgres: bool) -> list[Record]:
+    dms = config.dms
+    booleans = {"true": True, "false": False} if postgres else {"1": True, "0": False}
+    raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+    text = raw.decode("utf-8")
+    tokens = rfc4180(text, dms.csv_delimiter)
+    via_csv_module = list(csv.reader(io.StringIO(text, newline=""), delimiter=dms.csv_delimiter))
+    assert [[value for value, _ in record] for record in tokens] == via_csv_module, path
+    with_op = cdc or dms.include_op_for_full_load
+    names = [
+        *(["Op"] if with_op else []),
+        *([dms.timestamp_column] if dms.timestamp_column else []),
+        *table.column_names,
+        *([dms.change_sequence_column] if dms.change_sequence_column else []),
+    ]
+    if dms.add_column_name:
+        assert [value for value, _ in tokens[0]] == names, f"{path}: header"
+        tokens = tokens[1:]
+    records = []
+    for fields in tokens:
+        assert len(fields) == len(names), f"{path}: {len(fields)} fields, expected {len(names)}"
+        by_name = dict(zip(names, fields, strict=True))
+        values: dict[str, Any] = {}
+        quoted_empty: list[bool] = []
+        for column in table.columns:
+            text_value, quoted = by_name[column.name]
+            if text_value == dms.csv_null_value and not quoted:
+                values[column.name] = None
+                continue
+            values[column.name] = typed(text_value, column.type, booleans)
+            if column.type == "string" and text_value == "":
+                quoted_empty.append(quoted)
+        records.append(
+            Record(
+                file=path.name,
+                file_index=-1,
+                kind="cdc" if cdc else "load",
+                op=by_name["Op"][0] if with_op else "I",
+                ts=by_name[dms.timestamp_column][0] if dms.timestamp_column else "",
+                seq=by_name[dms.change_sequence_column][0] if dms.change_sequence_column else None,
+                values=values,
+                quoted_empty=quoted_empty,
+            )
+        )
+    return records
+
+
+def read_parquet_records(
+    path: Path, config: PipelineConfig, table: TableSpec, cdc: bool, postgres: bool
+) -> list[Record]:
+    dms = config.dms
+    with_op = cdc or dms.include_op_for_full_load
+    records = []
+    for row in pq.read_table(path).to_pylist():
+        records.append(
+            Record(
+                file=path.name,
+                file_index=-1,
+                kind="cdc" if cdc else "load",
+                op=row["Op"] if with_op else "I",
+                ts=row[dms.timestamp_column] if dms.timestamp_column else "",
+                seq=row[dms.change_sequence_column] if dms.change_sequence_column else None,
+                values={c.name: row[c.name] for c in table.columns},
+            )
+        )
+        assert with_op == ("Op" in row)
+    return records
+
+
+def read_table(result: GenerationResult, config: PipelineConfig, name: str, postgres: bool = False) -> list[Record]:
+    """All rows of one table, in DMS order: LOAD files by hex counter, CDC files by name, row position."""
+    table = config.table(name)
+    loads, cdcs = table_files(result.landing, config, table)
+    read = read_parquet_records if config.dms.format == "parquet" else read_csv_records
+    records = []
+    for index, key in enumerate([*loads, *cdcs]):
+        for record in read(result.landing / key, config, table, cdc=index >= len(loads), postgres=postgres):
+            record.file_index = index
+            records.append(record)
+    return records
+
+
+@dataclass
+class Replay:
+    state: dict[tuple[Any, ...], dict[str, Any]]
+    events: list[tuple[str, tuple[Any, ...]]]  # (what happened, key) for the interesting cases
+    history: dict[tuple[Any, ...], list[Record]]
+
+
+def reference_replay(records: list[Record], table: TableSpec) -> Replay:
+    state: dict[tuple[Any, ...], dict[str, Any]] = {}
+    events: list[tuple[str, tuple[Any, ...]]] = []
+    history: dict[tuple[Any, ...], list[Record]] = defaultdict(list)
+    for record in records:
+        key = tuple(record.values[k] for k in table.primary_key)
+        if record.kind == "cdc" and not history[key]:
+            events.append(("first_seen_in_cdc_" + record.op, key))
+        if record.op == "D":
+            if key not in state:
+                events.append(("delete_missing", key))
+            state.pop(key, None)
+        else:
+            if record.op == "I" and key in state and record.kind == "cdc":
+                events.append(("insert_existing", key))
+            if record.op == "U" and key not in state:
+                events.append(("update_missing", key))
+            state[key] = record.values
+        history[key].append(record)
+    return Replay(state, events, history)
+
+
+def oracle_rows(result: GenerationResult, table: TableSpec) -> list[dict[str, Any]]:
+    return read_jsonl(result.expected / f"{table.name}.jsonl")
+
+
+def as_json(state: dict[tuple[Any, ...], dict[str, Any]], table: TableSpec) -> list[dict[str, Any]]:
+    rows = sorted(state.values(), key=lambda row: sort_key(row, table))
+    return [json_row(row, table) for row in rows]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fixtures: one CSV run and one Parquet run with most options on
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def csv_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[PipelineConfig, GenerationResult]:
+    config = make_config()
+    return config, generate(config, tmp_path_factory.mktemp("csv"), SMALL)
+
+
+@pytest.fixture(scope="module")
+def parquet_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[PipelineConfig, GenerationResult]:
+    binary_table = {
+        "name": "lab.blobs",
+        "primary_key": ["blob_id"],
+        "columns": [{"name": "blob_id", "type": "int"}, {"name": "payload", "type": "binary"}],
+    }
+    config = make_config(
+        [ALL_TYPES, binary_table],
+        format="parquet",
+        compression="gzip",
+        include_op_for_full_load=True,
+        change_sequence_column="change_seq",
+    )
+    return config, generate(config, tmp_path_factory.mktemp("parquet"), SMALL)
+
+
+@pytest.fixture(params=["csv_run", "parquet_run"])
+def any_run(request: pytest.FixtureRequest) -> tuple[PipelineConfig, GenerationResult]:
+    run: tuple[PipelineConfig, GenerationResult] = request.getfixturevalue(request.param)
+    return run
+
+
+# ---------------------------------------------------------------------------------------------------
+# The oracle
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_oracle_equals_an_independent_replay_of_the_files(any_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = any_run
+    for table in config.tables:
+        replay = reference_replay(read_table(result, config, table.name), table)
+        expected = oracle_rows(result, table)
+        assert as_json(replay.state, table) == expected, table.name
+        summary = next(t for t in result.tables if t.table == table.name)
+        assert summary.expected_rows == len(expected) > 0
+
+
+def test_ordering_by_the_dms_timestamp_alone_gets_a_different_table(
+    csv_run: tuple[PipelineConfig, GenerationResult],
+) -> None:
+    """Ties make the timestamp useless for order: replaying same-time rows backwards must change the result."""
+    config, result = csv_run
+    table = config.table("shop.customers")
+    records = read_table(result, config, table.name)
+    load = [r for r in records if r.kind == "load"]
+    cdc = [r for r in records if r.kind == "cdc"]
+    position = {id(r): i for i, r in enumerate(cdc)}
+    by_time_ties_reversed = sorted(cdc, key=lambda r: (r.ts, -position[id(r)]))
+    assert as_json(reference_replay(load + by_time_ties_reversed, table).state, table) != oracle_rows(result, table)
+
+
+def test_change_counts_match_the_files(any_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = any_run
+    for summary in result.tables:
+        records = read_table(result, config, summary.table)
+        ops = Counter(r.op for r in records if r.kind == "cdc")
+        assert summary.changes == {"I": ops["I"], "U": ops["U"], "D": ops["D"]}
+        loads, cdcs = table_files(result.landing, config, config.table(summary.table))
+        assert (summary.load_files, summary.cdc_files) == (loads, cdcs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Names, folders and order
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_load_files_count_in_hexadecimal(csv_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    _, result = csv_run
+    loads = next(t for t in result.tables if t.table == "shop.orders").load_files
+    names = [key.rsplit("/", 1)[-1] for key in loads]
+    assert names[:11] == [f"LOAD{n:08X}.csv" for n in range(1, 12)]
+    assert "LOAD0000000A.csv" in names
+    assert all(key.startswith("dms/shop/orders/") for key in loads)
+
+
+@pytest.mark.parametrize(
+    ("sequence", "delimiter", "folder_format"),
+    [
+        ("YYYYMMDD", "SLASH", "%Y/%m/%d"),
+        ("YYYYMMDDHH", "DASH", "%Y-%m-%d-%H"),
+        ("YYYYMM", "UNDERSCORE", "%Y_%m"),
+        ("MMYYYYDD", "SLASH", "%m/%Y/%d"),
+        ("DDMMYYYY", "NONE", "%d%m%Y"),
+    ],
+)
+def test_cdc_files_sit_in_date_folders_and_sort_by_time(
+    tmp_path: Path, sequence: str, delimiter: str, folder_format: str
+) -> None:
+    config = make_config(
+        [], date_partition_enabled=True, date_partition_sequence=sequence, date_partition_delimiter=delimiter
+    )
+    spec = GeneratorSpec(initial_rows=5, cdc_files=4, changes_per_file=5, start_time=datetime(2025, 3, 31, 23, 57))
+    result = generate(config, tmp_path, spec)
+    for summary in result.tables:
+        prefix = config.table_prefix(config.table(summary.table))
+        times = []
+        for key in summary.cdc_files:
+            assert key.startswith(prefix)
+            date_folder, name = key[len(prefix) :].rsplit("/", 1)
+            match = CDC_NAME.match(name)
+            assert match, key
+            written = datetime.strptime(match[1] + match[2], "%Y%m%d%H%M%S%f")
+            assert date_folder == written.strftime(folder_format), key
+            assert parse_key(key, config).kind is FileKind.CDC
+            times.append(written)
+        assert times == sorted(times) and len(set(times)) == len(times)
+        assert {t.date() for t in times} == {date(2025, 3, 31), date(2025, 4, 1)}  # the run crosses midnight
+        assert all(parse_key(key, config).kind is FileKind.FULL_LOAD for key in summary.load_files)
+    order = land_order(result)
+    loads = [k for t in result.tables for k in t.load_files]
+    assert order[: len(loads)] == loads
+    cdc_names = [k.rsplit("/", 1)[-1] for k in order[len(loads) :]]
+    assert cdc_names == sorted(cdc_names)
+    assert len({k.split("/")[2] for k in order[len(loads) : len(loads) + 3]}) == 3  # tables interleave by time
+
+
+# ---------------------------------------------------------------------------------------------------
+# Edge cases are really in the files
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_every_edge_case_is_in_the_files(csv_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = csv_run
+    for table in config.tables:
+        records = read_table(result, config, table.name)
+        replay = reference_replay(records, table)
+        events = Counter(name for name, _ in replay.events)
+        assert events["insert_existing"] >= 1, table.name  # cached change re-applied over the LOAD row
+        assert events["update_missing"] >= 2, table.name  # ghost update and re-applied cached update
+        assert events["delete_missing"] >= 2, table.name  # ghost delete and repeated delete
+        ghosts_updated = {k for name, k in replay.events if name == "first_seen_in_cdc_U"}
+        assert ghosts_updated & replay.state.keys(), table.name  # a U for a never-seen key ends as a row
+        assert any(name == "first_seen_in_cdc_D" for name, _ in replay.events), table.name
+
+        load_times = {r.ts for r in records if r.kind == "load"}
+        first_cdc = [r for r in records if r.file_index == min(r.file_index for r in records if r.kind == "cdc")]
+        cached = [r for r in first_cdc if r.ts < min(load_times)]
+        assert len(cached) == SMALL.cached_changes, table.name
+        assert {r.op for r in cached} == {"I", "U", "D"}
+
+        histories = replay.history.values()
+        commits = [ops for h in histories for ops in _ops_per_commit(h)]
+        assert "UUU" in commits and "DI" in commits, table.name  # one key, one commit: only row order decides
+        assert any(_ops_in_one_file(h, "IDI") for h in histories), table.name
+        assert any(_ops_across_files(h, "UDI") for h in histories), table.name
+        assert any(h[-1].op == "D" and h[-2].op == "D" and h[-2].kind == "cdc" for h in histories if len(h) > 1)
+
+
+def _ops_per_commit(history: list[Record]) -> list[str]:
+    """The ops of one key per (CDC file, commit timestamp), for commits that change it more than once."""
+    commits: dict[tuple[int, str], str] = defaultdict(str)
+    for r in history:
+        if r.kind == "cdc":
+            commits[(r.file_index, r.ts)] += r.op
+    return [ops for ops in commits.values() if len(ops) > 1]
+
+
+def _ops_in_one_file(history: list[Record], ops: str) -> bool:
+    by_file: dict[int, str] = defaultdict(str)
+    for r in history:
+        if r.kind == "cdc":
+            by_file[r.file_index] += r.op
+    return any(ops in sequence for sequence in by_file.values())
+
+
+def _ops_across_files(history: list[Record], ops: str) -> bool:
+    cdc = [r for r in history if r.kind == "cdc"]
+    return any(
+        "".join(r.op for r in cdc[i : i + len(ops)]) == ops
+        and len({r.file_index for r in cdc[i : i + len(ops)]}) == len(ops)
+        for i in range(len(cdc))
+    )
+
+
+def test_text_edge_cases_are_written_and_read_back(csv_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = csv_run
+    records = read_table(result, config, "lab.all_types")
+    load_values = {r.values["title"] for r in records if r.kind == "load"}
+    cdc_values = {r.values["title"] for r in records if r.kind == "cdc"}
+    for texts in (load_values, cdc_values):
+        joined = "\x00".join(t for t in texts if t)
+        for needle in ("é", "日本", "🎉", "\r\n", "\n", ",", '"', "\\"):
+            assert needle in joined, repr(needle)
+        assert None in texts and "" in texts
+        assert " leading space" in texts and "trailing space " in texts and "   " in texts
+    table = config.table("lab.all_types")
+    nullable = [c.name for c in table.columns if c.nullable and c.name not in table.primary_key]
+    keys_nulled = [tuple(r.values[k] for k in table.primary_key) for r in records if r.op == "U" and r.kind == "cdc"
+                   and all(r.values[name] is None for name in nullable)]  # fmt: skip
+    emptied = [r for r in records if r.op == "U" and r.values["title"] == "" and r.values["label"] == ""]
+    assert any(tuple(r.values[k] for k in table.primary_key) in keys_nulled for r in emptied)  # NULL, later ''
+    final = {row["title"] for row in oracle_rows(result, table)}
+    assert None in final and "" in final and "crlf1\r\nline2\r\n" in final
+    written = [q for r in records for q in r.quoted_empty]
+    assert True in written and False in written and written.count(False) > written.count(True)
+    raw = "".join((result.landing / key).read_bytes().decode("utf-8") for key in land_order(result))
+    for quoted in ('," leading space",', ',"trailing space ",', ',"   ",', ',"comma, inside",', ',"quote "" inside",'):
+        assert quoted in raw, quoted  # RFC 4180 quoting as DMS writes it, not just something csv can read
+    assert ',"crlf1\r\nline2\r\n",' in raw
+
+
+def test_every_type_reaches_its_boundaries(csv_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = csv_run
+    table = config.table("lab.all_types")
+    values: dict[str, set[Any]] = defaultdict(set)
+    for record in read_table(result, config, table.name):
+        for name, value in record.values.items():
+            values[name].add(value)
+    assert {Decimal("9999999999.99"), Decimal("-9999999999.99"), Decimal("0.00"), Decimal("0.01")} <= values["price"]
+    assert {Decimal("0.99999"), Decimal("-0.99999")} <= values["rate"]
+    assert {-(2**63), 2**63 - 1} <= values["big"] and {-128, 127} <= values["tiny"]
+    assert {date(1970, 1, 1), date(2099, 12, 31), date(2024, 2, 29)} <= values["born"]
+    stamps = values["seen_at"] - {None}
+    assert {t.microsecond for t in stamps} >= {1, 999999, 0}
+    assert datetime(2099, 12, 31, 23, 59, 59, 999999) in stamps
+    assert {True, False, None} <= values["flag"]
+    assert {1.7976931348623157e308, 1e-300, -1.5} <= values["weight"]
+    assert 3.4028234663852886e38 in values["score"]
+    assert None not in values["label"] and None not in values["code"] and None not in values["seq_no"]
+
+
+def test_keys_and_non_nullable_columns_are_never_null(any_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = any_run
+    for table in config.tables:
+        required = [c.name for c in table.columns if not c.nullable or c.name in table.primary_key]
+        for record in read_table(result, config, table.name):
+            assert all(record.values[name] is not None for name in required), (table.name, record)
+
+
+def test_composite_keys_fan_out(csv_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = csv_run
+    rows = oracle_rows(result, config.table("shop.order_items"))
+    keys = [(row["order_id"], row["line_no"]) for row in rows]
+    assert len(keys) == len(set(keys))
+    lines_per_order = Counter(order for order, _ in keys)
+    assert max(lines_per_order.values()) > 1
+
+
+def test_the_null_marker_is_never_a_value(tmp_path: Path) -> None:
+    config = make_config(csv_null_value="null")
+    result = generate(config, tmp_path, SMALL)
+    for table in config.tables:
+        for record in read_table(result, config, table.name):
+            assert "null" not in record.values.values()
+        replay = reference_replay(read_table(result, config, table.name), table)
+        assert as_json(replay.state, table) == oracle_rows(result, table)
+
+
+def test_empty_null_marker_quotes_every_empty_string(tmp_path: Path) -> None:
+    config = make_config(csv_null_value="")
+    result = generate(config, tmp_path, SMALL)
+    table = config.table("lab.all_types")
+    records = read_table(result, config, table.name)
+    written = [q for r in records for q in r.quoted_empty]
+    assert written and all(written)
+    assert any(r.values["title"] is None for r in records) and any(r.values["title"] == "" for r in records)
+    assert as_json(reference_replay(records, table).state, table) == oracle_rows(result, table)
+
+
+def test_realistic_values(tmp_path: Path) -> None:
+    config = make_config([])
+    result = generate(config, tmp_path, GeneratorSpec(initial_rows=200, cdc_files=1, edge_cases=False))
+    customers = oracle_rows(result, config.table("shop.customers"))
+    assert all("@" in row["email"] for row in customers if row["email"] is not None)
+    assert all(" " in row["full_name"] for row in customers if row["full_name"] is not None)
+    orders = oracle_rows(result, config.table("shop.orders"))
+    statuses = {row["status"] for row in orders}
+    assert statuses - {None} <= {"pending", "paid", "shipped", "delivered", "cancelled", "refunded"}
+    assert len(statuses) > 3
+    assert all(Decimal(row["amount"]) > 0 for row in orders if row["amount"] is not None)
+    items = oracle_rows(result, config.table("shop.order_items"))
+    assert all(1 <= row["quantity"] <= 10 for row in items if row["quantity"] is not None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# DMS options
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_header_op_for_full_load_gzip_and_postgres_booleans(tmp_path: Path) -> None:
+    config = make_config(add_column_name=True, include_op_for_full_load=True, compression="gzip", csv_delimiter="|")
+    spec = GeneratorSpec(initial_rows=20, cdc_files=2, changes_per_file=30, boolean_style="postgres")
+    result = generate(config, tmp_path, spec)
+    summary = next(t for t in result.tables if t.table == "shop.customers")
+    load_key, cdc_key = summary.load_files[0], summary.cdc_files[0]
+    assert load_key.endswith("/LOAD00000001.csv.gz") and cdc_key.endswith(".csv.gz")
+    assert parse_key(load_key, config).gzip
+    with gzip.open(result.landing / load_key, "rt", encoding="utf-8", newline="") as handle:
+        lines = handle.read().split("\n")
+    header = "Op|dms_timestamp|customer_id|full_name|email|is_active|signed_up_on|notes"
+    assert lines[0] == header and lines[1].startswith("I|2025-03-01 12:00:10.000000|")
+    with gzip.open(result.landing / cdc_key, "rt", encoding="utf-8") as handle:
+        assert handle.readline().rstrip("\n") == header
+    flags = {r.values["is_active"] for r in read_table(result, config, "shop.customers", postgres=True)}
+    assert flags == {True, False, None}  # parsed from true/false only
+    for table in config.tables:
+        replay = reference_replay(read_table(result, config, table.name, postgres=True), table)
+        assert as_json(replay.state, table) == oracle_rows(result, table)
+
+
+def test_change_sequence_increases_strictly_and_is_empty_for_the_full_load(tmp_path: Path) -> None:
+    config = make_config(change_sequence_column="change_seq")
+    result = generate(config, tmp_path, SMALL)
+    everything = []
+    for table in config.tables:
+        records = read_table(result, config, table.name)
+        assert {r.seq for r in records if r.kind == "load"} == {""}
+        sequences = [r.seq or "" for r in records if r.kind == "cdc"]
+        assert all(SEQUENCE.match(s) for s in sequences)
+        assert sequences == sorted(set(sequences)), table.name  # strictly increasing
+        for r in records:
+            if r.kind == "cdc":
+                assert (r.seq or "")[:16] == re.sub(r"\D", "", r.ts)[:16]  # commit time to the hundredth
+        everything += sequences
+    assert len(set(everything)) == len(everything)
+
+
+def test_parquet_files_have_dms_columns_and_types(parquet_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    config, result = parquet_run
+    summary = next(t for t in result.tables if t.table == "lab.all_types")
+    assert summary.load_files[0].endswith("/LOAD00000001.parquet")
+    load = pq.ParquetFile(result.landing / summary.load_files[0])
+    cdc = pq.ParquetFile(result.landing / summary.cdc_files[0])
+    assert load.metadata.row_group(0).column(0).compression == "GZIP"
+    schema = cdc.schema_arrow
+    assert schema.names == ["Op", "dms_timestamp", *config.table("lab.all_types").column_names, "change_seq"]
+    types = {name: str(schema.field(name).type) for name in schema.names}
+    assert types["Op"] == "string" and types["dms_timestamp"] == "string" and types["change_seq"] == "string"
+    assert (types["seq_no"], types["tiny"], types["big"], types["flag"]) == ("int16", "int8", "int64", "bool")
+    assert (types["price"], types["rate"], types["born"]) == ("decimal128(12, 2)", "decimal128(5, 5)", "date32[day]")
+    assert (types["seen_at"], types["weight"], types["score"]) == ("timestamp[us]", "double", "float")
+    assert load.schema_arrow.names[0] == "Op"  # include_op_for_full_load
+    assert set(load.read().column("change_seq").to_pylist()) == {None}
+    sequences = cdc.read().column("change_seq").to_pylist()
+    assert all(SEQUENCE.match(s) for s in sequences) and sequences == sorted(sequences)
+    blobs = {row["payload"] for row in oracle_rows(result, config.table("lab.blobs"))}
+    assert "" in blobs and None in blobs  # base64 of b"" and NULL
+
+
+def test_without_timestamp_ties_every_change_has_its_own_time(tmp_path: Path) -> None:
+    config = make_config([])
+    result = generate(config, tmp_path, GeneratorSpec(initial_rows=30, cdc_files=2, timestamp_ties=False))
+    for table in config.tables:
+        times = [r.ts for r in read_table(result, config, table.name) if r.kind == "cdc"]
+        assert len(times) == len(set(times)) and times == sorted(times)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Determinism, selection and refusals
+# ---------------------------------------------------------------------------------------------------
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("options", [{}, {"format": "parquet", "compression": "gzip"}, {"compression": "gzip"}])
+def test_same_seed_same_bytes(tmp_path: Path, options: dict[str, Any]) -> None:
+    config = make_config(**options)
+    spec = GeneratorSpec(initial_rows=20, cdc_files=2, changes_per_file=20)
+    generate(config, tmp_path / "a", spec)
+    generate(config, tmp_path / "b", spec)
+    generate(config, tmp_path / "c", GeneratorSpec(seed=8, initial_rows=20, cdc_files=2, changes_per_file=20))
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    assert _tree(tmp_path / "a") != _tree(tmp_path / "c")
+
+
+def test_tables_can_be_selected(tmp_path: Path) -> None:
+    config = make_config()
+    result = generate(config, tmp_path, GeneratorSpec(initial_rows=5, cdc_files=1), tables=["shop.orders"])
+    assert [t.table for t in result.tables] == ["shop.orders"]
+    assert [p.name for p in result.expected.iterdir()] == ["shop.orders.jsonl"]
+    assert {k.split("/")[2] for k in land_order(result)} == {"orders"}
+    with pytest.raises(UnknownTableError, match=r"shop\.nope"):
+        generate(config, tmp_path / "other", tables=["shop.nope"])
+
+
+def test_refuses_binary_in_csv_and_a_used_output_folder(tmp_path: Path) -> None:
+    columns = [{"name": "id", "type": "int"}, {"name": "b", "type": "binary"}]
+    blobs = {"name": "lab.blobs", "primary_key": ["id"], "columns": columns}
+    with pytest.raises(ConfigError, match=r"lab\.blobs, column b: .*Parquet"):
+        generate(make_config([blobs]), tmp_path / "blobs", GeneratorSpec(initial_rows=1))
+    config = make_config([])
+    generate(config, tmp_path / "used", GeneratorSpec(initial_rows=1, cdc_files=1, changes_per_file=1))
+    with pytest.raises(FileExistsError, match="already holds files"):
+        generate(config, tmp_path / "used", GeneratorSpec(initial_rows=1))
+
+
+def test_a_key_type_too_small_is_refused(tmp_path: Path) -> None:
+    tiny = {"name": "lab.tiny", "primary_key": ["id"], "columns": [{"name": "id", "type": "tinyint"}]}
+    with pytest.raises(ConfigError, match="cannot hold"):
+        generate(make_config([tiny]), tmp_path, GeneratorSpec(initial_rows=200), tables=["lab.tiny"])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"initial_rows": -1}, {"load_file_rows": 0}, {"insert_ratio": 0.7, "update_ratio": 0.5}, {"boolean_style": "x"}],
+)
+def test_spec_is_validated(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="GeneratorSpec"):
+        GeneratorSpec(**bad)
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1))
+def test_csv_field_round_trips_through_the_csv_module(text: str) -> None:
+    line = ",".join(["a", csv_field(text), "z"]) + "\n"
+    assert list(csv.reader(io.StringIO(line, newline=""))) == [["a", text, "z"]]
