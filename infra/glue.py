@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import ArnFormat, Aws, Stack
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -90,6 +90,8 @@ class GlueJobs(Construct):
                 location_uri=f"{storage.warehouse_uri}{database_name}.db",
             ),
         )
+        # The lake's data is retained with its bucket; keep the catalog that describes it too.
+        self.database.apply_removal_policy(RemovalPolicy.RETAIN)
         self.database_name = database_name
         self.bucket_folder = config.dms.bucket_folder
 

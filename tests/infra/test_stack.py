@@ -324,6 +324,7 @@ def test_glue_security_configuration_encrypts_logs_and_bookmarks(demo: Synthesiz
 
 def test_glue_database_is_the_configured_one(demo: Synthesized) -> None:
     _id, database = only(resources_of_type(demo, "AWS::Glue::Database"))
+    assert database["DeletionPolicy"] == "Retain"
     assert database["Properties"]["DatabaseInput"]["Name"] == "shop_lake"
     assert render(database["Properties"]["DatabaseInput"]["LocationUri"]) == (
         f"s3://${{{ids(demo)['lake']}}}/warehouse/shop_lake.db"
