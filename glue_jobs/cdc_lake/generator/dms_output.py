@@ -1,0 +1,149 @@
+"""DMS output: file names, date folders, CSV text and Parquet tables exactly as the S3 target writes them."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cdc_lake.config import DmsSettings, PipelineConfig
+from cdc_lake.generator.source import CdcFile, LoadFile
+from cdc_lake.generator.spec import GeneratorSpec
+from cdc_lake.generator.values import Column, Row, TableModel, plain_text, timestamp_text
+
+
+def csv_field(text: str, delimiter: str = ",") -> str:
+    """Quote a string value as DMS does (RFC 4180): iff it holds the delimiter, a quote, CR, LF or edge spaces."""
+    if delimiter in text or '"' in text or "\n" in text or "\r" in text or text != text.strip():
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+class _TextMemo(dict[Any, str]):
+    """value -> CSV field, rendering each distinct value once."""
+
+    def __init__(self, render: Callable[[Any], str], null_text: str) -> None:
+        super().__init__()
+        self.render = render
+        self[None] = null_text
+
+    def __missing__(self, value: Any) -> str:
+        text = self[value] = self.render(value)
+        return text
+
+
+class CsvRenderer:
+    """Turns rows of one table into CSV text the way the configured DMS endpoint writes it."""
+
+    def __init__(self, columns: list[Column], dms: DmsSettings, boolean_style: str) -> None:
+        self.delimiter = dms.csv_delimiter
+        self.null_text = dms.csv_null_value
+        self.columns = columns
+        self.plain = [plain_text(c, boolean_style) for c in columns]
+
+    def _field(self, position: int) -> Callable[[Any], str]:
+        if self.columns[position].family != "string":
+            return self.plain[position]
+        empty = '""' if self.null_text == "" else ""
+        delimiter = self.delimiter
+        return lambda value: csv_field(value, delimiter) if value else empty
+
+    def column(self, position: int, values: Sequence[Any]) -> list[str]:
+        texts = list(map(_TextMemo(self._field(position), self.null_text).__getitem__, values))
+        if self.columns[position].family == "string" and self.null_text != "":
+            empties = [index for index, value in enumerate(values) if value == ""]
+            for count, index in enumerate(empties):
+                if count % 4 == 1:  # mostly bare, sometimes quoted: both mean the empty string
+                    texts[index] = '""'
+        return texts
+
+    def text(self, header: list[str] | None, before: list[list[str]], rows: list[Row], after: list[list[Any]]) -> str:
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in self.columns]
+        fields = [*before, *(self.column(p, values) for p, values in enumerate(columns)), *after]
+        lines = [self.delimiter.join(header)] if header else []
+        lines.extend(map(self.delimiter.join, zip(*fields, strict=True)))
+        return "\n".join(lines) + "\n" if lines else ""
+
+
+_DATE_PARTS = {
+    "YYYYMMDD": ("%Y", "%m", "%d"),
+    "YYYYMMDDHH": ("%Y", "%m", "%d", "%H"),
+    "YYYYMM": ("%Y", "%m"),
+    "MMYYYYDD": ("%m", "%Y", "%d"),
+    "DDMMYYYY": ("%d", "%m", "%Y"),
+}
+_DATE_DELIMITERS = {"SLASH": "/", "DASH": "-", "UNDERSCORE": "_", "NONE": ""}
+
+
+class TableWriter:
+    """Writes one table's LOAD and CDC files under the landing folder, named and laid out as DMS does."""
+
+    def __init__(self, config: PipelineConfig, model: TableModel, landing: Path, spec: GeneratorSpec) -> None:
+        self.dms = config.dms
+        self.model = model
+        self.landing = landing
+        self.prefix = config.table_prefix(model.table)
+        self.gzip = self.dms.compression == "gzip"
+        self.parquet = self.dms.format == "parquet"
+        self.extension = ".parquet" if self.parquet else ".csv.gz" if self.gzip else ".csv"
+        self.csv = None if self.parquet else CsvRenderer(model.columns, self.dms, spec.boolean_style)
+
+    def load_file(self, index: int, load: LoadFile) -> str:
+        key = f"{self.prefix}LOAD{index + 1:08X}{self.extension}"
+        count = len(load.rows)
+        with_op = self.dms.include_op_for_full_load
+        before = [["I"] * count] if with_op else []
+        if self.dms.timestamp_column:
+            before.append([timestamp_text(load.ts)] * count)
+        no_sequence = None if self.parquet else ""  # full-load rows carry no change sequence
+        self._write(key, with_op, before, load.rows, [no_sequence] * count)
+        return key
+
+    def cdc_file(self, cdc: CdcFile) -> str:
+        written = cdc.written_at
+        name = f"{written:%Y%m%d-%H%M%S}{written.microsecond // 1000:03d}{self.extension}"
+        folder = ""
+        if self.dms.date_partition_enabled:
+            parts = _DATE_PARTS[self.dms.date_partition_sequence]
+            folder = _DATE_DELIMITERS[self.dms.date_partition_delimiter].join(written.strftime(p) for p in parts) + "/"
+        key = f"{self.prefix}{folder}{name}"
+        before = [[change.op for change in cdc.changes]]
+        if self.dms.timestamp_column:
+            before.append([timestamp_text(change.ts) for change in cdc.changes])
+        self._write(key, True, before, [change.row for change in cdc.changes], [change.seq for change in cdc.changes])
+        return key
+
+    def _header(self, with_op: bool) -> list[str]:
+        return [
+            *(["Op"] if with_op else []),
+            *([self.dms.timestamp_column] if self.dms.timestamp_column else []),
+            *self.model.table.column_names,
+            *([self.dms.change_sequence_column] if self.dms.change_sequence_column else []),
+        ]
+
+    def _write(self, key: str, with_op: bool, before: list[list[str]], rows: list[Row], sequences: list[Any]) -> None:
+        path = self.landing / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        after = [sequences] if self.dms.change_sequence_column else []
+        if self.csv is None:
+            table = self._arrow_table(self._header(with_op), [*before, *after], rows, len(before))
+            pq.write_table(table, path, compression="gzip" if self.gzip else "none", version="1.0")
+            return
+        header = self._header(with_op) if self.dms.add_column_name else None
+        data = self.csv.text(header, before, rows, after).encode("utf-8")
+        if self.gzip:
+            with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+                packed.write(data)
+        else:
+            path.write_bytes(data)
+
+    def _arrow_table(self, names: list[str], extra: list[list[Any]], rows: list[Row], split: int) -> pa.Table:
+        """Op and timestamp strings (extra[:split]), the typed columns, then the change sequence (extra[split:])."""
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in self.model.columns]
+        typed = [pa.array(values, type=c.arrow_type) for c, values in zip(self.model.columns, columns, strict=True)]
+        strings = [pa.array(values, type=pa.string()) for values in extra]
+        return pa.Table.from_arrays([*strings[:split], *typed, *strings[split:]], names=names)

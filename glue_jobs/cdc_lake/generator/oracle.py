@@ -1,0 +1,45 @@
+"""The oracle: the replay contract applied to exactly the rows written, checked against the simulated source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cdc_lake.config import TableSpec
+from cdc_lake.generator.source import TablePlan
+from cdc_lake.generator.values import Row
+from cdc_lake.jsonl import write_jsonl
+
+
+def replay(plan: TablePlan, key_of: Callable[[Row], Any]) -> dict[Any, Row]:
+    """The replay contract on the rows as written: LOAD rows, then CDC rows in file and row order."""
+    table: dict[Any, Row] = {}
+    for load in plan.load_files:
+        table.update(zip(map(key_of, load.rows), load.rows, strict=True))
+    for cdc in plan.cdc_files:
+        for change in cdc.changes:
+            if change.op == "D":
+                table.pop(key_of(change.row), None)
+            else:  # I on an existing key and U on a missing key are upserts
+                table[key_of(change.row)] = change.row
+    return table
+
+
+def check_against_source(table: str, replayed: dict[Any, Row], plan: TablePlan, key_of: Callable[[Row], Any]) -> None:
+    expected = {key_of(row): row for row in plan.source_rows.values()}
+    expected.update((key_of(row), row) for row in plan.ghost_rows)
+    if replayed != expected:
+        missing = len(expected.keys() - replayed.keys())
+        extra = len(replayed.keys() - expected.keys())
+        raise AssertionError(
+            f"generator bug: replaying the files of {table} does not give the simulated source "
+            f"({missing} key(s) missing, {extra} extra, {len(replayed)} replayed rows)"
+        )
+
+
+def write_expected(path: Path, table: TableSpec, replayed: dict[Any, Row]) -> None:
+    """The expected table as ``cdc_lake.jsonl`` writes it (sorted by primary key)."""
+    names = table.column_names
+    with path.open("w", encoding="utf-8", newline="\n") as out:
+        write_jsonl((dict(zip(names, row, strict=True)) for row in replayed.values()), table, out)

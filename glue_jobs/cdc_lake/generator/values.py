@@ -1,0 +1,440 @@
+"""Column values: realistic ones by name and type, boundary ones, primary-key ones, and their CSV text."""
+
+from __future__ import annotations
+
+import operator
+import random
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from cdc_lake.config import DECIMAL_TYPE, DmsSettings, TableSpec
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.generator.spec import GeneratorSpec
+
+Row = tuple[Any, ...]
+
+
+_INT_RANGES = {
+    "tinyint": (-(2**7), 2**7 - 1),
+    "smallint": (-(2**15), 2**15 - 1),
+    "int": (-(2**31), 2**31 - 1),
+    "bigint": (-(2**63), 2**63 - 1),
+}
+_ARROW_TYPES = {
+    "tinyint": pa.int8(),
+    "smallint": pa.int16(),
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "string": pa.string(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us"),
+    "timestamp_ltz": pa.timestamp("us"),
+    "binary": pa.binary(),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # canonical spelling from config.normalize_type
+    nullable: bool
+    is_key: bool
+
+    @property
+    def family(self) -> str:
+        if self.type.startswith("decimal"):
+            return "decimal"
+        if self.type in _INT_RANGES:
+            return "int"
+        return "timestamp" if self.type == "timestamp_ltz" else self.type
+
+    @property
+    def precision_scale(self) -> tuple[int, int]:
+        match = DECIMAL_TYPE.match(self.type)
+        if match is None:
+            raise TypeError(f"column {self.name} is not a decimal")
+        return int(match[1]), int(match[2])
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        if self.family == "decimal":
+            return pa.decimal128(*self.precision_scale)
+        return _ARROW_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class ValueContext:
+    """What realistic values depend on besides the column: the range of referenced ids and 'now'."""
+
+    id_range: int
+    now: datetime
+
+
+ValueFactory = Callable[[random.Random], Any]
+
+_FIRST_NAMES = [
+    "Alice", "Bob", "Chloé", "Dmitri", "Emma", "François", "Grace", "Hiroshi", "Ingrid", "José", "Kwame",
+    "Léa", "Mohammed", "Nora", "Øyvind", "Priya", "Quentin", "Renée", "Sven", "Tomás", "Wei", "Yuki", "Zoë",
+]  # fmt: skip
+_LAST_NAMES = [
+    "Anderson", "Berg", "Chen", "Dubois", "Eriksson", "García", "Huang", "Ivanova", "Jensen", "Kowalski",
+    "López", "Müller", "Nakamura", "O'Brien", "Petrov", "Rossi", "Schmidt", "Tanaka", "van der Berg", "Yılmaz",
+]  # fmt: skip
+_DOMAINS = ["example.com", "mail.example.org", "shop.example.net"]
+_STATUSES = ["pending", "paid", "shipped", "delivered", "cancelled", "refunded"]
+_COUNTRIES = ["US", "DE", "FR", "JP", "BR", "IN", "GB", "ES", "NG", "SE"]
+_CITIES = ["Berlin", "São Paulo", "Zürich", "東京", "Lagos", "New York", "Kraków", "Montréal", "Mumbai"]
+_CURRENCIES = ["USD", "EUR", "JPY", "GBP", "BRL", "INR"]
+_STREETS = ["Main", "Oak", "Station", "Lindenstraße", "Rue de la Paix", "High"]
+_WORDS = ["alpha", "bravo", "delta", "echo", "kilo", "lima", "oscar", "sierra", "tango", "zulu"]
+_NOTES = [
+    "", "Leave at the front door", "Call before delivery, please", 'Customer said "ASAP"',
+    "Gift wrap\nNo invoice in the box", "VIP — handle with care", "Rückruf erbeten", "配達前に電話してください",
+    "Fragile 📦", "Second attempt, 10:00-12:00",
+]  # fmt: skip
+# Strings that stress CSV writers and readers; every one must come back unchanged.
+_EDGE_STRINGS = [
+    "", "café é", "日本語テキスト", "emoji 🎉🚀 mix", "comma, inside", 'quote " inside', '"quoted"',
+    "line1\nline2", "crlf1\r\nline2\r\n", 'multi, "all"\r\nof\nthem', " leading space", "trailing space ",
+    "   ", "tab\tinside", "pipe|semi;colon", "back\\slash\\", 'escaped \\"quote\\"', "null", "x" * 600,
+]  # fmt: skip
+
+
+def _ascii(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
+def _full_name(rng: random.Random) -> str:
+    return f"{rng.choice(_FIRST_NAMES)} {rng.choice(_LAST_NAMES)}"
+
+
+def _email(rng: random.Random) -> str:
+    local = _ascii(f"{rng.choice(_FIRST_NAMES)}.{rng.choice(_LAST_NAMES)}").lower()
+    return f"{local.replace(' ', '').replace(chr(39), '')}{rng.randint(1, 9999)}@{rng.choice(_DOMAINS)}"
+
+
+def _chooser(options: Sequence[Any]) -> ValueFactory:
+    return lambda rng: rng.choice(options)
+
+
+_STRING_HINTS: list[tuple[tuple[str, ...], ValueFactory]] = [
+    (("email",), _email),
+    (("first_name", "firstname", "given_name"), _chooser(_FIRST_NAMES)),
+    (("last_name", "lastname", "surname", "family_name"), _chooser(_LAST_NAMES)),
+    (("status", "state"), _chooser(_STATUSES)),
+    (("sku",), lambda rng: f"SKU-{rng.randint(0, 999_999):06d}"),
+    (("country",), _chooser(_COUNTRIES)),
+    (("city",), _chooser(_CITIES)),
+    (("phone",), lambda rng: f"+1-555-{rng.randint(0, 9999):04d}"),
+    (("currency",), _chooser(_CURRENCIES)),
+    (("note", "comment", "description", "remark", "memo"), _chooser(_NOTES)),
+    (("address", "street"), lambda rng: f"{rng.randint(1, 300)} {rng.choice(_STREETS)}, Apt {rng.randint(1, 40)}"),
+    (("url", "link"), lambda rng: f"https://example.com/{rng.choice(_WORDS)}/{rng.randint(1, 9999)}"),
+    (("name",), _full_name),
+]
+_INT_HINTS: list[tuple[tuple[str, ...], tuple[int, int]]] = [
+    (("quantity", "qty"), (1, 10)),
+    (("age",), (18, 90)),
+    (("year",), (1990, 2025)),
+    (("line", "position", "rank"), (1, 20)),
+    (("count", "num", "stock"), (0, 500)),
+]
+_INT_DEFAULTS = {"tinyint": (0, 100), "smallint": (0, 10_000), "int": (0, 1_000_000), "bigint": (0, 10**12)}
+_MONEY_WORDS = ("amount", "price", "total", "cost", "balance", "fee", "salary")
+
+
+def _hinted(name: str, hints: Sequence[tuple[tuple[str, ...], Any]]) -> Any:
+    for needles, value in hints:
+        if any(needle in name for needle in needles):
+            return value
+    return None
+
+
+def _string_factory(column: Column, context: ValueContext) -> ValueFactory:
+    factory = _hinted(column.name.lower(), _STRING_HINTS)
+    return factory or (lambda rng: f"{rng.choice(_WORDS)}-{rng.randint(1, 9999)}")
+
+
+def _int_factory(column: Column, context: ValueContext) -> ValueFactory:
+    name = column.name.lower()
+    bounds = (1, max(1, context.id_range)) if name == "id" or name.endswith("_id") else _hinted(name, _INT_HINTS)
+    low, high = bounds or _INT_DEFAULTS[column.type]
+    type_low, type_high = _INT_RANGES[column.type]
+    low, high = max(low, type_low), min(high, type_high)
+    return lambda rng: rng.randint(low, high)
+
+
+def _decimal_factory(column: Column, context: ValueContext) -> ValueFactory:
+    precision, scale = column.precision_scale
+    max_units = 10**precision - 1
+    if any(word in column.name.lower() for word in _MONEY_WORDS):
+        low, high = max(1, 10**scale // 2), min(max_units, 5000 * 10**scale)
+        low = min(low, high)
+    else:
+        high = min(max_units, 100_000 * 10**scale)
+        low = -high
+    return lambda rng: Decimal(rng.randint(low, high)).scaleb(-scale)
+
+
+def _double_factory(column: Column, context: ValueContext) -> ValueFactory:
+    name = column.name.lower()
+    if column.type == "float":  # multiples of 1/4 are exact in float32 and print the same as doubles
+        return (lambda rng: rng.randint(1, 160) / 4) if "weight" in name else (lambda rng: rng.randint(-4000, 4000) / 4)
+    hints: list[tuple[tuple[str, ...], ValueFactory]] = [
+        (("weight", "kg", "mass"), lambda rng: round(rng.uniform(0.05, 40), 3)),
+        (_MONEY_WORDS, lambda rng: round(rng.uniform(1, 500), 2)),
+        (("lat",), lambda rng: round(rng.uniform(-90, 90), 6)),
+        (("lon", "lng"), lambda rng: round(rng.uniform(-180, 180), 6)),
+        (("rate", "ratio", "pct", "percent", "score"), lambda rng: round(rng.random(), 4)),
+    ]
+    return _hinted(name, hints) or (lambda rng: round(rng.uniform(-1000, 1000), 3))
+
+
+def _boolean_factory(column: Column, context: ValueContext) -> ValueFactory:
+    name = column.name.lower()
+    likely = name.startswith(("is_", "has_")) or "active" in name or "enabled" in name
+    chance = 0.8 if likely else 0.5
+    return lambda rng: rng.random() < chance
+
+
+def _date_factory(column: Column, context: ValueContext) -> ValueFactory:
+    name = column.name.lower()
+    if "birth" in name or "dob" in name:
+        return lambda rng: date(1940, 1, 1) + timedelta(days=rng.randint(0, 66 * 365))
+    today = context.now.date()
+    return lambda rng: today - timedelta(days=rng.randint(1, 3650))
+
+
+def _timestamp_factory(column: Column, context: ValueContext) -> ValueFactory:
+    now = context.now
+    return lambda rng: now - timedelta(microseconds=rng.randint(1, 400 * 86_400 * 10**6))
+
+
+def _binary_factory(column: Column, context: ValueContext) -> ValueFactory:
+    return lambda rng: rng.randbytes(rng.randint(1, 16))
+
+
+_FACTORIES: dict[str, Callable[[Column, ValueContext], ValueFactory]] = {
+    "string": _string_factory,
+    "int": _int_factory,
+    "decimal": _decimal_factory,
+    "double": _double_factory,
+    "float": _double_factory,
+    "boolean": _boolean_factory,
+    "date": _date_factory,
+    "timestamp": _timestamp_factory,
+    "binary": _binary_factory,
+}
+
+
+def _boundary_values(column: Column, delimiter: str) -> list[Any]:
+    """Values at the edges of the column's type (and the CSV format), NULL last when nullable."""
+    family = column.family
+    values: list[Any]
+    if family == "int":
+        low, high = _INT_RANGES[column.type]
+        values = [low, high, 0, -1]
+    elif family == "decimal":
+        precision, scale = column.precision_scale
+        top = 10**precision - 1
+        values = [Decimal(units).scaleb(-scale) for units in (top, -top, 0, 1, -1, 123 % (top + 1))]
+    elif family in ("double", "float"):
+        biggest = 3.4028234663852886e38 if family == "float" else 1.7976931348623157e308
+        tiny = [0.5] if family == "float" else [1e-300, 0.1, -2.5e-05, 123456789.123456]
+        values = [0.0, -1.5, biggest, -biggest, *tiny]
+    else:
+        values = list(_FIXED_BOUNDARIES[family])
+        if family == "string" and delimiter not in "".join(values):
+            values.append(f"delimiter{delimiter}inside")
+    return [*values, None] if column.nullable else values
+
+
+_FIXED_BOUNDARIES: dict[str, list[Any]] = {
+    "boolean": [True, False],
+    "date": [date(1970, 1, 1), date(2099, 12, 31), date(2024, 2, 29), date(2000, 1, 1)],
+    "timestamp": [
+        datetime(1970, 1, 1, 0, 0, 0, 1),
+        datetime(2099, 12, 31, 23, 59, 59, 999999),
+        datetime(2024, 2, 29, 23, 59, 59, 1),
+        datetime(2025, 1, 1, 0, 0, 0, 0),
+    ],
+    "string": _EDGE_STRINGS,
+    "binary": [b"", b"\x00\xff\x10", bytes(range(32))],
+}
+
+
+def _key_maker(column: Column) -> tuple[Callable[[int], Any], int | None]:
+    """How the n-th value (n >= 0) of a primary-key column is made, and how many such values the type holds."""
+    family = column.family
+    if family == "int":
+        return (lambda n: n + 1), _INT_RANGES[column.type][1]
+    if family == "decimal":
+        precision, scale = column.precision_scale
+        return (lambda n: Decimal(n + 1).scaleb(-scale)), 10**precision - 1
+    if family == "string":
+        prefix = _ascii(column.name[:3]).upper() or "K"
+        return (lambda n: f"{prefix}-{n + 1:07d}"), None
+    makers: dict[str, tuple[Callable[[int], Any], int | None]] = {
+        "date": (lambda n: date(2000, 1, 1) + timedelta(days=n), (date.max - date(2000, 1, 1)).days),
+        "timestamp": (lambda n: datetime(2020, 1, 1) + timedelta(seconds=n, microseconds=n * 7919 % 10**6), 10**11),
+        "double": (lambda n: float(n + 1), 2**53),
+        "float": (lambda n: float(n + 1), 2**24),
+        "boolean": (bool, 2),
+        "binary": (lambda n: n.to_bytes(8, "big"), 2**63),
+    }
+    return makers[family]
+
+
+class KeyCodec:
+    """Maps a key ordinal (0, 1, 2, ...) to distinct primary-key values, in primary-key order.
+
+    Composite keys fan out like (order_id, line_no): later columns take a few values each, the first the rest.
+    """
+
+    def __init__(self, columns: list[Column], table: str) -> None:
+        self.columns = columns
+        self.table = table
+        self.radices = [2 if c.family == "boolean" else 4 if c.family == "int" else 3 for c in columns[1:]]
+        made = [_key_maker(c) for c in columns]
+        self.makers = [maker for maker, _ in made]
+        self.capacity = made[0][1]
+
+    def digits(self, ordinal: int) -> list[int]:
+        rest: list[int] = []
+        quotient = ordinal
+        for radix in reversed(self.radices):
+            quotient, digit = divmod(quotient, radix)
+            rest.append(digit)
+        if self.capacity is not None and quotient >= self.capacity:
+            raise ConfigError(
+                f"table {self.table}: primary key column {self.columns[0].name} ({self.columns[0].type}) cannot hold "
+                f"{ordinal + 1} distinct keys; use fewer rows and changes or a wider key type"
+            )
+        return [quotient, *reversed(rest)]
+
+    def values(self, ordinal: int) -> Row:
+        return tuple(make(digit) for make, digit in zip(self.makers, self.digits(ordinal), strict=True))
+
+    def bulk(self, count: int) -> list[list[Any]]:
+        """Key values of ordinals 0..count-1, one list per key column."""
+        if count == 0:
+            return [[] for _ in self.columns]
+        self.digits(count - 1)
+        if len(self.columns) == 1:
+            return [list(map(self.makers[0], range(count)))]
+        return [list(values) for values in zip(*map(self.values, range(count)), strict=True)]
+
+
+def timestamp_text(value: datetime) -> str:
+    return value.isoformat(" ", "microseconds")
+
+
+_PLAIN_TEXT: dict[str, Callable[[Any], str]] = {
+    "int": str,
+    "decimal": lambda value: format(value, "f"),
+    "double": repr,
+    "float": repr,
+    "date": date.isoformat,
+    "timestamp": timestamp_text,
+    "string": str,
+}
+_BOOLEAN_TEXT = {"mysql": {True: "1", False: "0"}, "postgres": {True: "true", False: "false"}}
+
+
+def plain_text(column: Column, boolean_style: str) -> Callable[[Any], str]:
+    """A value's text before CSV quoting."""
+    if column.family == "boolean":
+        return _BOOLEAN_TEXT[boolean_style].__getitem__
+    if column.family == "binary":
+        raise ConfigError(f"column {column.name}: binary columns can be generated for Parquet only")
+    return _PLAIN_TEXT[column.family]
+
+
+class TableModel:
+    def __init__(self, table: TableSpec, dms: DmsSettings, spec: GeneratorSpec) -> None:
+        self.table = table
+        self.columns = [Column(c.name, c.type, c.nullable, c.name in table.primary_key) for c in table.columns]
+        position = {c.name: index for index, c in enumerate(self.columns)}
+        self.key_positions = [position[name] for name in table.primary_key]
+        self.value_positions = [index for index, c in enumerate(self.columns) if not c.is_key]
+        self.string_positions = [p for p in self.value_positions if self.columns[p].family == "string"]
+        self.codec = KeyCodec([self.columns[p] for p in self.key_positions], table.name)
+        self.key_of = operator.itemgetter(*self.key_positions)
+        self._null_text = dms.csv_null_value
+        self._boolean_style = spec.boolean_style
+        context = ValueContext(id_range=max(1, spec.initial_rows), now=spec.start_time)
+        size = min(20_000, max(64, spec.initial_rows + spec.cdc_files * spec.changes_per_file + spec.cached_changes))
+        rng = random.Random(f"{spec.seed}/{table.name}/values")
+        self.pools = [self._pool(c, context, rng, size) for c in self.columns]
+        boundaries = {p: self._acceptable(self.columns[p], _boundary_values(self.columns[p], dms.csv_delimiter))
+                      for p in self.value_positions}  # fmt: skip
+        width = max((len(values) for values in boundaries.values()), default=0)
+        # Shift each column by its position so that rows mix different edge values (NULL here, empty there).
+        self.boundary_rows = [
+            {p: values[(i + p) % len(values)] for p, values in boundaries.items()} for i in range(width)
+        ]
+        if any(self.columns[p].nullable for p in self.value_positions):
+            self.boundary_rows.append({p: None if self.columns[p].nullable else boundaries[p][0] for p in boundaries})
+
+    def _acceptable(self, column: Column, values: list[Any]) -> list[Any]:
+        """Drop values DMS would write as the NULL marker: nobody could tell them from NULL."""
+        if column.family == "binary":
+            return values
+        plain = plain_text(column, self._boolean_style)
+        keep_empty = column.family == "string"  # written quoted when the NULL marker is the empty string
+        return [v for v in values if v is None or plain(v) != self._null_text or (keep_empty and v == "")]
+
+    def _pool(self, column: Column, context: ValueContext, rng: random.Random, size: int) -> list[Any]:
+        if column.is_key:
+            return []
+        make = _FACTORIES[column.family](column, context)
+        values = [make(rng) for _ in range(size)]
+        if column.nullable:
+            values += [None] * max(1, size // 20)
+        pool = self._acceptable(column, values)
+        if not pool:
+            raise ConfigError(f"table {self.table.name}, column {column.name}: every generated value prints as NULL")
+        return pool
+
+    def initial_rows(self, count: int, rng: random.Random) -> list[Row]:
+        keys = dict(zip(self.key_positions, self.codec.bulk(count), strict=True))
+        columns = [keys[p] if p in keys else rng.choices(self.pools[p], k=count) for p in range(len(self.columns))]
+        return list(zip(*columns, strict=True))
+
+    def new_row(self, ordinal: int, rng: random.Random) -> Row:
+        row = [pool[rng.randrange(len(pool))] if pool else None for pool in self.pools]
+        for position, value in zip(self.key_positions, self.codec.values(ordinal), strict=True):
+            row[position] = value
+        return tuple(row)
+
+    def changed_row(self, row: Row, rng: random.Random) -> Row:
+        """The row with one or two non-key values changed (when the table has any)."""
+        if not self.value_positions:
+            return row
+        for _ in range(8):
+            changed = list(row)
+            for position in rng.sample(self.value_positions, min(2, len(self.value_positions))):
+                pool = self.pools[position]
+                changed[position] = pool[rng.randrange(len(pool))]
+            if tuple(changed) != row:
+                break
+        return tuple(changed)
+
+    @staticmethod
+    def with_values(row: Row, values: dict[int, Any]) -> Row:
+        return tuple(values.get(position, value) for position, value in enumerate(row))
+
+    def nulled(self, row: Row) -> Row:
+        return self.with_values(row, {p: None for p in self.value_positions if self.columns[p].nullable})
+
+    def emptied(self, row: Row) -> Row:
+        return self.with_values(row, dict.fromkeys(self.string_positions, ""))
