@@ -58,6 +58,9 @@ def iceberg_spark_conf(warehouse_uri: str, catalog: str = CATALOG_NAME) -> str:
         f"spark.sql.catalog.{catalog}.warehouse={warehouse_uri}",
         f"spark.sql.catalog.{catalog}.catalog-impl=org.apache.iceberg.aws.glue.GlueCatalog",
         f"spark.sql.catalog.{catalog}.io-impl=org.apache.iceberg.aws.s3.S3FileIO",
+        # Concurrent runs for one table must each plan from the latest commit, never a cached table.
+        f"spark.sql.catalog.{catalog}.cache-enabled=false",
+        "spark.sql.session.timeZone=UTC",
     ]
     return " --conf ".join(settings)
 

@@ -142,7 +142,12 @@ class GlueJobStarter:
         job_name = self.job_names[request.job]
         for attempt in range(1, self.max_attempts + 1):
             try:
-                response = self.glue_client.start_job_run(JobName=job_name, Arguments=request.arguments())
+                response = self.glue_client.start_job_run(
+                    JobName=job_name,
+                    Arguments=request.arguments(),
+                    # Without it a run is refused, not queued, when the job is at MaxConcurrentRuns.
+                    JobRunQueuingEnabled=True,
+                )
                 return str(response["JobRunId"])
             except ClientError as error:
                 if not is_retryable(error) or attempt == self.max_attempts:

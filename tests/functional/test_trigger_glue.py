@@ -118,8 +118,8 @@ class RefusingGlue:
         self.status = status
         self.calls: list[dict[str, Any]] = []
 
-    def start_job_run(self, *, JobName: str, Arguments: dict[str, str]) -> dict[str, str]:
-        self.calls.append({"JobName": JobName, "Arguments": Arguments})
+    def start_job_run(self, *, JobName: str, Arguments: dict[str, str], **options: object) -> dict[str, str]:
+        self.calls.append({"JobName": JobName, "Arguments": Arguments, **options})
         if self.refusals is None or len(self.calls) <= self.refusals:
             raise client_error(self.code, self.status)
         return {"JobRunId": f"jr_{len(self.calls):04d}"}
@@ -132,7 +132,7 @@ class SplitGlue:
         self.refused_job = refused_job
         self.started: list[tuple[str, dict[str, str]]] = []
 
-    def start_job_run(self, *, JobName: str, Arguments: dict[str, str]) -> dict[str, str]:
+    def start_job_run(self, *, JobName: str, Arguments: dict[str, str], **options: object) -> dict[str, str]:
         if JobName == self.refused_job:
             raise client_error("ConcurrentRunsExceededException")
         self.started.append((JobName, Arguments))
@@ -239,6 +239,7 @@ def test_refusals_are_retried_with_backoff_until_glue_accepts(refusals):
     assert len(glue.calls) == refusals + 1
     assert {c["JobName"] for c in glue.calls} == {CDC_REPLAY_JOB}
     assert glue.calls[-1]["Arguments"] == {"--bucket": BUCKET, "--key": ORDERS_CDC, "--table": "shop.orders"}
+    assert glue.calls[-1]["JobRunQueuingEnabled"] is True
     assert len(delays) == refusals
     for attempt, delay in enumerate(delays, start=1):
         ceiling = 0.5 * 2 ** (attempt - 1)

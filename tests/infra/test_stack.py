@@ -287,6 +287,8 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
             f" --conf spark.sql.catalog.glue_catalog.warehouse=s3://${{{lake}}}/warehouse/"
             " --conf spark.sql.catalog.glue_catalog.catalog-impl=org.apache.iceberg.aws.glue.GlueCatalog"
             " --conf spark.sql.catalog.glue_catalog.io-impl=org.apache.iceberg.aws.s3.S3FileIO"
+            " --conf spark.sql.catalog.glue_catalog.cache-enabled=false"
+            " --conf spark.sql.session.timeZone=UTC"
         )
         assert arguments["--catalog"] == "glue_catalog"
         assert arguments["--warehouse"] == f"s3://${{{lake}}}/warehouse/"
