@@ -41,10 +41,9 @@ def plain_csv_to_parquet(spark: SparkSession, config: PipelineConfig, csv: Path,
     fields += [T.StructField(c.name, parse_type(c.type)) for c in table.columns]
     shutil.rmtree(out, ignore_errors=True)
     seconds, _ = timed(
-        lambda: spark.read.schema(T.StructType(fields))
-        .option("nullValue", "NULL")
-        .csv(str(csv))
-        .write.parquet(str(out))
+        lambda: (
+            spark.read.schema(T.StructType(fields)).option("nullValue", "NULL").csv(str(csv)).write.parquet(str(out))
+        )
     )
     return seconds
 
@@ -105,10 +104,14 @@ def main() -> int:
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print()
     print(f"generator: {args.rows:,} rows + {args.changes:,} changes written in {generation:.1f}s")
-    print(f"full load, {args.rows:,} rows:   pipeline {full_load:.1f}s  vs plain Spark CSV->Parquet {baseline:.1f}s"
-          f"  (ratio {full_load / baseline:.2f})")
-    print(f"CDC file, {args.changes:,} changes:  into {args.rows:,} rows {cdc_big:.1f}s  vs into {small_rows:,} rows"
-          f" {cdc_small:.1f}s  (ratio {cdc_big / cdc_small:.2f})")
+    print(
+        f"full load, {args.rows:,} rows:   pipeline {full_load:.1f}s  vs plain Spark CSV->Parquet {baseline:.1f}s"
+        f"  (ratio {full_load / baseline:.2f})"
+    )
+    print(
+        f"CDC file, {args.changes:,} changes:  into {args.rows:,} rows {cdc_big:.1f}s  vs into {small_rows:,} rows"
+        f" {cdc_small:.1f}s  (ratio {cdc_big / cdc_small:.2f})"
+    )
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

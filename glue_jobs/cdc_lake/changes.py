@@ -98,5 +98,7 @@ def describe_problems(changes: DataFrame, limit: int = 10) -> tuple[list[str], i
     for row in located.collect():
         problem = row[PROBLEM]
         value = "NULL" if problem["value"] is None else repr(problem["value"])
-        messages.append(f"{row[FILE]}: row {row['_line']}, column {problem['column']}: {problem['fault']} (value {value})")
+        messages.append(
+            f"{row[FILE]}: row {row['_line']}, column {problem['column']}: {problem['fault']} (value {value})"
+        )
     return messages, total

@@ -99,7 +99,8 @@ def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> LocalPipeline
 def _print_run(run: LocalJobRun) -> None:
     key = run.arguments.get("--key", "?")
     if run.error:
-        print(f"  FAILED  {key}  ({run.job}, {run.seconds:.1f}s)\n          {run.error.replace(chr(10), chr(10) + '          ')}")
+        indented = run.error.replace("\n", "\n" + " " * 10)
+        print(f"  FAILED  {key}  ({run.job}, {run.seconds:.1f}s)\n          {indented}")
         return
     result = run.result
     assert result is not None

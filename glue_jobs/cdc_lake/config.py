@@ -42,9 +42,7 @@ def normalize_type(type_name: str) -> str:
         if not 1 <= precision <= 38 or scale > precision:
             raise ValueError(f"decimal({precision},{scale}) is out of range: precision 1..38, scale <= precision")
         return f"decimal({precision},{scale})"
-    raise ValueError(
-        f"unsupported type {type_name!r}; use one of {sorted(SIMPLE_TYPES)}, decimal(p,s) or varchar(n)"
-    )
+    raise ValueError(f"unsupported type {type_name!r}; use one of {sorted(SIMPLE_TYPES)}, decimal(p,s) or varchar(n)")
 
 
 class _Model(BaseModel):

@@ -12,9 +12,15 @@ import time
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdc_lake.config import PipelineConfig, load_config
 from cdc_lake.jsonl import read_jsonl
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdc_lake.lake import LakeLocation
 
 DEMO_CONFIG = "demo.yaml"
 
@@ -24,9 +30,7 @@ def demo_config_path() -> Path:
 
 
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
-    from cdc_lake.export import export_tables
     from cdc_lake.generator import GeneratorSpec, generate, land_order
-    from cdc_lake.lake import snapshot_summaries
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
     from cdc_lake.session import local_spark_session
 
@@ -82,23 +86,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
         print(f" {time.monotonic() - step:.1f}s")
 
     print("5/5 exporting the lake and comparing with the source …")
-    exported = export_tables(spark, config, pipeline.location, workdir / "export")
-    print()
-    header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'snapshots':>10}  equals source"
-    print(header)
-    print("-" * len(header))
-    all_equal = True
-    for table in config.tables:
-        expected = read_jsonl(generated.expected / f"{table.name}.jsonl")
-        actual = read_jsonl(workdir / "export" / f"{table.name}.jsonl")
-        equal = expected == actual
-        all_equal &= equal
-        snapshots = len(snapshot_summaries(spark, pipeline.location, table))
-        t = totals[table.name]
-        print(
-            f"{table.name:<18} {exported[table.name]:>7} {t['files']:>6} {t['I']:>7} {t['U']:>7} {t['D']:>7} "
-            f"{snapshots:>10}  {'yes' if equal else 'NO'}"
-        )
+    all_equal = _summary(spark, config, pipeline.location, generated.expected, workdir / "export", totals)
     _show_rows(config, workdir / "export")
     print(f"\nlake: {workdir / 'warehouse'}   export: {workdir / 'export'}   total {time.monotonic() - started:.1f}s")
     if failures or not all_equal:
@@ -106,6 +94,34 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
         return 1
     print("demo OK: every lake table equals its source table")
     return 0
+
+
+def _summary(
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    expected_dir: Path,
+    export_dir: Path,
+    totals: dict[str, dict[str, int]],
+) -> bool:
+    """Print one line per table and whether the lake equals the source; True when all do."""
+    from cdc_lake.export import export_tables
+    from cdc_lake.lake import snapshot_summaries
+
+    exported = export_tables(spark, config, location, export_dir)
+    header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'snapshots':>10}  equals source"
+    print(f"\n{header}\n{'-' * len(header)}")
+    all_equal = True
+    for table in config.tables:
+        equal = read_jsonl(expected_dir / f"{table.name}.jsonl") == read_jsonl(export_dir / f"{table.name}.jsonl")
+        all_equal &= equal
+        snapshots = len(snapshot_summaries(spark, location, table))
+        t = totals[table.name]
+        print(
+            f"{table.name:<18} {exported[table.name]:>7} {t['files']:>6} {t['I']:>7} {t['U']:>7} {t['D']:>7} "
+            f"{snapshots:>10}  {'yes' if equal else 'NO'}"
+        )
+    return all_equal
 
 
 def _show_rows(config: PipelineConfig, export_dir: Path, limit: int = 5) -> None:

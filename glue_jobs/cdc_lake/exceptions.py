@@ -29,8 +29,7 @@ class DmsInputError(CdcLakeError):
         shown = "\n  ".join(problems)
         more = f"\n  … and {self.total - len(problems)} more" if self.total > len(problems) else ""
         super().__init__(
-            f"{table}: refused {self.total} bad row(s); nothing was applied and no file was removed:"
-            f"\n  {shown}{more}"
+            f"{table}: refused {self.total} bad row(s); nothing was applied and no file was removed:\n  {shown}{more}"
         )
 
 

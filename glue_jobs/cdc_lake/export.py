@@ -13,7 +13,9 @@ from cdc_lake.jsonl import json_row
 from cdc_lake.lake import LakeLocation, quote, table_exists
 
 
-def read_table(spark: SparkSession, location: LakeLocation, table: TableSpec, snapshot_id: int | None = None) -> DataFrame:
+def read_table(
+    spark: SparkSession, location: LakeLocation, table: TableSpec, snapshot_id: int | None = None
+) -> DataFrame:
     reader = spark.read
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", snapshot_id)

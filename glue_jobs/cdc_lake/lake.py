@@ -202,7 +202,7 @@ def commit_changes(
     return snapshot_id
 
 
-class commit_properties:  # noqa: N801 - used as a context manager, reads like a statement
+class commit_properties:
     """Attach snapshot summary properties to Iceberg commits made by this thread's next SQL statements.
 
     Iceberg reads them from ``CommitMetadata``'s thread-local; PySpark pins each Python thread to its own

@@ -13,7 +13,7 @@ Rows are never dropped here: bad rows are flagged so the caller can refuse the w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -64,7 +64,7 @@ def read_changes(
     return frame.withColumn(FILE_SEQ, _lookup(sequence, file_name)).withColumn(FILE, _lookup(keys, file_name))
 
 
-def _lookup(mapping: dict[str, object], key: Column) -> Column:
+def _lookup(mapping: Mapping[str, object], key: Column) -> Column:
     pairs: list[Column] = []
     for name, value in mapping.items():
         pairs += [F.lit(name), F.lit(value)]
@@ -166,7 +166,9 @@ def _parquet_value(value: Column, column_type: str) -> Column:
 
 
 def _problem(column: Column, fault: Column, value: Column) -> Column:
-    return F.struct(column.alias("column"), fault.alias("fault"), F.substring(value.cast("string"), 1, 80).alias("value"))
+    return F.struct(
+        column.alias("column"), fault.alias("fault"), F.substring(value.cast("string"), 1, 80).alias("value")
+    )
 
 
 def _typed(

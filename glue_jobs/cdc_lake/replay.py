@@ -12,9 +12,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
-from pyspark.errors import PySparkException
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
 
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key
 from cdc_lake.config import PipelineConfig, TableSpec

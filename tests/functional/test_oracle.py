@@ -112,8 +112,8 @@ def test_replay_equals_oracle(spark, database, tmp_path, variant):
 def test_shuffled_and_duplicated_events_through_the_handler(spark, database, tmp_path):
     """S3 delivers at least once, in any order: the lake must still equal the oracle."""
     config = make_config(DMS_VARIANTS["csv-timestamps"])
-    generated = generate(config, tmp_path / "source", GeneratorSpec(seed=5, initial_rows=150, cdc_files=4,
-                                                                     changes_per_file=50, load_file_rows=60))  # fmt: skip
+    spec = GeneratorSpec(seed=5, initial_rows=150, cdc_files=4, changes_per_file=50, load_file_rows=60)
+    generated = generate(config, tmp_path / "source", spec)
     keys = land_order(generated)
     landing = tmp_path / "landing"
     land(generated.landing, landing, keys)  # every file has landed; only the events are late or repeated
@@ -129,8 +129,8 @@ def test_shuffled_and_duplicated_events_through_the_handler(spark, database, tmp
 def test_files_landing_in_batches_with_duplicate_events(spark, database, tmp_path):
     """Files land over time (full load first, then CDC batches); events may repeat within a batch."""
     config = make_config(DMS_VARIANTS["parquet"])
-    generated = generate(config, tmp_path / "source", GeneratorSpec(seed=9, initial_rows=120, cdc_files=4,
-                                                                     changes_per_file=40))  # fmt: skip
+    spec = GeneratorSpec(seed=9, initial_rows=120, cdc_files=4, changes_per_file=40)
+    generated = generate(config, tmp_path / "source", spec)
     keys = land_order(generated)
     landing = tmp_path / "landing"
     pipeline = LocalPipeline(config, landing, spark, database=database)
@@ -138,7 +138,7 @@ def test_files_landing_in_batches_with_duplicate_events(spark, database, tmp_pat
     for start in range(0, len(keys), 3):
         batch = keys[start : start + 3]
         land(generated.landing, landing, batch)
-        events = batch + [rng.choice(batch)]
+        events = [*batch, rng.choice(batch)]
         rng.shuffle(events)
         runs = pipeline.deliver(events)
         assert not failed_runs(runs), [r.error for r in failed_runs(runs)]

@@ -65,7 +65,9 @@ def test_same_timestamp_changes_follow_row_order_not_timestamp(spark, database, 
     ts = "2025-03-01 12:00:00.000000"
     write_file(landing, T + "LOAD00000001.csv", f"{ts},1,a\n")
     # The later-written change carries an EARLIER timestamp: row order must still win.
-    key = write_file(landing, T + "20250301-120000000.csv", f"U,{ts},1,b\nU,{ts},1,c\nU,2025-01-01 00:00:00.000000,1,d\n")
+    key = write_file(
+        landing, T + "20250301-120000000.csv", f"U,{ts},1,b\nU,{ts},1,c\nU,2025-01-01 00:00:00.000000,1,d\n"
+    )
     apply(spark, cfg, database, landing, key)
     assert rows(spark, database) == [(1, "d")]
 
@@ -263,7 +265,8 @@ def test_types_nulls_and_empty_strings(spark, database, landing):
     assert got == [
         (1, "a", Decimal("-12.50"), dt.date(1970, 1, 1), dt.datetime(2025, 3, 1, 12, 0, 0, 1), True, 0.5,
          'multi\nline, "quoted" é 日本 🎉'),
-        (1, "b", Decimal("0.00"), dt.date(2099, 12, 31), dt.datetime(2025, 3, 1, 23, 59, 59, 999999), False, -0.001, ""),
+        (1, "b", Decimal("0.00"), dt.date(2099, 12, 31), dt.datetime(2025, 3, 1, 23, 59, 59, 999999), False,
+         -0.001, ""),
         (2, "a", None, None, None, None, None, ""),
         (2, "b", Decimal("9999999999.99"), dt.date(2025, 3, 1), dt.datetime(2025, 3, 1), True, 3.0, None),
     ]  # fmt: skip

@@ -88,5 +88,7 @@ def test_unreadable_and_unparsable_files(tmp_path: Path):
 
 
 def test_unknown_table_lists_the_configured_ones():
-    with pytest.raises(UnknownTableError, match=r"'shop\.nope' is not in the configuration \(configured: shop\.orders\)"):
+    with pytest.raises(
+        UnknownTableError, match=r"'shop\.nope' is not in the configuration \(configured: shop\.orders\)"
+    ):
         parse_config(MINIMAL).table("shop.nope")

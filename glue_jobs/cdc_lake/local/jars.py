@@ -73,7 +73,16 @@ def build_shaded_jackson(jar_dir: Path, jarjar: Path) -> Path:
         rules.write_text(RELOCATION_RULE)
         partial = Path(work) / SHADED_JACKSON
         subprocess.run(
-            ["java", "-cp", str(jarjar), "com.tonicsystems.jarjar.Main", "process", str(rules), str(merged), str(partial)],
+            [
+                "java",
+                "-cp",
+                str(jarjar),
+                "com.tonicsystems.jarjar.Main",
+                "process",
+                str(rules),
+                str(merged),
+                str(partial),
+            ],
             check=True,
         )
         os.replace(partial, target)

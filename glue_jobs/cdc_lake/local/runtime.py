@@ -69,13 +69,18 @@ class LocalGlueClient:
         self._ids = itertools.count(1)
         self.runs: list[LocalJobRun] = []
 
-    def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:  # noqa: N803 - boto3's names
+    def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
         kind = {v: k for k, v in JOB_NAMES.items()}.get(JobName)
         if kind is None:
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
         options = JobOptions.from_options(
-            {"config_uri": "(local)", "catalog": self._location.catalog, "database": self._location.database, **Arguments}
+            {
+                "config_uri": "(local)",
+                "catalog": self._location.catalog,
+                "database": self._location.database,
+                **Arguments,
+            }
         )
         started = time.monotonic()
         try:
