@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.exceptions import NotADmsFileError, UnknownTableError
+from cdc_lake.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 
 _LOAD_NAME = re.compile(r"^LOAD(?P<counter>[0-9A-Fa-f]{8})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
 # CDC names are a timestamp: date, dash, time digits; the digit count varies by DMS version.
@@ -63,7 +63,7 @@ def parse_key(key: str, config: PipelineConfig) -> DmsFile:
     folder = config.dms.bucket_folder
     if folder:
         if not key.startswith(folder + "/"):
-            raise NotADmsFileError(f"{key}: outside the DMS folder {folder!r}/")
+            raise OutsideDmsFolderError(f"{key}: outside the DMS folder {folder!r}/")
         relative = key[len(folder) + 1 :]
     parts = relative.split("/")
     if len(parts) < 3 or not all(parts):

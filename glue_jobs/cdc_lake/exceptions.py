@@ -19,6 +19,10 @@ class NotADmsFileError(CdcLakeError):
     """Raised when a key is not a DMS full-load or CDC data file of a configured table."""
 
 
+class OutsideDmsFolderError(NotADmsFileError):
+    """Raised when a key is not under the configured DMS bucket folder at all."""
+
+
 class DmsInputError(CdcLakeError):
     """Raised when a DMS file holds rows that cannot be applied; the table is left untouched."""
 

@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.data_classes import S3Event, S3EventBridgeN
 
 from cdc_lake.config import PipelineConfig
 from cdc_lake.dms_files import FileKind, parse_key
-from cdc_lake.exceptions import CdcLakeError, NotADmsFileError, UnknownTableError
+from cdc_lake.exceptions import CdcLakeError, NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 
 JobKind = Literal["full_load", "cdc_replay"]
 JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay")
@@ -141,13 +141,12 @@ def _route_one(created: ObjectCreated, config: PipelineConfig) -> JobRunRequest 
 
     if key.endswith("/"):
         return ignore(f"{key}: folder marker", FOLDER_MARKER)
-    folder = config.dms.bucket_folder
-    if folder and not key.startswith(folder + "/"):
-        return ignore(f"{key}: outside the DMS folder {folder!r}/", OUTSIDE_DMS_FOLDER)
     if created.size == 0:
         return ignore(f"{key}: zero-byte object", EMPTY_OBJECT)
     try:
         dms_file = parse_key(key, config)
+    except OutsideDmsFolderError as error:
+        return ignore(str(error), OUTSIDE_DMS_FOLDER)
     except UnknownTableError as error:
         return ignore(str(error), UNKNOWN_TABLE)
     except NotADmsFileError as error:
