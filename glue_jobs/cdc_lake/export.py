@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.jsonl import json_row
+from cdc_lake.jsonl import row_encoder
 from cdc_lake.lake import LakeLocation, quote, table_exists
 
 
@@ -33,9 +32,10 @@ def export_table(
         if not table_exists(spark, location, table):
             return 0
         frame = read_table(spark, location, table, snapshot_id)
+        encode = row_encoder(table)
         ordered = frame.select(*[quote(c) for c in table.column_names]).orderBy(*[quote(k) for k in table.primary_key])
         for row in ordered.toLocalIterator(prefetchPartitions=True):
-            handle.write(json.dumps(json_row(row.asDict(), table), ensure_ascii=False, separators=(",", ":")))
+            handle.write(encode(row.asDict()))
             handle.write("\n")
             count += 1
     return count

@@ -13,43 +13,65 @@ import datetime as dt
 import decimal
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from cdc_lake.config import DECIMAL_TYPE, TableSpec
 
 
-def json_value(value: Any, column_type: str) -> Any:
-    """Render one typed value (as Spark or the generator holds it) in the export form."""
-    if value is None:
-        return None
-    if column_type.startswith("decimal"):
-        match = DECIMAL_TYPE.match(column_type)
-        assert match is not None
-        scale = int(match[2])
-        quantum = decimal.Decimal(1).scaleb(-scale)
-        return format(decimal.Decimal(value).quantize(quantum), "f")
+def converter(column_type: str) -> Callable[[Any], Any]:
+    """The function rendering a non-NULL typed value (as Spark or the generator holds it) in export form."""
+    match = DECIMAL_TYPE.match(column_type)
+    if match:
+        quantum = decimal.Decimal(1).scaleb(-int(match[2]))
+        return lambda value: format(decimal.Decimal(value).quantize(quantum), "f")
     if column_type in ("timestamp", "timestamp_ltz"):
-        if isinstance(value, dt.datetime):
-            if value.tzinfo is not None:
-                value = value.astimezone(dt.UTC).replace(tzinfo=None)
-            return value.strftime("%Y-%m-%d %H:%M:%S.%f")
-        return str(value)
+        return _timestamp
     if column_type == "date":
-        return value.isoformat() if isinstance(value, dt.date) else str(value)
+        return lambda value: value.isoformat() if isinstance(value, dt.date) else str(value)
     if column_type == "binary":
-        return base64.b64encode(bytes(value)).decode("ascii")
+        return lambda value: base64.b64encode(bytes(value)).decode("ascii")
     if column_type in ("float", "double"):
-        number = float(value)
-        if math.isnan(number) or math.isinf(number):
-            return str(number)
-        return number
+        return _number
     if column_type == "boolean":
-        return bool(value)
+        return bool
     if column_type in ("tinyint", "smallint", "int", "bigint"):
-        return int(value)
-    return value
+        return int
+    return lambda value: value
+
+
+def _timestamp(value: Any) -> str:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat(sep=" ", timespec="microseconds")
+    return str(value)
+
+
+def _number(value: Any) -> Any:
+    number = float(value)
+    return str(number) if math.isnan(number) or math.isinf(number) else number
+
+
+def json_value(value: Any, column_type: str) -> Any:
+    """Render one typed value in export form."""
+    return None if value is None else converter(column_type)(value)
+
+
+def row_encoder(table: TableSpec) -> Callable[[Mapping[str, Any]], str]:
+    """A function turning a typed row into its JSON line (without newline); converters chosen once."""
+    columns = [(c.name, converter(c.type)) for c in table.columns]
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def encode(row: Mapping[str, Any]) -> str:
+        values = {}
+        for name, convert in columns:
+            value = row.get(name)
+            values[name] = None if value is None else convert(value)
+        return dumps(values)
+
+    return encode
 
 
 def json_row(row: Mapping[str, Any], table: TableSpec) -> dict[str, Any]:
@@ -63,9 +85,10 @@ def sort_key(row: Mapping[str, Any], table: TableSpec) -> tuple[Any, ...]:
 
 def write_jsonl(rows: Iterable[Mapping[str, Any]], table: TableSpec, out: TextIO) -> int:
     """Write already-typed rows sorted by primary key; returns the row count."""
+    encode = row_encoder(table)
     count = 0
     for row in sorted(rows, key=lambda r: sort_key(r, table)):
-        out.write(json.dumps(json_row(row, table), ensure_ascii=False, separators=(",", ":")))
+        out.write(encode(row))
         out.write("\n")
         count += 1
     return count
