@@ -34,10 +34,12 @@ fi
 stamp=$VENV/.requirements.sha
 want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setup: installing Python packages"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements.txt
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
+  echo "setup: installing Python packages (log: $VENV/pip.log)"
+  {
+    "$VENV/bin/pip" install --disable-pip-version-check --upgrade pip &&
+    "$VENV/bin/pip" install --disable-pip-version-check -r requirements.txt &&
+    "$VENV/bin/pip" install --disable-pip-version-check --no-deps -e .
+  } > "$VENV/pip.log" 2>&1 || { tail -n 40 "$VENV/pip.log" >&2; echo "setup: pip failed" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 

@@ -126,12 +126,15 @@ def _summary(
 
 def _show_rows(config: PipelineConfig, export_dir: Path, limit: int = 5) -> None:
     table = config.tables[min(1, len(config.tables) - 1)]
-    rows = read_jsonl(export_dir / f"{table.name}.jsonl")[:limit]
+    every_row = read_jsonl(export_dir / f"{table.name}.jsonl")
+    # The first keys hold the generator's boundary values; the middle of the table reads like a shop.
+    middle = len(every_row) // 2
+    rows = every_row[middle : middle + limit]
     if not rows:
         return
-    print(f"\nfirst {len(rows)} row(s) of {table.name}:")
+    print(f"\n{len(rows)} row(s) of {table.name} (from row {middle + 1} of {len(every_row)}):")
     columns = table.column_names
-    widths = {c: min(24, max(len(c), *(len(_cell(r[c])) for r in rows))) for c in columns}
+    widths = {c: min(26, max(len(c), *(len(_cell(r[c])) for r in rows))) for c in columns}
     print("  " + "  ".join(c.ljust(widths[c]) for c in columns))
     for row in rows:
         print("  " + "  ".join(_cell(row[c])[: widths[c]].ljust(widths[c]) for c in columns))
