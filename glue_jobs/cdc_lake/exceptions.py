@@ -37,6 +37,10 @@ class DmsInputError(CdcLakeError):
         )
 
 
+class JobArgumentError(CdcLakeError):
+    """Raised when a job run's arguments contradict each other (e.g. --table is not the table of --key)."""
+
+
 class ReplayOrderError(CdcLakeError):
     """Raised when applying the landed files would break DMS order (e.g. a file landed late or changed)."""
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, load_config, parse_config_text
 from cdc_lake.dms_files import FileKind, parse_key
-from cdc_lake.exceptions import NotADmsFileError
+from cdc_lake.exceptions import JobArgumentError
 from cdc_lake.lake import LakeLocation
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore, S3Store
@@ -54,7 +54,7 @@ class JobOptions:
         plain = {k.removeprefix("--"): v for k, v in options.items()}
         missing = [name for name in REQUIRED_ARGUMENTS if not plain.get(name)]
         if missing:
-            raise ValueError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
+            raise JobArgumentError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
         known = {*REQUIRED_ARGUMENTS, *OPTIONAL_ARGUMENTS}
         return cls(**{k: v for k, v in plain.items() if k in known})
 
@@ -82,7 +82,7 @@ def run_job(
     config = config or read_config(options.config_uri)
     dms_file = parse_key(options.key, config)
     if dms_file.kind is not JOB_FILE_KIND[kind]:
-        raise NotADmsFileError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
+        raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
     location = LakeLocation(options.catalog, options.database or config.lake.database)
     store = store or S3Store(options.bucket)
     result = apply_up_to(spark, config, location, store, options.key, options.table)

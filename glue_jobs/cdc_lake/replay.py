@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile, parse_key, table_files
-from cdc_lake.exceptions import CommitConflictError, DmsInputError, ReplayOrderError
+from cdc_lake.exceptions import CommitConflictError, DmsInputError, JobArgumentError, ReplayOrderError
 from cdc_lake.lake import (
     APPLIED,
     CHANGES,
@@ -82,6 +82,7 @@ def plan_run(
         raise ReplayOrderError(f"{trigger.key}: not found in the landing bucket (removed, or empty?)")
     files = table_files(list(objects), table, config)
     load_objects = [objects[f.key] for f in files if f.is_full_load]
+    watermark = parse_key(state.cdc_last, config).order_key if state.cdc_last is not None else None
     pending: list[DmsFile] = []
     for dms_file in files:
         if dms_file.order_key > trigger.order_key:
@@ -98,11 +99,10 @@ def plan_run(
                         f"{(stored.etag, stored.size)}); DMS reloaded the table? Rebuild the lake table to reload it"
                     )
                 continue
-        elif state.cdc_last is not None and dms_file.order_key <= _order_of(state.cdc_last, config):
+        elif watermark is not None and dms_file.order_key <= watermark:
             continue
         pending.append(dms_file)
-    if state.cdc_last is not None:
-        watermark = _order_of(state.cdc_last, config)
+    if watermark is not None:
         behind = [f for f in files if not f.is_full_load and f.order_key <= watermark]
         # Lifecycle rules may expire applied files (fewer listed is fine); more means one landed late.
         if len(behind) > state.cdc_count:
@@ -120,16 +120,10 @@ def plan_run(
             f"{table.name}: its LOAD files changed after CDC files were applied ({state.load_count} applied, "
             f"{len(load_objects)} now listed); DMS reloaded the table? Rebuild the lake table to reload it"
         )
-    return RunPlan(table, trigger, pending, objects, state, _next_state(state, pending, objects, config))
+    return RunPlan(table, trigger, pending, objects, state, _next_state(state, pending, objects))
 
 
-def _order_of(key: str, config: PipelineConfig) -> tuple[int, str, str]:
-    return parse_key(key, config).order_key
-
-
-def _next_state(
-    state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject], config: PipelineConfig
-) -> ReplayState:
+def _next_state(state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject]) -> ReplayState:
     load_files = dict(state.load_files)
     for dms_file in pending:
         if dms_file.is_full_load:
@@ -161,7 +155,7 @@ def apply_up_to(
     started = time.monotonic()
     trigger = parse_key(trigger_key, config)
     if table_name is not None and table_name != trigger.table:
-        raise ReplayOrderError(f"{trigger_key}: belongs to table {trigger.table}, not {table_name}")
+        raise JobArgumentError(f"{trigger_key}: belongs to table {trigger.table}, not {table_name}")
     table = config.table(trigger.table)
     ensure_table(spark, location, table, config.lake)
     result = RunResult(table=table.name, trigger=trigger_key)

@@ -1,0 +1,65 @@
+"""The Glue job layer: arguments as Glue passes them, and refusals before anything is read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.config import parse_config
+from cdc_lake.exceptions import JobArgumentError
+from cdc_lake.jobs import JobOptions, run_job
+from cdc_lake.storage import LocalFolderStore
+from tests.conftest import write_file
+
+CONFIG = parse_config(
+    {
+        "dms": {"bucket_folder": "dms"},
+        "lake": {"database": "jobs_test"},
+        "tables": [{"name": "shop.items", "primary_key": ["id"], "columns": [{"name": "id", "type": "bigint"}]}],
+    }
+)
+
+
+def test_options_from_glue_argv_like_a_console_rerun():
+    argv = ["script.py", "--JOB_ID", "j_1", "--config_uri", "s3://assets/tables.json", "--catalog", "glue_catalog",
+            "--bucket", "raw-bucket", "--key", "dms/shop/items/LOAD00000001.csv", "--table", "shop.items",
+            "--warehouse", "s3://lake/warehouse/"]  # fmt: skip
+    options = JobOptions.from_sys_argv(argv)
+    assert options == JobOptions(
+        config_uri="s3://assets/tables.json",
+        bucket="raw-bucket",
+        key="dms/shop/items/LOAD00000001.csv",
+        table="shop.items",
+        catalog="glue_catalog",
+        database="",
+    )
+
+
+def test_missing_arguments_are_named():
+    with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --key, --table"):
+        JobOptions.from_options({"--config_uri": "c.yaml", "--bucket": "b"})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("job", "key", "table", "message"),
+    [
+        ("full_load", "dms/shop/items/20250301-120000000.csv", "shop.items", "a cdc file was routed to the full_load"),
+        (
+            "cdc_replay",
+            "dms/shop/items/LOAD00000001.csv",
+            "shop.items",
+            "a full_load file was routed to the cdc_replay",
+        ),
+        ("cdc_replay", "dms/shop/items/20250301-120000000.csv", "shop.other", "belongs to table shop.items"),
+    ],
+)
+def test_runs_that_contradict_their_arguments_are_refused(spark, landing: Path, database, job, key, table, message):
+    write_file(landing, key, "I,1\n" if "2025" in key else "1\n")
+    options = JobOptions.from_options(
+        {"config_uri": "(inline)", "bucket": "b", "key": key, "table": table, "catalog": "lake", "database": database}
+    )
+    with pytest.raises(JobArgumentError, match=message):
+        run_job(job, options, spark, config=CONFIG, store=LocalFolderStore(landing))
+    assert not spark.catalog.tableExists(f"lake.{database}.shop_items")
