@@ -1,5 +1,6 @@
-"""Glue: the lake database, the full-load and CDC-replay jobs (Glue 5.1, Iceberg on the Glue catalog),
-their security configuration and a role limited to the buckets, the database and its tables."""
+"""Glue: the lake database, the full-load, CDC-replay and maintenance jobs (Glue 5.1, Iceberg on the Glue
+catalog), their security configuration, a role limited to the buckets, the database and its tables, and the
+maintenance job's schedule."""
 
 from __future__ import annotations
 
@@ -48,6 +49,23 @@ CDC_REPLAY = JobSizing(
     max_concurrent_runs=10,
     description="Replay a table's pending DMS CDC files (I/U/D) up to --key into its Iceberg table",
 )
+# One maintenance run at a time (a second one, e.g. started by hand during the scheduled run, is queued).
+MAINTENANCE = JobSizing(
+    workers=2,
+    timeout_minutes=120,
+    max_concurrent_runs=1,
+    description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files (--action)",
+)
+# Job defaults of the maintenance script; a run (or the schedule) overrides them key by key. Snapshots
+# younger than --retain_days stay for rollback, and the newest --retain_last are kept whatever their age;
+# only unreferenced files older than --orphan_days are orphans (younger ones may belong to a running commit).
+MAINTENANCE_ARGUMENTS = {
+    "--action": "all",
+    "--retain_days": "7",
+    "--retain_last": "20",
+    "--orphan_days": "3",
+}
+SCHEDULED_MAINTENANCE_ARGUMENTS = {"--action": "all"}
 
 
 def iceberg_spark_conf(warehouse_uri: str, catalog: str = CATALOG_NAME) -> str:
@@ -66,7 +84,7 @@ def iceberg_spark_conf(warehouse_uri: str, catalog: str = CATALOG_NAME) -> str:
 
 
 class GlueJobs(Construct):
-    """Database, security configuration, role and the two jobs."""
+    """Database, security configuration, role, the three jobs and the maintenance schedule."""
 
     def __init__(
         self,
@@ -78,7 +96,9 @@ class GlueJobs(Construct):
         assets: PipelineAssets,
         key: kms.IKey,
         name_prefix: str,
+        maintenance_schedule: str | None,
     ) -> None:
+        """``maintenance_schedule``: Glue cron expression of the maintenance trigger; None for no trigger."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         database_name = config.lake.database
@@ -115,7 +135,7 @@ class GlueJobs(Construct):
 
         self.config_asset = s3_assets.Asset(self, "TableConfig", path=str(assets.config_json))
         self.library_asset = s3_assets.Asset(self, "Library", path=str(assets.library_zip))
-        scripts = {
+        self.scripts = scripts = {
             job: s3_assets.Asset(self, f"Script-{job}", path=str(path)) for job, path in assets.glue_scripts.items()
         }
         self.role = self._role(stack, storage, key, [self.config_asset, self.library_asset, *scripts.values()])
@@ -138,8 +158,43 @@ class GlueJobs(Construct):
         }
         self.full_load = self._job("FullLoadJob", f"{name_prefix}-full-load", scripts["full_load"], FULL_LOAD)
         self.cdc_replay = self._job("CdcReplayJob", f"{name_prefix}-cdc-replay", scripts["cdc_replay"], CDC_REPLAY)
+        self.maintenance = self._job(
+            "MaintenanceJob",
+            f"{name_prefix}-maintenance",
+            scripts["maintenance"],
+            MAINTENANCE,
+            extra_arguments=MAINTENANCE_ARGUMENTS,
+        )
+        self.maintenance_trigger: glue.CfnTrigger | None = None
+        if maintenance_schedule is not None:
+            self.maintenance_trigger = glue.CfnTrigger(
+                self,
+                "MaintenanceSchedule",
+                name=f"{name_prefix}-maintenance-schedule",
+                description="Scheduled maintenance of every configured lake table (UTC)",
+                type="SCHEDULED",
+                schedule=maintenance_schedule,
+                start_on_creation=True,
+                actions=[
+                    glue.CfnTrigger.ActionProperty(
+                        job_name=self.maintenance.ref, arguments=dict(SCHEDULED_MAINTENANCE_ARGUMENTS)
+                    )
+                ],
+            )
 
-    def _job(self, construct_id: str, name: str, script: s3_assets.Asset, sizing: JobSizing) -> glue.CfnJob:
+    @property
+    def jobs(self) -> list[glue.CfnJob]:
+        return [self.full_load, self.cdc_replay, self.maintenance]
+
+    def _job(
+        self,
+        construct_id: str,
+        name: str,
+        script: s3_assets.Asset,
+        sizing: JobSizing,
+        *,
+        extra_arguments: dict[str, str] | None = None,
+    ) -> glue.CfnJob:
         job = glue.CfnJob(
             self,
             construct_id,
@@ -157,7 +212,7 @@ class GlueJobs(Construct):
             execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=sizing.max_concurrent_runs),
             job_run_queuing_enabled=True,
             security_configuration=self.security_configuration.ref,
-            default_arguments=dict(self.default_arguments),
+            default_arguments={**self.default_arguments, **(extra_arguments or {})},
         )
         job.node.add_dependency(self.policy)  # Glue validates the role when the job is created
         return job
@@ -248,7 +303,8 @@ class GlueJobs(Construct):
             (
                 {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/warehouse\\/\\*$/"},
                 "Iceberg writes data, delete and metadata files with generated names under the warehouse/ prefix "
-                "of the lake bucket; access is limited to that prefix.",
+                "of the lake bucket, and deletes those of expired snapshots, replaced metadata and orphans; "
+                "access is limited to that prefix.",
             ),
             (
                 {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/tmp\\/glue\\/\\*$/"},

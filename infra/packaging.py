@@ -24,7 +24,7 @@ LAMBDA_PACKAGE = "dms_trigger"
 LAMBDA_HANDLER = "dms_trigger.handler.lambda_handler"
 # The Lambda ships only the pure modules it imports: no Spark code, no YAML.
 LAMBDA_LIBRARY_MODULES = ("__init__.py", "config.py", "dms_files.py", "exceptions.py")
-GLUE_SCRIPTS = {"full_load": "full_load.py", "cdc_replay": "cdc_replay.py"}
+GLUE_SCRIPTS = {"full_load": "full_load.py", "cdc_replay": "cdc_replay.py", "maintenance": "maintenance.py"}
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 

@@ -45,7 +45,14 @@ class PipelineStack(Stack):
         self.storage = Storage(self, "Storage", raw_retention_days=settings.raw_retention_days)
         self.dms = DmsReplication(self, "Dms", settings=settings, config=config, raw_bucket=self.storage.raw)
         self.glue = GlueJobs(
-            self, "Glue", config=config, storage=self.storage, assets=assets, key=self.key, name_prefix=prefix
+            self,
+            "Glue",
+            config=config,
+            storage=self.storage,
+            assets=assets,
+            key=self.key,
+            name_prefix=prefix,
+            maintenance_schedule=settings.maintenance_schedule if settings.maintenance_enabled else None,
         )
         folder = config.dms.bucket_folder
         self.trigger = DmsTrigger(
@@ -62,7 +69,7 @@ class PipelineStack(Stack):
             self,
             "Monitoring",
             key=self.key,
-            job_names=[self.glue.full_load.ref, self.glue.cdc_replay.ref],
+            job_names=[job.ref for job in self.glue.jobs],
             failure_queue=self.trigger.failure_queue,
             function=self.trigger.function,
             alarm_email=settings.alarm_email,
@@ -117,6 +124,7 @@ class PipelineStack(Stack):
             "AccessLogBucketName": (self.storage.access_logs.bucket_name, "S3 server access logs"),
             "FullLoadJobName": (self.glue.full_load.ref, "Glue job applying full-load files"),
             "CdcReplayJobName": (self.glue.cdc_replay.ref, "Glue job replaying CDC files"),
+            "MaintenanceJobName": (self.glue.maintenance.ref, "Glue job compacting and expiring the lake tables"),
             "DatabaseName": (self.glue.database_name, "Glue database of the lake tables"),
             "TableConfigUri": (self.glue.config_asset.s3_object_url, "Table configuration (--config_uri)"),
             "FailureQueueArn": (self.trigger.failure_queue.queue_arn, "Trigger Lambda on-failure queue"),

@@ -37,6 +37,11 @@ CREATE_DMS_SERVICE_ROLES = "createDmsServiceRoles"
 ALARM_EMAIL = "alarmEmail"
 RAW_RETENTION_DAYS = "rawRetentionDays"
 POWERTOOLS_LAYER_VERSION = "powertoolsLayerVersion"
+MAINTENANCE_SCHEDULE = "maintenanceSchedule"
+MAINTENANCE_ENABLED = "maintenanceEnabled"
+
+# Daily at 03:30 UTC. Glue schedules are six-field cron expressions (no rate()), always in UTC.
+DEFAULT_MAINTENANCE_SCHEDULE = "cron(30 3 * * ? *)"
 
 REQUIRED_KEYS = (VPC_ID, SUBNET_IDS, SOURCE_ENGINE, SOURCE_SECRET_ARN)
 
@@ -49,6 +54,8 @@ _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
 _INSTANCE_CLASS = re.compile(r"^dms\.[a-z0-9]+\.[a-z0-9]+$")
+# cron(Minutes Hours Day-of-month Month Day-of-week Year); one of the two day fields must be "?".
+_GLUE_CRON = re.compile(r"^cron\(\S+ \S+ (\? \S+ \S+|\S+ \S+ \?) \S+\)$")
 
 
 class ContextSource(Protocol):
@@ -81,6 +88,8 @@ class DeploySettings:
     alarm_email: str | None = None
     raw_retention_days: int = 30
     powertools_layer_version: int = 38
+    maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE
+    maintenance_enabled: bool = True
 
     @property
     def resource_prefix(self) -> str:
@@ -111,6 +120,8 @@ class DeploySettings:
             alarm_email=reader.pattern(ALARM_EMAIL, _EMAIL),
             raw_retention_days=reader.integer(RAW_RETENTION_DAYS, 30, 1, 3650),
             powertools_layer_version=reader.integer(POWERTOOLS_LAYER_VERSION, 38, 1, 10_000),
+            maintenance_schedule=reader.pattern(MAINTENANCE_SCHEDULE, _GLUE_CRON) or DEFAULT_MAINTENANCE_SCHEDULE,
+            maintenance_enabled=reader.boolean(MAINTENANCE_ENABLED, default=True),
         )
         if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):
             reader.problems.append(f"{SOURCE_ENGINE} is required: one of {', '.join(SOURCE_ENGINES)}")

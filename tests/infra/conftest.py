@@ -49,6 +49,7 @@ PARQUET_CONTEXT: dict[str, str] = {
     "createDmsServiceRoles": "false",
     "alarmEmail": "data-ops@example.com",
     "stackName": "SalesLake",
+    "maintenanceSchedule": "cron(0 2 ? * SUN *)",
 }
 
 
@@ -103,7 +104,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def parquet(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """Parquet + gzip + date folders + AR_H_CHANGE_SEQ, PostgreSQL source, DMS Serverless."""
+    """Parquet + gzip + date folders + AR_H_CHANGE_SEQ, PostgreSQL source, DMS Serverless, weekly maintenance."""
     return synthesize(tmp_path_factory.mktemp("parquet"), PARQUET_CONTEXT)
 
 

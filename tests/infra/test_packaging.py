@@ -65,6 +65,7 @@ def test_missing_sources_are_named(tmp_path: Path) -> None:
     with pytest.raises(PackagingError) as error:
         build_assets(load_config(DEMO_CONFIG), tmp_path / "out", sources=SourceLayout(tmp_path))
     assert "full_load.py" in str(error.value)
+    assert "maintenance.py" in str(error.value)
     assert "handler.py" in str(error.value)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -33,6 +34,8 @@ def test_minimal_context_gets_documented_defaults() -> None:
     assert result.stack_name == "CdcLake"
     assert result.resource_prefix == "cdclake"
     assert result.alarm_email is None
+    assert result.maintenance_schedule == "cron(30 3 * * ? *)"
+    assert result.maintenance_enabled is True
 
 
 def test_cdk_json_types_are_accepted_too() -> None:
@@ -41,8 +44,12 @@ def test_cdk_json_types_are_accepted_too() -> None:
         createDmsServiceRoles=False,
         rawRetentionDays=7,
         sourcePort=13306,
+        maintenanceEnabled=False,
+        maintenanceSchedule="cron(0/30 1-4 ? * MON-FRI *)",
     )
     assert len(result.subnet_ids) == 3
+    assert result.maintenance_enabled is False
+    assert result.maintenance_schedule == "cron(0/30 1-4 ? * MON-FRI *)"
     assert result.create_dms_service_roles is False
     assert result.raw_retention_days == 7
     assert result.source_port == 13306
@@ -75,8 +82,12 @@ def test_missing_required_values_are_all_reported_at_once() -> None:
         ({"createDmsServiceRoles": "maybe"}, "must be true or false"),
         ({"alarmEmail": "ops"}, "alarmEmail="),
         ({"stackName": "1stack"}, "stackName="),
+        ({"maintenanceSchedule": "rate(1 day)"}, "maintenanceSchedule='rate(1 day)' is not valid"),
+        ({"maintenanceSchedule": "cron(30 3 * * ?)"}, "maintenanceSchedule="),  # five fields
+        ({"maintenanceSchedule": "cron(30 3 * * * *)"}, "maintenanceSchedule="),  # needs one "?" day field
+        ({"maintenanceEnabled": "off"}, "maintenanceEnabled='off' must be true or false"),
     ],
 )
 def test_invalid_values_are_refused(overrides: dict[str, str], problem: str) -> None:
-    with pytest.raises(SettingsError, match=problem.replace("(", r"\(")):
+    with pytest.raises(SettingsError, match=re.escape(problem)):
         settings(**overrides)

@@ -39,6 +39,7 @@ def ids(demo: Synthesized) -> dict[str, str]:
         "logs": demo.logical_id(stack.storage.access_logs),
         "full_load": demo.logical_id(stack.glue.full_load),
         "cdc_replay": demo.logical_id(stack.glue.cdc_replay),
+        "maintenance": demo.logical_id(stack.glue.maintenance),
         "function": demo.logical_id(stack.trigger.function),
         "queue": demo.logical_id(stack.trigger.failure_queue),
         "topic": demo.logical_id(stack.monitoring.topic),
@@ -270,13 +271,17 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
     names = ids(demo)
     lake = names["lake"]
     jobs = resources_of_type(demo, "AWS::Glue::Job")
-    assert sorted(job["Properties"]["Name"] for job in jobs.values()) == ["cdclake-cdc-replay", "cdclake-full-load"]
+    assert sorted(job["Properties"]["Name"] for job in jobs.values()) == [
+        "cdclake-cdc-replay",
+        "cdclake-full-load",
+        "cdclake-maintenance",
+    ]
     for job in jobs.values():
         props = job["Properties"]
         assert props["GlueVersion"] == "5.1"
         assert props["WorkerType"] == "G.1X"
         assert props["Command"]["Name"] == "glueetl"
-        assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 10}
+        assert props["MaxRetries"] == 0
         assert props["JobRunQueuingEnabled"] is True
         assert props["SecurityConfiguration"] == {"Ref": names["security_configuration"]}
         arguments = render(props["DefaultArguments"])
@@ -300,13 +305,17 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         for flag in ("--enable-continuous-cloudwatch-log", "--enable-metrics", "--enable-glue-datacatalog"):
             assert arguments[flag] == "true"
         assert arguments["--job-language"] == "python"
-        # Per-run arguments are the Lambda's to pass; a default would hide a missing one.
+        # Per-run arguments are the Lambda's (or an operator's) to pass; a default would hide a missing one
+        # (and a default --table would limit maintenance to one table).
         assert not {"--bucket", "--key", "--table"} & arguments.keys()
     full_load = jobs[names["full_load"]]["Properties"]
     cdc_replay = jobs[names["cdc_replay"]]["Properties"]
     assert (full_load["NumberOfWorkers"], full_load["Timeout"]) == (10, 480)
     assert (cdc_replay["NumberOfWorkers"], cdc_replay["Timeout"]) == (2, 60)
-    assert full_load["Command"]["ScriptLocation"] != cdc_replay["Command"]["ScriptLocation"]
+    for props in (full_load, cdc_replay):
+        assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 10}
+    scripts = [job["Properties"]["Command"]["ScriptLocation"] for job in jobs.values()]
+    assert len(set(map(str, scripts))) == 3
 
 
 def test_glue_security_configuration_encrypts_logs_and_bookmarks(demo: Synthesized) -> None:
@@ -470,7 +479,7 @@ def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: 
         assert alarm["AlarmActions"] == [{"Ref": names["topic"]}]
 
 
-def test_failed_glue_runs_of_both_jobs_go_to_the_encrypted_topic(demo: Synthesized) -> None:
+def test_failed_glue_runs_of_all_three_jobs_go_to_the_encrypted_topic(demo: Synthesized) -> None:
     names = ids(demo)
     demo.template.has_resource_properties(
         "AWS::Events::Rule",
@@ -479,7 +488,11 @@ def test_failed_glue_runs_of_both_jobs_go_to_the_encrypted_topic(demo: Synthesiz
                 "source": ["aws.glue"],
                 "detail-type": ["Glue Job State Change"],
                 "detail": {
-                    "jobName": [{"Ref": names["full_load"]}, {"Ref": names["cdc_replay"]}],
+                    "jobName": [
+                        {"Ref": names["full_load"]},
+                        {"Ref": names["cdc_replay"]},
+                        {"Ref": names["maintenance"]},
+                    ],
                     "state": ["FAILED", "TIMEOUT", "ERROR"],
                 },
             },
@@ -509,6 +522,7 @@ def test_outputs_name_what_operators_need(demo: Synthesized) -> None:
         "AccessLogBucketName",
         "FullLoadJobName",
         "CdcReplayJobName",
+        "MaintenanceJobName",
         "DatabaseName",
         "FailureQueueArn",
         "AlarmTopicArn",
@@ -517,6 +531,7 @@ def test_outputs_name_what_operators_need(demo: Synthesized) -> None:
     } <= outputs.keys()
     assert outputs["RawBucketName"]["Value"] == {"Ref": names["raw"]}
     assert outputs["FullLoadJobName"]["Value"] == {"Ref": names["full_load"]}
+    assert outputs["MaintenanceJobName"]["Value"] == {"Ref": names["maintenance"]}
     assert outputs["DatabaseName"]["Value"] == "shop_lake"
     assert outputs["FailureQueueArn"]["Value"] == {"Fn::GetAtt": [names["queue"], "Arn"]}
     assert outputs["AlarmTopicArn"]["Value"] == {"Ref": names["topic"]}

@@ -1,5 +1,6 @@
 """The other deployment shape: Parquet + gzip + date folders + AR_H_CHANGE_SEQ, a PostgreSQL source,
-DMS Serverless, an existing source security group, an alarm e-mail, and DMS roles that already exist."""
+DMS Serverless, an existing source security group, an alarm e-mail, DMS roles that already exist, and a weekly
+maintenance schedule."""
 
 from __future__ import annotations
 
@@ -183,5 +184,5 @@ def test_alarm_email_subscribes_to_the_topic(parquet: Synthesized) -> None:
 
 def test_names_follow_the_stack_name(parquet: Synthesized) -> None:
     jobs = sorted(job["Properties"]["Name"] for job in of_type(parquet, "AWS::Glue::Job").values())
-    assert jobs == ["saleslake-cdc-replay", "saleslake-full-load"]
+    assert jobs == ["saleslake-cdc-replay", "saleslake-full-load", "saleslake-maintenance"]
     assert "ReplicationConfigArn" in parquet.json["Outputs"]
