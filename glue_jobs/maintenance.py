@@ -1,0 +1,10 @@
+"""Glue job: maintain the lake tables (compaction, snapshot expiry, orphan-file removal).
+
+Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<table>] [--catalog glue_catalog]
+[--database NAME] [--retain_days 7] [--retain_last 20] [--orphan_days 3]. Without --table: every configured table.
+"""
+
+from cdc_lake.jobs import glue_maintenance_main
+
+if __name__ == "__main__":
+    glue_maintenance_main()
