@@ -106,20 +106,20 @@ def _summary(
 ) -> bool:
     """Print one line per table and whether the lake equals the source; True when all do."""
     from cdc_lake.export import export_tables
-    from cdc_lake.lake import snapshot_summaries
+    from cdc_lake.lake import STATE, snapshot_summaries
 
     exported = export_tables(spark, config, location, export_dir)
-    header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'snapshots':>10}  equals source"
+    header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'commits':>8}  equals source"
     print(f"\n{header}\n{'-' * len(header)}")
     all_equal = True
     for table in config.tables:
         equal = read_jsonl(expected_dir / f"{table.name}.jsonl") == read_jsonl(export_dir / f"{table.name}.jsonl")
         all_equal &= equal
-        snapshots = len(snapshot_summaries(spark, location, table))
+        snapshots = sum(1 for s in snapshot_summaries(spark, location, table) if STATE in (s["summary"] or {}))
         t = totals[table.name]
         print(
             f"{table.name:<18} {exported[table.name]:>7} {t['files']:>6} {t['I']:>7} {t['U']:>7} {t['D']:>7} "
-            f"{snapshots:>10}  {'yes' if equal else 'NO'}"
+            f"{snapshots:>8}  {'yes' if equal else 'NO'}"
         )
     return all_equal
 

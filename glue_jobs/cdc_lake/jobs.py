@@ -18,6 +18,7 @@ from cdc_lake.config import PipelineConfig, load_config, parse_config_text
 from cdc_lake.dms_files import FileKind, parse_key
 from cdc_lake.exceptions import JobArgumentError
 from cdc_lake.lake import LakeLocation
+from cdc_lake.maintenance import MaintenanceResult
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore, S3Store
 
@@ -108,3 +109,32 @@ def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> RunResult:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
     return run_job(kind, options, glue_spark_session())
+
+
+MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days")
+
+
+def maintenance_options(argv: Sequence[str]) -> dict[str, str]:
+    """The maintenance job's arguments: --config_uri and --action, the rest optional."""
+    from awsglue.utils import getResolvedOptions
+
+    present = [name for name in MAINTENANCE_OPTIONAL if f"--{name}" in argv]
+    return dict(getResolvedOptions(list(argv), ["config_uri", "action", *present]))
+
+
+def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[MaintenanceResult]:
+    """Entry point of the maintenance Glue script."""
+    from cdc_lake.maintenance import Retention, maintain
+    from cdc_lake.session import glue_spark_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = maintenance_options(list(argv if argv is not None else sys.argv))
+    config = read_config(options["config_uri"])
+    location = LakeLocation(options.get("catalog", "glue_catalog"), options.get("database") or config.lake.database)
+    retention = Retention(
+        days=int(options.get("retain_days", 7)),
+        last=int(options.get("retain_last", 20)),
+        orphan_days=int(options.get("orphan_days", 3)),
+    )
+    tables = [options["table"]] if options.get("table") else None
+    return maintain(glue_spark_session(), config, location, options["action"], tables, retention)  # type: ignore[arg-type]

@@ -11,12 +11,13 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 from pyspark.sql.utils import AnalysisException
 
 from cdc_lake.config import LakeSettings, TableSpec
@@ -31,6 +32,7 @@ APPLIED = "cdc-lake.applied-files"
 CHANGES = "cdc-lake.changes"
 TRIGGER = "cdc-lake.trigger"
 RUN_ID = "cdc-lake.run-id"
+HISTORY_SNAPSHOT = "cdc-lake.history-snapshot"
 STATE_VERSION = 1
 
 
@@ -51,10 +53,22 @@ class LakeLocation:
     database: str
 
     def table(self, table: TableSpec) -> str:
-        return f"{quote(self.catalog)}.{quote(self.database)}.{quote(table.lake_table)}"
+        return self.named(table.lake_table)
+
+    def named(self, name: str) -> str:
+        """A lake table of this database by name (quoted for SQL)."""
+        return f"{quote(self.catalog)}.{quote(self.database)}.{quote(name)}"
 
     def metadata_table(self, table: TableSpec, name: str) -> str:
-        return f"{self.table(table)}.{quote(name)}"
+        return self.metadata(table.lake_table, name)
+
+    def metadata(self, table_name: str, name: str) -> str:
+        """An Iceberg metadata table (``snapshots``, ``history``…) of the named lake table."""
+        return f"{self.named(table_name)}.{quote(name)}"
+
+    def dotted(self, name: str) -> str:
+        """``catalog.database.name`` unquoted, as Spark's catalog API and Iceberg's Java API take it."""
+        return f"{self.catalog}.{self.database}.{name}"
 
 
 @dataclass(frozen=True)
@@ -115,11 +129,34 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(location.catalog)}.{quote(location.database)}")
     if table_exists(spark, location, table):
         return
-    columns = ", ".join(
-        f"{quote(c.name)} {lake_type(c.type).simpleString()}" + (" NOT NULL" if c.name in table.primary_key else "")
-        for c in table.columns
+    create_iceberg_table(
+        spark,
+        location,
+        table.lake_table,
+        [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns],
+        table.partition_by,
+        settings,
+        {"cdc-lake.source-table": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
+        identifier_fields=table.primary_key,
     )
-    partitioning = f" PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
+
+
+def create_iceberg_table(
+    spark: SparkSession,
+    location: LakeLocation,
+    name: str,
+    columns: Sequence[tuple[str, DataType, bool]],
+    partition_by: Sequence[str],
+    settings: LakeSettings,
+    extra_properties: Mapping[str, str],
+    identifier_fields: Sequence[str] | None,
+) -> None:
+    """CREATE TABLE from configuration (names, types and transforms were validated; no data is pasted)."""
+    rendered_columns = ", ".join(
+        f"{quote(column)} {data_type.simpleString()}" + (" NOT NULL" if not_null else "")
+        for column, data_type, not_null in columns
+    )
+    partitioning = f" PARTITIONED BY ({', '.join(partition_by)})" if partition_by else ""
     mode = settings.write_mode
     properties = {
         "format-version": "2",
@@ -128,30 +165,32 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
         "write.delete.mode": mode,
         "write.metadata.delete-after-commit.enabled": "true",
         "write.metadata.previous-versions-max": "100",
-        "cdc-lake.source-table": table.name,
-        "cdc-lake.primary-key": ",".join(table.primary_key),
+        **extra_properties,
     }
     rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
     try:
         spark.sql(
-            f"CREATE TABLE {location.table(table)} ({columns}) USING iceberg{partitioning} TBLPROPERTIES ({rendered})"
+            f"CREATE TABLE {location.named(name)} ({rendered_columns}) USING iceberg{partitioning} "
+            f"TBLPROPERTIES ({rendered})"
         )
     except AnalysisException as error:
         if "already exists" not in str(error).lower():
             raise
         return  # a concurrent run created it first
-    identifier_fields = ", ".join(quote(k) for k in table.primary_key)
-    spark.sql(f"ALTER TABLE {location.table(table)} SET IDENTIFIER FIELDS {identifier_fields}")
+    if identifier_fields:
+        fields = ", ".join(quote(k) for k in identifier_fields)
+        spark.sql(f"ALTER TABLE {location.named(name)} SET IDENTIFIER FIELDS {fields}")
 
 
-def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec) -> bool:
-    return bool(spark.catalog.tableExists(f"{location.catalog}.{location.database}.{table.lake_table}"))
+def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> bool:
+    name = table if isinstance(table, str) else table.lake_table
+    return bool(spark.catalog.tableExists(location.dotted(name)))
 
 
-def read_state(spark: SparkSession, location: LakeLocation, table: TableSpec) -> ReplayState:
+def read_state(spark: SparkSession, location: LakeLocation, table_name: str) -> ReplayState:
     """The replay state recorded by the newest cdc-lake commit among the current snapshot's ancestors."""
-    history = location.metadata_table(table, "history")
-    snapshots = location.metadata_table(table, "snapshots")
+    history = location.metadata(table_name, "history")
+    snapshots = location.metadata(table_name, "snapshots")
     rows = spark.sql(
         f"SELECT h.snapshot_id, s.summary[{sql_string(STATE)}] AS state FROM {history} h "
         f"JOIN {snapshots} s ON h.snapshot_id = s.snapshot_id "
@@ -169,18 +208,17 @@ def commit_changes(
     table: TableSpec,
     last_changes: DataFrame,
     properties: Mapping[str, str],
+    base_snapshot_id: int,
 ) -> int:
     """Apply one row per key (``_op`` = I/U/D) with a single MERGE INTO; returns the new snapshot id.
 
-    The ``cdc-lake.*`` properties ride in the same commit through Iceberg's CommitMetadata.
+    The commit lands only if the table is still at ``base_snapshot_id``, the snapshot the run planned from.
     """
-    run_id = uuid.uuid4().hex
-    view = f"cdc_lake_changes_{run_id}"
+    view = f"cdc_lake_changes_{uuid.uuid4().hex}"
     source = last_changes.select(
         *[F.col(quote(c.name)).cast(lake_type(c.type)).alias(c.name) for c in table.columns], F.col(OP)
     )
     source.createOrReplaceTempView(view)
-    target = location.table(table)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
     clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"]
     if table.value_columns:
@@ -189,17 +227,67 @@ def commit_changes(
     names = ", ".join(quote(c) for c in table.column_names)
     values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
     clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
-    statement = f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses)
     try:
-        with commit_properties(spark, {**properties, RUN_ID: run_id}):
-            spark.sql(statement)
+        return commit_on_branch(
+            spark,
+            location,
+            table.lake_table,
+            base_snapshot_id,
+            lambda target: f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses),
+            properties,
+        )
     finally:
         spark.catalog.dropTempView(view)
-    snapshot_id = _snapshot_with_run_id(spark, location, table, run_id)
-    if snapshot_id is None:
-        # Nothing changed (e.g. only deletes of missing keys): still record the files as applied.
-        snapshot_id = _empty_commit(spark, location, table, {**properties, RUN_ID: run_id})
-    return snapshot_id
+
+
+def commit_on_branch(
+    spark: SparkSession,
+    location: LakeLocation,
+    table_name: str,
+    base_snapshot_id: int,
+    statement: Callable[[str], str],
+    properties: Mapping[str, str],
+) -> int:
+    """Run one write statement as a compare-and-swap on the table's main branch; returns its snapshot.
+
+    Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
+    this run planned from; a commit made in between would then be silently overwritten by a stale plan.
+    So the statement writes to a private branch created at ``base_snapshot_id``, and ``fast_forward``
+    moves main to it only if main is still there (otherwise it fails and the run plans again).
+    """
+    run_id = uuid.uuid4().hex
+    branch = f"cdc_lake_run_{run_id}"
+    table = location.named(table_name)
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH {quote(branch)} AS OF VERSION {int(base_snapshot_id)}")
+    try:
+        with commit_properties(spark, {**properties, RUN_ID: run_id}):
+            spark.sql(statement(f"{table}.{quote('branch_' + branch)}"))
+        head = branch_head(spark, location, table_name, branch)
+        if head == base_snapshot_id or head is None:
+            # Nothing changed (e.g. only deletes of missing keys): still record the files as applied.
+            head = _empty_commit(spark, location, table_name, {**properties, RUN_ID: run_id}, branch)
+        spark.sql(
+            f"CALL {quote(location.catalog)}.system.fast_forward("
+            f"{sql_string(location.database + '.' + table_name)}, 'main', {sql_string(branch)})"
+        ).collect()
+        return head
+    finally:
+        spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
+
+
+def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:
+    rows = spark.sql(
+        f"SELECT snapshot_id FROM {location.metadata(table_name, 'refs')} WHERE name = {sql_string(branch)}"
+    ).collect()
+    return int(rows[0]["snapshot_id"]) if rows else None
+
+
+def base_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:
+    """The table's current snapshot, which a run plans from; a new table first gets an empty one."""
+    head = branch_head(spark, location, table_name)
+    if head is None:
+        head = _empty_commit(spark, location, table_name, {}, None)
+    return head
 
 
 class commit_properties:
@@ -232,34 +320,33 @@ class commit_properties:
         self._thread_local.remove()
 
 
-def _snapshot_with_run_id(spark: SparkSession, location: LakeLocation, table: TableSpec, run_id: str) -> int | None:
-    rows = spark.sql(
-        f"SELECT snapshot_id FROM {location.metadata_table(table, 'snapshots')} "
-        f"WHERE summary[{sql_string(RUN_ID)}] = {sql_string(run_id)}"
-    ).collect()
-    return int(rows[0]["snapshot_id"]) if rows else None
-
-
-def _empty_commit(spark: SparkSession, location: LakeLocation, table: TableSpec, properties: Mapping[str, str]) -> int:
+def _empty_commit(
+    spark: SparkSession, location: LakeLocation, table_name: str, properties: Mapping[str, str], branch: str | None
+) -> int:
     """A snapshot with no data change, carrying only the properties (Iceberg allows an empty append)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    name = f"{location.catalog}.{location.database}.{table.lake_table}"
-    iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, location.dotted(table_name)
+    )
     append = iceberg_table.newAppend()
+    if branch is not None:
+        append = append.toBranch(branch)
     for key, value in properties.items():
         append = append.set(key, value)
     append.commit()
     iceberg_table.refresh()
-    return int(iceberg_table.currentSnapshot().snapshotId())
+    snapshot = iceberg_table.snapshot(branch) if branch is not None else iceberg_table.currentSnapshot()
+    return int(snapshot.snapshotId())
 
 
-def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[dict[str, Any]]:
+def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> list[dict[str, Any]]:
     """Snapshots of the table's current lineage, oldest first, with their cdc-lake properties."""
+    name = table if isinstance(table, str) else table.lake_table
     rows = spark.sql(
         f"SELECT h.snapshot_id, h.made_current_at, s.operation, s.summary "
-        f"FROM {location.metadata_table(table, 'history')} h "
-        f"JOIN {location.metadata_table(table, 'snapshots')} s ON h.snapshot_id = s.snapshot_id "
+        f"FROM {location.metadata(name, 'history')} h "
+        f"JOIN {location.metadata(name, 'snapshots')} s ON h.snapshot_id = s.snapshot_id "
         "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
     ).collect()
     return [row.asDict(recursive=True) for row in rows]

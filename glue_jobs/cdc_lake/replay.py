@@ -10,29 +10,33 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile, parse_key, table_files
 from cdc_lake.exceptions import CommitConflictError, DmsInputError, JobArgumentError, ReplayOrderError
+from cdc_lake.history import commit_history, ensure_history_table, history_name
 from cdc_lake.lake import (
     APPLIED,
     CHANGES,
+    HISTORY_SNAPSHOT,
     STATE,
     TRIGGER,
     LakeLocation,
     ReplayState,
+    base_snapshot,
     commit_changes,
     ensure_table,
     load_digest,
     read_state,
 )
-from cdc_lake.reader import read_changes
+from cdc_lake.reader import FILE, read_changes
 from cdc_lake.storage import ObjectStore, StoredObject
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,7 @@ _CONFLICTS = (
     "Found new conflicting",
     "Cannot commit, found",
     "Missing required files to delete",
+    "Cannot fast-forward",
 )
 
 
@@ -55,6 +60,7 @@ class RunPlan:
     objects: dict[str, StoredObject]
     state: ReplayState
     next_state: ReplayState
+    base_snapshot_id: int | None = None
 
 
 @dataclass
@@ -62,6 +68,7 @@ class RunResult:
     table: str
     trigger: str
     applied_files: list[str] = field(default_factory=list)
+    history_files: list[str] = field(default_factory=list)
     counts: ChangeCounts | None = None
     keys_changed: int = 0
     snapshot_id: int | None = None
@@ -70,7 +77,7 @@ class RunResult:
 
     @property
     def already_applied(self) -> bool:
-        return not self.applied_files
+        return not self.applied_files and not self.history_files
 
 
 def plan_run(
@@ -158,17 +165,23 @@ def apply_up_to(
         raise JobArgumentError(f"{trigger_key}: belongs to table {trigger.table}, not {table_name}")
     table = config.table(trigger.table)
     ensure_table(spark, location, table, config.lake)
+    if table.history:
+        ensure_history_table(spark, location, table, config.lake)
     result = RunResult(table=table.name, trigger=trigger_key)
     attempts = config.lake.commit_retries + 1
     for attempt in range(1, attempts + 1):
         result.attempts = attempt
-        plan = plan_run(config, table, trigger, store, read_state(spark, location, table))
-        if not plan.pending:
+        plan = _plan(spark, config, location, store, table, trigger, table.lake_table)
+        # History keeps its own record of applied files: after a stop between the two commits it is ahead.
+        history_plan = (
+            _plan(spark, config, location, store, table, trigger, history_name(table)) if table.history else None
+        )
+        if not plan.pending and not (history_plan and history_plan.pending):
             log.info("%s: %s is already applied; nothing to do", table.name, trigger_key)
             result.seconds = time.monotonic() - started
             return result
         try:
-            _apply(spark, config, location, store, plan, result)
+            _apply(spark, config, location, store, plan, history_plan, result)
         except (Py4JJavaError, PySparkException) as error:
             if attempt < attempts and _is_commit_conflict(error):
                 log.warning("%s: concurrent commit, planning again (attempt %d/%d)", table.name, attempt, attempts)
@@ -190,35 +203,85 @@ def _apply(
     location: LakeLocation,
     store: ObjectStore,
     plan: RunPlan,
+    history_plan: RunPlan | None,
     result: RunResult,
 ) -> None:
     table = plan.table
     use_sequence = config.dms.change_sequence_column is not None
-    log.info("%s: applying %d file(s) up to %s", table.name, len(plan.pending), plan.trigger.key)
+    history_pending = history_plan.pending if history_plan else []
+    files = sorted({f.key: f for f in [*plan.pending, *history_pending]}.values(), key=lambda f: f.order_key)
+    log.info("%s: applying %d file(s) up to %s", table.name, len(files), plan.trigger.key)
     # Materialized once: row positions are then fixed, and MERGE gets a deterministic source.
-    changes = read_changes(spark, plan.pending, table, config.dms, store.uri).localCheckpoint(eager=True)
-    try:
-        problems, total = describe_problems(changes)
-        if problems:
-            raise DmsInputError(table.name, problems, total)
-        counts = count_changes(changes)
-        last_changes = last_change_per_key(changes, table, use_sequence).localCheckpoint(eager=True)
-        keys_changed = last_changes.count()
-        applied = [
-            {"key": f.key, "etag": plan.objects[f.key].etag, "size": plan.objects[f.key].size} for f in plan.pending
-        ]
-        properties = {
-            STATE: plan.next_state.to_json(),
-            APPLIED: json.dumps(applied, separators=(",", ":")),
-            CHANGES: json.dumps({**counts.as_dict(), "keys": keys_changed}, separators=(",", ":")),
-            TRIGGER: plan.trigger.key,
-        }
-        result.snapshot_id = commit_changes(spark, location, table, last_changes, properties)
-    finally:
-        changes.unpersist()
+    changes = read_changes(spark, files, table, config.dms, store.uri).localCheckpoint(eager=True)
+    problems, total = describe_problems(changes)
+    if problems:
+        raise DmsInputError(table.name, problems, total)
+    history_snapshot: int | None = None
+    if history_plan is not None:
+        if history_plan.pending:
+            history_snapshot = commit_history(
+                spark,
+                location,
+                table,
+                _only(changes, history_plan.pending, files),
+                use_sequence,
+                _run_properties(history_plan, None),
+                _base(history_plan),
+            )
+            result.history_files = [f.key for f in history_plan.pending]
+        else:
+            history_snapshot = _base(history_plan)
+    if not plan.pending:
+        return
+    main_changes = _only(changes, plan.pending, files)
+    counts = count_changes(main_changes)
+    last_changes = last_change_per_key(main_changes, table, use_sequence).localCheckpoint(eager=True)
+    keys_changed = last_changes.count()
+    properties = _run_properties(plan, {**counts.as_dict(), "keys": keys_changed})
+    if history_snapshot is not None:
+        properties[HISTORY_SNAPSHOT] = str(history_snapshot)
+    result.snapshot_id = commit_changes(spark, location, table, last_changes, properties, _base(plan))
     result.applied_files = [f.key for f in plan.pending]
     result.counts = counts
     result.keys_changed = keys_changed
+
+
+def _plan(
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    store: ObjectStore,
+    table: TableSpec,
+    trigger: DmsFile,
+    table_name: str,
+) -> RunPlan:
+    # The base is read before the state: if they differ, the table moved on and the commit will be refused.
+    base = base_snapshot(spark, location, table_name)
+    plan = plan_run(config, table, trigger, store, read_state(spark, location, table_name))
+    return replace(plan, base_snapshot_id=base)
+
+
+def _base(plan: RunPlan) -> int:
+    assert plan.base_snapshot_id is not None, "plans made by _plan carry their base snapshot"
+    return plan.base_snapshot_id
+
+
+def _only(changes: DataFrame, chosen: list[DmsFile], read: list[DmsFile]) -> DataFrame:
+    if len(chosen) == len(read):
+        return changes
+    return changes.filter(F.col(FILE).isin([f.key for f in chosen]))
+
+
+def _run_properties(plan: RunPlan, changes: dict[str, int] | None) -> dict[str, str]:
+    applied = [{"key": f.key, "etag": plan.objects[f.key].etag, "size": plan.objects[f.key].size} for f in plan.pending]
+    properties = {
+        STATE: plan.next_state.to_json(),
+        APPLIED: json.dumps(applied, separators=(",", ":")),
+        TRIGGER: plan.trigger.key,
+    }
+    if changes is not None:
+        properties[CHANGES] = json.dumps(changes, separators=(",", ":"))
+    return properties
 
 
 def _is_commit_conflict(error: BaseException) -> bool:

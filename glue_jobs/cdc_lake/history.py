@@ -1,0 +1,180 @@
+"""SCD type 2 history: every version of every row, in a companion Iceberg table ``<table>_history``.
+
+Each applied change row becomes a version with ``op``, ``valid_from``, ``valid_to`` (NULL while open),
+``is_current``, a per-key ``version`` number in DMS order, and the ``source_file``/``source_row`` that
+produced it. A delete closes the open version and leaves a tombstone (``op = 'D'``, open-ended, not
+current); a delete of a key with no live version adds nothing, as it changes nothing in the table.
+
+``valid_from`` is the DMS timestamp column when configured (else the run's time), raised to the running
+maximum per key, so ties and out-of-order timestamps (cached changes, full-load transfer times) still give
+versions in DMS order with intervals that never overlap. The history table records the files it applied
+in its own snapshot summaries, so it is maintained exactly once even if a run stops between its commit
+and the main table's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdc_lake.changes import dms_order
+from cdc_lake.config import LakeSettings, TableSpec
+from cdc_lake.lake import LakeLocation, commit_on_branch, create_iceberg_table, quote, table_exists
+from cdc_lake.reader import DMS_TS, FILE, OP, ROW
+from cdc_lake.spark_types import lake_type
+
+VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
+    ("op", T.StringType()),
+    ("valid_from", T.TimestampNTZType()),
+    ("valid_to", T.TimestampNTZType()),
+    ("is_current", T.BooleanType()),
+    ("version", T.LongType()),
+    ("source_file", T.StringType()),
+    ("source_row", T.LongType()),
+]
+_ACTION = "_action"
+
+
+def history_name(table: TableSpec) -> str:
+    return f"{table.lake_table}_history"
+
+
+def ensure_history_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
+    if table_exists(spark, location, history_name(table)):
+        return
+    columns = [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns]
+    columns += [(name, data_type, name in ("valid_from", "version")) for name, data_type in VERSION_COLUMNS]
+    create_iceberg_table(
+        spark,
+        location,
+        history_name(table),
+        columns,
+        table.partition_by,
+        settings,
+        {"cdc-lake.history-of": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
+        identifier_fields=None,
+    )
+
+
+def new_versions(
+    changes: DataFrame, latest: DataFrame, table: TableSpec, use_change_sequence: bool, run_time: dt.datetime
+) -> DataFrame:
+    """The versions a batch of change rows adds, continuing each key's latest version (DataFrame → DataFrame).
+
+    ``latest`` holds each key's open version (``valid_to IS NULL``) as ``_prev_op``, ``_prev_from``,
+    ``_prev_version``; keys new to history are absent.
+    """
+    keys = [F.col(quote(k)) for k in table.primary_key]
+    by_file = Window.partitionBy(FILE)
+    by_key = Window.partitionBy(*keys).orderBy(dms_order(use_change_sequence))
+    stamped = changes.select(
+        *[F.col(quote(c)) for c in table.column_names],
+        F.col(OP),
+        F.col(FILE),
+        F.col(ROW),
+        F.col("_phase"),
+        F.col("_file_seq"),
+        F.col("_change_seq"),
+        (F.col(ROW) - F.min(ROW).over(by_file) + 1).alias("source_row"),
+        F.coalesce(F.col(DMS_TS).cast(T.TimestampNTZType()), F.lit(run_time).cast(T.TimestampNTZType())).alias(
+            "_stamp"
+        ),
+    ).join(latest, on=table.primary_key, how="left")
+    previous_op = F.coalesce(F.lag(OP).over(by_key), F.col("_prev_op"))
+    # A delete counts only when the key was live just before it, as it does in the table.
+    kept = stamped.withColumn("_previous_op", previous_op).filter(
+        (F.col(OP) != "D") | F.col("_previous_op").isin("I", "U")
+    )
+    running = (
+        Window.partitionBy(*keys)
+        .orderBy(dms_order(use_change_sequence))
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    valid_from = F.greatest(F.max("_stamp").over(running), F.coalesce(F.col("_prev_from"), F.col("_stamp")))
+    versions = kept.withColumn("valid_from", valid_from).withColumn(
+        "version", F.coalesce(F.col("_prev_version"), F.lit(0)) + F.row_number().over(by_key)
+    )
+    versions = versions.withColumn("valid_to", F.lead("valid_from").over(by_key))
+    return versions.select(
+        *[F.col(quote(c)) for c in table.column_names],
+        F.col(OP).alias("op"),
+        F.col("valid_from"),
+        F.col("valid_to"),
+        (F.col("valid_to").isNull() & (F.col(OP) != "D")).alias("is_current"),
+        F.col("version").cast(T.LongType()).alias("version"),
+        F.col(FILE).alias("source_file"),
+        F.col("source_row").cast(T.LongType()).alias("source_row"),
+        F.col("_prev_version"),
+    )
+
+
+def open_versions(spark: SparkSession, location: LakeLocation, table: TableSpec, keys_of: DataFrame) -> DataFrame:
+    """Each batch key's open version in history, as ``_prev_op``, ``_prev_from``, ``_prev_version``."""
+    history = spark.table(location.dotted(history_name(table))).filter(F.col("valid_to").isNull())
+    return history.join(F.broadcast(keys_of), on=table.primary_key, how="left_semi").select(
+        *[F.col(quote(k)) for k in table.primary_key],
+        F.col("op").alias("_prev_op"),
+        F.col("valid_from").alias("_prev_from"),
+        F.col("version").alias("_prev_version"),
+    )
+
+
+def commit_history(
+    spark: SparkSession,
+    location: LakeLocation,
+    table: TableSpec,
+    changes: DataFrame,
+    use_change_sequence: bool,
+    properties: Mapping[str, str],
+    base_snapshot_id: int,
+    run_time: dt.datetime | None = None,
+) -> int:
+    """Close each touched key's open version and add the batch's versions, in one MERGE; returns the snapshot."""
+    run_time = run_time or dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    keys_of = changes.select(*[F.col(quote(k)) for k in table.primary_key]).distinct()
+    latest = open_versions(spark, location, table, keys_of)
+    # Materialized: the source then no longer reads the table it merges into, and is deterministic.
+    versions = new_versions(changes, latest, table, use_change_sequence, run_time).localCheckpoint(eager=True)
+    first = versions.filter(F.col("version") == F.coalesce(F.col("_prev_version"), F.lit(0)) + 1)
+    closes = first.filter(F.col("_prev_version").isNotNull()).select(
+        *[F.col(quote(k)) for k in table.primary_key],
+        F.col("valid_from").alias("_close_at"),
+        F.lit("close").alias(_ACTION),
+    )
+    inserts = versions.drop("_prev_version").withColumn(_ACTION, F.lit("insert"))
+    source = inserts.unionByName(closes, allowMissingColumns=True)
+    view = f"cdc_lake_history_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    all_columns = [*table.column_names, *(name for name, _ in VERSION_COLUMNS)]
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
+
+    def statement(target: str) -> str:
+        return (
+            f"MERGE INTO {target} t USING {view} s "
+            f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
+            "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
+            f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({', '.join(quote(c) for c in all_columns)}) "
+            f"VALUES ({', '.join('s.' + quote(c) for c in all_columns)})"
+        )
+
+    try:
+        return commit_on_branch(spark, location, history_name(table), base_snapshot_id, statement, properties)
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def row_history(
+    spark: SparkSession, location: LakeLocation, table: TableSpec, key: Mapping[str, str]
+) -> list[dict[str, object]]:
+    """Every version of one row, oldest first; ``key`` values are given as text and cast to the key types."""
+    frame = spark.table(location.dotted(history_name(table)))
+    condition: Column = F.lit(True)
+    for column in table.columns:
+        if column.name in table.primary_key:
+            condition = condition & (F.col(quote(column.name)) == F.lit(key[column.name]).cast(lake_type(column.type)))
+    return [row.asDict() for row in frame.filter(condition).orderBy("version").collect()]
