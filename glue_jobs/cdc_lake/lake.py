@@ -343,10 +343,12 @@ def _empty_commit(
 def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> list[dict[str, Any]]:
     """Snapshots of the table's current lineage, oldest first, with their cdc-lake properties."""
     name = table if isinstance(table, str) else table.lake_table
+    # A rollback makes an older snapshot current again: keep each ancestor once, at its first time.
     rows = spark.sql(
-        f"SELECT h.snapshot_id, h.made_current_at, s.operation, s.summary "
-        f"FROM {location.metadata(name, 'history')} h "
+        "SELECT h.snapshot_id, h.made_current_at, s.operation, s.summary FROM ("
+        f"SELECT snapshot_id, min(made_current_at) AS made_current_at FROM {location.metadata(name, 'history')} "
+        "WHERE is_current_ancestor GROUP BY snapshot_id) h "
         f"JOIN {location.metadata(name, 'snapshots')} s ON h.snapshot_id = s.snapshot_id "
-        "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
+        "ORDER BY h.made_current_at"
     ).collect()
     return [row.asDict(recursive=True) for row in rows]

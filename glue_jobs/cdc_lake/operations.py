@@ -1,0 +1,133 @@
+"""Operating a replicated table: its change log, rollback to a change, and re-applying what came after.
+
+A change is a snapshot of the table's current lineage; replay commits carry the DMS files they applied,
+so rolling the table back to a change also rolls back its record of applied files, and the next trigger
+(or ``reapply``) applies the later files again, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.dms_files import table_files
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.history import history_name
+from cdc_lake.lake import (
+    APPLIED,
+    CHANGES,
+    HISTORY_SNAPSHOT,
+    STATE,
+    TRIGGER,
+    LakeLocation,
+    quote,
+    snapshot_summaries,
+    sql_string,
+    table_exists,
+)
+from cdc_lake.replay import RunResult, apply_up_to
+from cdc_lake.storage import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One snapshot of a table's current lineage."""
+
+    snapshot_id: int
+    made_current_at: Any
+    operation: str
+    kind: str  # "replay", "maintenance" or "created"
+    files: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    trigger: str | None = None
+    history_snapshot: int | None = None
+
+
+def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[Change]:
+    """The table's changes, oldest first (empty if the table does not exist yet)."""
+    if not table_exists(spark, location, table):
+        return []
+    changes = []
+    for snapshot in snapshot_summaries(spark, location, table):
+        summary = snapshot["summary"] or {}
+        if STATE in summary:
+            kind = "replay"
+        elif snapshot["operation"] == "append" and summary.get("added-data-files", "0") == "0":
+            kind = "created"
+        else:
+            kind = "maintenance"
+        files = [f["key"] for f in json.loads(summary[APPLIED])] if APPLIED in summary else []
+        history = summary.get(HISTORY_SNAPSHOT)
+        changes.append(
+            Change(
+                snapshot_id=int(snapshot["snapshot_id"]),
+                made_current_at=snapshot["made_current_at"],
+                operation=snapshot["operation"],
+                kind=kind,
+                files=files,
+                counts=json.loads(summary[CHANGES]) if CHANGES in summary else {},
+                trigger=summary.get(TRIGGER),
+                history_snapshot=int(history) if history else None,
+            )
+        )
+    return changes
+
+
+@dataclass(frozen=True)
+class Rollback:
+    table: str
+    snapshot_id: int
+    history_snapshot_id: int | None
+    files_to_reapply: int
+
+
+def rollback(spark: SparkSession, location: LakeLocation, table: TableSpec, to_snapshot: int) -> Rollback:
+    """Return the table (and its history) to change ``to_snapshot`` with Iceberg's snapshot procedures."""
+    changes = list_changes(spark, location, table)
+    position = next((i for i, c in enumerate(changes) if c.snapshot_id == to_snapshot), None)
+    if position is None:
+        raise CdcLakeError(
+            f"{table.name}: {to_snapshot} is not a change of the table's current lineage; "
+            "see `cdc-lake changes` for the ones you can roll back to"
+        )
+    undone = sum(len(c.files) for c in changes[position + 1 :])
+    history_target = None
+    if table.history and table_exists(spark, location, history_name(table)):
+        # The history commit of the same run; before any replay, history's own first (empty) snapshot.
+        recorded = [c.history_snapshot for c in changes[: position + 1] if c.history_snapshot is not None]
+        history_target = recorded[-1] if recorded else _first_snapshot(spark, location, history_name(table))
+        _set_current(spark, location, history_name(table), history_target)
+    _set_current(spark, location, table.lake_table, to_snapshot)
+    log.info("%s: rolled back to %s; %d applied file(s) will be applied again", table.name, to_snapshot, undone)
+    return Rollback(table.name, to_snapshot, history_target, undone)
+
+
+def reapply(
+    spark: SparkSession, config: PipelineConfig, location: LakeLocation, store: ObjectStore, table: TableSpec
+) -> RunResult | None:
+    """Apply every landed file of the table not yet applied (after a rollback, or lost events)."""
+    objects = store.list(config.table_prefix(table))
+    files = table_files([o.key for o in objects if o.size > 0], table, config)
+    if not files:
+        return None
+    return apply_up_to(spark, config, location, store, files[-1].key, table.name)
+
+
+def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, snapshot_id: int) -> None:
+    target = sql_string(f"{location.database}.{table_name}")
+    procedure = f"{quote(location.catalog)}.system.set_current_snapshot"
+    spark.sql(f"CALL {procedure}(table => {target}, snapshot_id => {int(snapshot_id)})").collect()
+
+
+def _first_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:
+    lineage = snapshot_summaries(spark, location, table_name)
+    if not lineage:
+        raise CdcLakeError(f"{location.dotted(table_name)} has no snapshot to roll back to")
+    return int(lineage[0]["snapshot_id"])

@@ -1,0 +1,236 @@
+"""Operations on replicated tables: SCD2 history, change log, rollback and re-apply, maintenance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.export import export_tables
+from cdc_lake.generator import GeneratorSpec, generate, land_order
+from cdc_lake.history import history_name
+from cdc_lake.jsonl import read_jsonl
+from cdc_lake.lake import LakeLocation
+from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from cdc_lake.maintenance import Retention, maintain
+from cdc_lake.operations import list_changes, reapply, rollback
+from cdc_lake.replay import apply_up_to
+from cdc_lake.storage import LocalFolderStore
+from tests.conftest import write_file
+
+pytestmark = pytest.mark.spark
+
+
+def shop_config(**dms: Any) -> PipelineConfig:
+    return parse_config(
+        {
+            "dms": {"bucket_folder": "dms", "timestamp_column": "dms_ts", **dms},
+            "tables": [
+                {
+                    "name": "shop.orders",
+                    "primary_key": ["order_id"],
+                    "history": True,
+                    "columns": [
+                        {"name": "order_id", "type": "bigint"},
+                        {"name": "status", "type": "string"},
+                        {"name": "amount", "type": "decimal(10,2)"},
+                    ],
+                },
+                {
+                    "name": "shop.lines",
+                    "primary_key": ["order_id", "line_no"],
+                    "history": True,
+                    "columns": [
+                        {"name": "order_id", "type": "bigint"},
+                        {"name": "line_no", "type": "int"},
+                        {"name": "sku", "type": "string"},
+                    ],
+                },
+            ],
+        }
+    )
+
+
+def history_rows(spark, database: str, table_name: str) -> list[dict[str, Any]]:
+    return [r.asDict() for r in spark.table(f"lake.{database}.{table_name}").collect()]
+
+
+def table_rows(spark, database: str, table_name: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(f"lake.{database}.{table_name}").collect())
+
+
+def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, database, landing):
+    config = shop_config()
+    prefix = "dms/shop/orders/"
+    write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
+    # Cached changes older than the full load's transfer time, then a delete and re-insert with one timestamp.
+    first = write_file(
+        landing,
+        prefix + "20250301-120600000.csv",
+        "U,2025-03-01 12:01:00.000000,1,paid,10.00\n"
+        "D,2025-03-01 12:06:00.000000,1,paid,10.00\n"
+        "I,2025-03-01 12:06:00.000000,1,again,11.00\n"
+        "D,2025-03-01 12:06:00.000000,9,ghost,0.00\n",
+    )
+    second = write_file(landing, prefix + "20250301-120700000.csv", "U,2025-03-01 12:07:00.000000,1,shipped,11.00\n")
+    location = LakeLocation("lake", database)
+    store = LocalFolderStore(landing)
+    for key in (second, first, prefix + "LOAD00000001.csv", second):
+        apply_up_to(spark, config, location, store, key)
+    versions = sorted(history_rows(spark, database, "shop_orders_history"), key=lambda r: (r["order_id"], r["version"]))
+    at = dt.datetime
+    assert [
+        (r["version"], r["op"], r["status"], r["valid_from"], r["valid_to"], r["is_current"], r["source_row"])
+        for r in versions
+    ] == [
+        (1, "I", "new", at(2025, 3, 1, 12, 5), at(2025, 3, 1, 12, 5), False, 1),
+        (2, "U", "paid", at(2025, 3, 1, 12, 5), at(2025, 3, 1, 12, 6), False, 1),
+        (3, "D", "paid", at(2025, 3, 1, 12, 6), at(2025, 3, 1, 12, 6), False, 2),
+        (4, "I", "again", at(2025, 3, 1, 12, 6), at(2025, 3, 1, 12, 7), False, 3),
+        (5, "U", "shipped", at(2025, 3, 1, 12, 7), None, True, 1),
+    ]
+    assert {r["source_file"] for r in versions} == {prefix + "LOAD00000001.csv", first, second}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ops")
+    config = shop_config()
+    result = generate(
+        config, out / "source", GeneratorSpec(seed=21, initial_rows=120, cdc_files=4, changes_per_file=50)
+    )
+    return config, result
+
+
+def replay_all(spark, config, result, landing: Path, database: str, duplicates: bool = True) -> LocalPipeline:
+    keys = land_order(result)
+    for key in keys:
+        (landing / key).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(result.landing / key, landing / key)
+    events = list(keys)
+    if duplicates:  # shuffled, with repeats; otherwise in landing order, one change per file
+        events += random.Random(2).sample(keys, k=len(keys) // 2)
+        random.Random(1).shuffle(events)
+    pipeline = LocalPipeline(config, landing, spark, database=database)
+    runs = pipeline.deliver(events)
+    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+    return pipeline
+
+
+def check_history_invariants(spark, database: str, config: PipelineConfig) -> None:
+    for table in config.tables:
+        by_key: dict[tuple, list[dict[str, Any]]] = {}
+        for row in history_rows(spark, database, history_name(table)):
+            by_key.setdefault(tuple(row[k] for k in table.primary_key), []).append(row)
+        current = set()
+        for key, versions in by_key.items():
+            versions.sort(key=lambda r: r["version"])
+            assert [v["version"] for v in versions] == list(range(1, len(versions) + 1)), key
+            for earlier, later in itertools.pairwise(versions):
+                assert earlier["valid_to"] == later["valid_from"] >= earlier["valid_from"], key
+                assert not earlier["is_current"]
+            last = versions[-1]
+            assert last["valid_to"] is None
+            assert last["is_current"] == (last["op"] != "D")
+            if last["is_current"]:
+                current.add(tuple(last[c] for c in table.column_names))
+        assert current == set(table_rows(spark, database, table.lake_table)), table.name
+
+
+def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, database, tmp_path, generated):
+    config, result = generated
+    pipeline = replay_all(spark, config, result, tmp_path / "landing", database)
+    export_tables(spark, config, pipeline.location, tmp_path / "export")
+    for table in config.tables:
+        assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == read_jsonl(
+            result.expected / f"{table.name}.jsonl"
+        )
+    check_history_invariants(spark, database, config)
+
+
+def test_rollback_then_reapply_gives_the_same_table_and_history(spark, database, tmp_path, generated):
+    config, result = generated
+    landing = tmp_path / "landing"
+    pipeline = replay_all(spark, config, result, landing, database, duplicates=False)
+    table = config.table("shop.orders")
+    before = table_rows(spark, database, table.lake_table)
+    history_before = sorted(map(str, history_rows(spark, database, history_name(table))))
+    changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    assert sum(len(c.files) for c in changes) == len(result.tables[0].load_files) + len(result.tables[0].cdc_files)
+    assert sum(c.counts["I"] + c.counts["U"] + c.counts["D"] for c in changes) > 0
+
+    assert len(changes) >= 4
+    target = changes[1]
+    done = rollback(spark, pipeline.location, table, target.snapshot_id)
+    assert done.files_to_reapply == sum(len(c.files) for c in changes[2:])
+    as_of = tmp_path / "as-of"
+    export_tables(spark, config, pipeline.location, as_of, ["shop.orders"], snapshot_id=target.snapshot_id)
+    export_tables(spark, config, pipeline.location, tmp_path / "now", ["shop.orders"])
+    assert read_jsonl(as_of / "shop.orders.jsonl") == read_jsonl(tmp_path / "now" / "shop.orders.jsonl")
+    assert table_rows(spark, database, table.lake_table) != before
+    check_history_invariants(spark, database, config)
+
+    again = reapply(spark, config, pipeline.location, pipeline.store, table)
+    assert again is not None and again.applied_files == [f for c in changes[2:] for f in c.files]
+    assert table_rows(spark, database, table.lake_table) == before
+    assert sorted(map(str, history_rows(spark, database, history_name(table)))) == history_before
+    assert reapply(spark, config, pipeline.location, pipeline.store, table).already_applied
+
+
+def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, database, tmp_path, generated):
+    config, result = generated
+    pipeline = replay_all(spark, config, result, tmp_path / "landing", database, duplicates=False)
+    table = config.table("shop.orders")
+    history_before = sorted(map(str, history_rows(spark, database, history_name(table))))
+    before = table_rows(spark, database, table.lake_table)
+    changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    # As if the last run stopped after its history commit: only the table goes back.
+    spark.sql(
+        f"CALL lake.system.set_current_snapshot(table => '{database}.{table.lake_table}', "
+        f"snapshot_id => {changes[-2].snapshot_id})"
+    ).collect()
+    again = reapply(spark, config, pipeline.location, pipeline.store, table)
+    assert again is not None and again.applied_files == changes[-1].files and again.history_files == []
+    assert table_rows(spark, database, table.lake_table) == before
+    assert sorted(map(str, history_rows(spark, database, history_name(table)))) == history_before
+
+
+def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, database, tmp_path, generated):
+    config, result = generated
+    pipeline = replay_all(spark, config, result, tmp_path / "landing", database, duplicates=False)
+    table = config.table("shop.lines")
+    before = table_rows(spark, database, table.lake_table)
+    changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    results = maintain(spark, config, pipeline.location, "all", ["shop.lines"], Retention(days=7, last=5))
+    actions = {(r.table.split(".")[-1], r.action) for r in results}
+    assert actions == {(name, step) for name in ("shop_lines", "shop_lines_history")
+                       for step in ("compact", "expire", "orphans")}  # fmt: skip
+    assert any(r.detail.get("rewritten_data_files", 0) > 0 for r in results if r.action == "compact")
+    assert table_rows(spark, database, table.lake_table) == before
+    kinds = [c.kind for c in list_changes(spark, pipeline.location, table)]
+    assert kinds[-1] == "maintenance"
+    # The record of applied files survives compaction: every trigger is still a no-op.
+    assert reapply(spark, config, pipeline.location, pipeline.store, table).already_applied
+    # Snapshots younger than the retention are kept: rolling back and re-applying still works.
+    rollback(spark, pipeline.location, table, changes_before[1])
+    reapply(spark, config, pipeline.location, pipeline.store, table)
+    assert table_rows(spark, database, table.lake_table) == before
+
+
+def test_expiry_never_drops_the_newest_applied_files_record(spark, database, landing):
+    config = shop_config()
+    prefix = "dms/shop/orders/"
+    key = write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
+    location = LakeLocation("lake", database)
+    apply_up_to(spark, config, location, LocalFolderStore(landing), key)
+    for _ in range(3):
+        maintain(spark, config, location, "compact", ["shop.orders"])
+    later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
+    maintain(spark, config, location, "expire", ["shop.orders"], Retention(days=1, last=1), now=later)
+    assert apply_up_to(spark, config, location, LocalFolderStore(landing), key).already_applied
