@@ -1,4 +1,5 @@
-"""``cdc-lake``: the pipeline on a laptop (run, trigger, export, generate, demo, check-config)."""
+"""``cdc-lake``: the pipeline on a laptop (run, trigger, export, generate, demo) and operations on its tables
+(changes, history, rollback, reapply, reconcile, maintain)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from cdc_lake.config import PipelineConfig, load_config
 from cdc_lake.exceptions import CdcLakeError
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdc_lake.lake import LakeLocation
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
 
 
@@ -68,7 +72,51 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
     _add_config(check)
+    _add_operation_commands(commands)
     return parser
+
+
+def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
+    changes = commands.add_parser("changes", help="list a table's applied changes (snapshots) with their files")
+    _add_config(changes)
+    _add_lake(changes)
+    changes.add_argument("--table", "-t", required=True)
+
+    history = commands.add_parser("history", help="every version of one row (tables with history: true)")
+    _add_config(history)
+    _add_lake(history)
+    history.add_argument("--table", "-t", required=True)
+    history.add_argument("--key", "-k", action="append", required=True, metavar="COLUMN=VALUE")
+
+    back = commands.add_parser("rollback", help="return a table (and its history) to an earlier change")
+    _add_config(back)
+    _add_lake(back)
+    back.add_argument("--table", "-t", required=True)
+    back.add_argument("--to", type=int, required=True, metavar="CHANGE", help="snapshot id from `changes`")
+
+    again = commands.add_parser("reapply", help="apply every landed file of a table not applied yet, in order")
+    _add_config(again)
+    again.add_argument("--landing", "-l", type=Path, required=True)
+    _add_lake(again)
+    again.add_argument("--table", "-t", required=True)
+
+    reconcile = commands.add_parser("reconcile", help="compare a table with an expected extract (CSV/Parquet/JSONL)")
+    _add_config(reconcile)
+    _add_lake(reconcile)
+    reconcile.add_argument("--table", "-t", required=True)
+    reconcile.add_argument("--expected", "-e", type=Path, required=True)
+    reconcile.add_argument("--format", choices=["jsonl", "csv", "parquet"], help="default: from the extension")
+    reconcile.add_argument("--limit", type=int, default=10, help="differences shown")
+    reconcile.add_argument("--as-of", type=int, metavar="CHANGE")
+
+    maintain = commands.add_parser("maintain", help="compact, expire snapshots, remove orphan files")
+    _add_config(maintain)
+    _add_lake(maintain)
+    maintain.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
+    maintain.add_argument("--action", choices=["compact", "expire", "orphans", "all"], default="all")
+    maintain.add_argument("--retain-days", type=int, default=7, help="keep snapshots younger than this (rollback)")
+    maintain.add_argument("--retain-last", type=int, default=20, help="and at least this many")
+    maintain.add_argument("--orphan-days", type=int, default=3, help="only remove orphan files older than this")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,12 +185,9 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from cdc_lake.export import export_tables
-    from cdc_lake.lake import LakeLocation
-    from cdc_lake.session import LOCAL_CATALOG, local_spark_session
 
     config = _config(args)
-    spark = local_spark_session(args.warehouse)
-    location = LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+    spark, location = _lake(args, config)
     written = export_tables(spark, config, location, args.out, args.table, args.as_of)
     for name, rows in written.items():
         print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
@@ -189,7 +234,129 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lake(args: argparse.Namespace, config: PipelineConfig) -> tuple[SparkSession, LakeLocation]:
+    from cdc_lake.lake import LakeLocation
+    from cdc_lake.session import LOCAL_CATALOG, local_spark_session
+
+    spark = local_spark_session(args.warehouse)
+    return spark, LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    from cdc_lake.operations import list_changes
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    table = config.table(args.table)
+    changes = list_changes(spark, location, table)
+    if not changes:
+        print(f"{table.name}: no lake table yet")
+        return 0
+    columns = f"{'files':>5} {'I':>6} {'U':>6} {'D':>6} {'keys':>6}"
+    print(f"{'change (snapshot id)':<21} {'time (UTC)':<20} {'kind':<12} {columns}")
+    for change in changes:
+        counts = change.counts
+        when = change.made_current_at.strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{change.snapshot_id:<21} {when:<20} {change.kind:<12} {len(change.files):>5} {counts.get('I', ''):>6} "
+            f"{counts.get('U', ''):>6} {counts.get('D', ''):>6} {counts.get('keys', ''):>6}"
+        )
+        for key in change.files:
+            print(f"{'':<21}   {key}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from cdc_lake.history import row_history
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    table = config.table(args.table)
+    if not table.history:
+        raise CdcLakeError(f"{table.name} keeps no history; set `history: true` on it in the configuration")
+    key = dict(part.split("=", 1) for part in args.key)
+    missing = sorted(set(table.primary_key) - set(key))
+    if missing:
+        raise CdcLakeError(f"--key must name every primary key column of {table.name}; missing {missing}")
+    versions = row_history(spark, location, table, key)
+    if not versions:
+        print(f"{table.name}: no version of {key}")
+        return 1
+    for version in versions:
+        values = ", ".join(f"{c}={version[c]!r}" for c in table.value_columns)
+        valid_to = version["valid_to"] or "(open)"
+        marker = "current" if version["is_current"] else ""
+        print(f"v{version['version']:<3} {version['op']}  {version['valid_from']} .. {valid_to}  {marker:<7} {values}")
+        print(f"      from {version['source_file']} row {version['source_row']}")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from cdc_lake.operations import rollback
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    done = rollback(spark, location, config.table(args.table), args.to)
+    history = f" (history at {done.history_snapshot_id})" if done.history_snapshot_id else ""
+    print(
+        f"{done.table}: now at change {done.snapshot_id}{history}; {done.files_to_reapply} later file(s) will be "
+        "applied again by the next trigger or `cdc-lake reapply`"
+    )
+    return 0
+
+
+def cmd_reapply(args: argparse.Namespace) -> int:
+    from cdc_lake.operations import reapply
+    from cdc_lake.storage import LocalFolderStore
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    result = reapply(spark, config, location, LocalFolderStore(args.landing), config.table(args.table))
+    if result is None or result.already_applied:
+        print(f"{args.table}: nothing to re-apply")
+        return 0
+    counts = result.counts.as_dict() if result.counts else {}
+    print(f"{result.table}: applied {len(result.applied_files)} file(s) in change {result.snapshot_id}: {counts}")
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from cdc_lake.reconcile import format_report, reconcile
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    report = reconcile(
+        spark,
+        config.table(args.table),
+        location,
+        args.expected,
+        file_format=args.format,
+        limit=args.limit,
+        snapshot_id=args.as_of,
+    )
+    print(format_report(report))
+    return 0 if report.matches else 1
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from cdc_lake.maintenance import Retention, maintain
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    retention = Retention(days=args.retain_days, last=args.retain_last, orphan_days=args.orphan_days)
+    for result in maintain(spark, config, location, args.action, args.table, retention):
+        details = ", ".join(f"{k} {v}" for k, v in result.detail.items())
+        print(f"{result.table}: {result.action}: {details}")
+    return 0
+
+
 COMMANDS = {
+    "changes": cmd_changes,
+    "history": cmd_history,
+    "rollback": cmd_rollback,
+    "reapply": cmd_reapply,
+    "reconcile": cmd_reconcile,
+    "maintain": cmd_maintain,
     "run": cmd_run,
     "trigger": cmd_trigger,
     "export": cmd_export,

@@ -14,13 +14,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc_lake.config import PipelineConfig, load_config
+from cdc_lake.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.jsonl import read_jsonl
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from cdc_lake.lake import LakeLocation
+    from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
 
 DEMO_CONFIG = "demo.yaml"
 
@@ -31,7 +32,7 @@ def demo_config_path() -> Path:
 
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
     from cdc_lake.generator import GeneratorSpec, generate, land_order
-    from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
+    from cdc_lake.local.runtime import LocalPipeline
     from cdc_lake.session import local_spark_session
 
     started = time.monotonic()
@@ -49,22 +50,8 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
 
     print("2/5 starting a local Spark session with Iceberg …")
     spark = local_spark_session(workdir / "warehouse", app_name="cdc-lake-demo")
-    totals: dict[str, dict[str, int]] = defaultdict(lambda: {"files": 0, "I": 0, "U": 0, "D": 0})
-    failures: list[LocalJobRun] = []
-
-    def record(run: LocalJobRun) -> None:
-        if run.error:
-            failures.append(run)
-            print(f"    FAILED {run.arguments.get('--key')}: {run.error}")
-            return
-        result = run.result
-        if result and result.counts:
-            table_totals = totals[result.table]
-            table_totals["files"] += len(result.applied_files)
-            for op, count in result.counts.as_dict().items():
-                table_totals[op] += count
-
-    pipeline = LocalPipeline(config, workdir / "landing", spark, on_run=record)
+    tally = _Tally()
+    pipeline = LocalPipeline(config, workdir / "landing", spark, on_run=tally.record)
 
     def land(batch: list[str]) -> None:
         for key in batch:
@@ -86,14 +73,38 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
         print(f" {time.monotonic() - step:.1f}s")
 
     print("5/5 exporting the lake and comparing with the source …")
-    all_equal = _summary(spark, config, pipeline.location, generated.expected, workdir / "export", totals)
+    all_equal = _summary(spark, config, pipeline.location, generated.expected, workdir / "export", tally.totals)
+    history_table = next((t for t in config.tables if t.history), None)
+    if history_table is not None:
+        _show_history(spark, pipeline.location, history_table)
+        all_equal &= _show_rollback(spark, config, pipeline, history_table, generated.expected, workdir)
     _show_rows(config, workdir / "export")
     print(f"\nlake: {workdir / 'warehouse'}   export: {workdir / 'export'}   total {time.monotonic() - started:.1f}s")
-    if failures or not all_equal:
+    if tally.failures or not all_equal:
         print("demo FAILED: the lake does not equal the source" if not all_equal else "demo FAILED: job runs failed")
         return 1
     print("demo OK: every lake table equals its source table")
     return 0
+
+
+class _Tally:
+    """Files and I/U/D applied per table, and failed runs, as job runs finish."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, dict[str, int]] = defaultdict(lambda: {"files": 0, "I": 0, "U": 0, "D": 0})
+        self.failures: list[LocalJobRun] = []
+
+    def record(self, run: LocalJobRun) -> None:
+        if run.error:
+            self.failures.append(run)
+            print(f"    FAILED {run.arguments.get('--key')}: {run.error}")
+            return
+        result = run.result
+        if result and result.counts:
+            table_totals = self.totals[result.table]
+            table_totals["files"] += len(result.applied_files)
+            for op, count in result.counts.as_dict().items():
+                table_totals[op] += count
 
 
 def _summary(
@@ -122,6 +133,54 @@ def _summary(
             f"{snapshots:>8}  {'yes' if equal else 'NO'}"
         )
     return all_equal
+
+
+def _show_history(spark: SparkSession, location: LakeLocation, table: TableSpec) -> None:
+    """The versions of the row that changed most, as `cdc-lake history` prints them."""
+    from pyspark.sql import functions as F
+
+    from cdc_lake.history import history_name, row_history
+
+    versions = spark.table(location.dotted(history_name(table)))
+    busiest = versions.groupBy(*table.primary_key).count().orderBy(F.desc("count"), *table.primary_key).first()
+    if busiest is None:
+        return
+    key = {k: str(busiest[k]) for k in table.primary_key}
+    print(f"\nhistory of {table.name} {key} ({history_name(table)}):")
+    for version in row_history(spark, location, table, key):
+        values = ", ".join(f"{c}={_cell(version[c])}" for c in table.value_columns)
+        valid_to = version["valid_to"] or "(open)"
+        print(f"  v{version['version']} {version['op']} {version['valid_from']} .. {valid_to}  {values}")
+
+
+def _show_rollback(
+    spark: SparkSession,
+    config: PipelineConfig,
+    pipeline: LocalPipeline,
+    table: TableSpec,
+    expected_dir: Path,
+    workdir: Path,
+) -> bool:
+    """Roll the table back two changes, re-apply the landed files, and check it equals the source again."""
+    from cdc_lake.export import export_tables
+    from cdc_lake.operations import list_changes, reapply, rollback
+
+    replays = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    if len(replays) < 3:
+        return True
+    target = replays[-3]
+    done = rollback(spark, pipeline.location, table, target.snapshot_id)
+    rows = spark.table(pipeline.location.dotted(table.lake_table)).count()
+    print(
+        f"\nrollback {table.name} to change {target.snapshot_id}: {rows} rows, "
+        f"{done.files_to_reapply} file(s) to apply again"
+    )
+    result = reapply(spark, config, pipeline.location, pipeline.store, table)
+    applied = len(result.applied_files) if result else 0
+    export_tables(spark, config, pipeline.location, workdir / "export", [table.name])
+    equal = read_jsonl(expected_dir / f"{table.name}.jsonl") == read_jsonl(workdir / "export" / f"{table.name}.jsonl")
+    print(f"reapply: {applied} file(s) applied again; {table.name} equals source: {'yes' if equal else 'NO'}")
+    return equal
 
 
 def _show_rows(config: PipelineConfig, export_dir: Path, limit: int = 5) -> None:
