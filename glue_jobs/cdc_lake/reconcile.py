@@ -23,14 +23,14 @@ tables give equal checksums whatever the row order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
@@ -56,7 +56,7 @@ _NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
 _VALUE_WIDTH = 80
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ReconcileReport:
     """How a lake table compares with an expected extract; ``matches`` says whether they are equal."""
 
@@ -70,7 +70,7 @@ class ReconcileReport:
     duplicate_keys: int  # keys appearing more than once in the expected extract
     lake_checksum: str
     expected_checksum: str
-    examples: list[str] = field(default_factory=list)
+    examples: list[str] = dataclasses.field(default_factory=list)  # the first differences, in key order
 
     @property
     def matches(self) -> bool:
@@ -111,19 +111,7 @@ def reconcile(
         *[quote(c) for c in table.column_names], _row_hash(table).alias(_HASH), F.lit(1).alias("_l")
     )
     per_key = _per_key(expected_side, lake_side, table)
-    totals = per_key.agg(
-        F.sum("_n_expected").alias("expected_rows"),
-        F.count("_in_lake").alias("lake_rows"),
-        F.count(F.when((F.col("_n_expected") > 0) & F.col("_in_lake").isNull(), 1)).alias("missing"),
-        F.count(F.when((F.col("_n_expected") == 0) & F.col("_in_lake").isNotNull(), 1)).alias("extra"),
-        F.count(F.when((F.col("_n_expected") > 0) & F.col("_in_lake").isNotNull() & F.col("_differs"), 1)).alias(
-            "differing"
-        ),
-        F.count(F.when(F.col("_n_expected") > 1, 1)).alias("duplicates"),
-        F.sum("_expected_hash").alias("expected_hash"),
-        F.sum("_lake_hash").alias("lake_hash"),
-        F.sum("_bad_rows").alias("bad_rows"),
-    ).collect()[0]
+    totals = _totals(per_key)
     if totals["bad_rows"]:
         _raise_first_problem(parsed, table, expected)
     expected_rows, lake_rows = int(totals["expected_rows"] or 0), int(totals["lake_rows"] or 0)
@@ -141,7 +129,7 @@ def reconcile(
     )
     if limit > 0 and (report.missing_keys or report.extra_keys or report.differing_rows or report.duplicate_keys):
         examples = _examples(spark, per_key, expected_side, lake_side, table, limit)
-        report = ReconcileReport(**{**report.__dict__, "examples": examples})
+        report = dataclasses.replace(report, examples=examples)
     log.info(
         "%s: reconciled %d lake rows with %d expected rows in %.1f s: %s",
         table.name, lake_rows, expected_rows, time.monotonic() - started, "match" if report.matches else "mismatch",
@@ -308,7 +296,7 @@ def _read_parquet(spark: SparkSession, table: TableSpec, location: str) -> DataF
 
 def _resolve(table: TableSpec, present: list[str], location: str) -> list[str]:
     """The extract's name of each table column (matched case-insensitively); raises naming the missing ones."""
-    by_lower = {name.lower(): name for name in present}
+    by_lower = {name.lstrip("\ufeff").lower(): name for name in present}  # a byte-order mark is no part of a name
     missing = [c for c in table.column_names if c.lower() not in by_lower]
     if missing:
         raise CdcLakeError(f"{location}: lacks column(s) {', '.join(missing)} (has {', '.join(present)})")
@@ -393,6 +381,22 @@ def _per_key(expected_side: DataFrame, lake_side: DataFrame, table: TableSpec) -
         F.max("_l_hash").alias("_lake_hash"),  # one lake row per key, repeated for each duplicate expected row
         F.count(_BAD).alias("_bad_rows"),
     )
+
+
+def _totals(per_key: DataFrame) -> Row:
+    """Every count and hash sum in one aggregation over the per-key rows."""
+    n_expected, in_lake = F.col("_n_expected"), F.col("_in_lake").isNotNull()
+    return per_key.agg(
+        F.sum(n_expected).alias("expected_rows"),
+        F.count(F.when(in_lake, 1)).alias("lake_rows"),
+        F.count(F.when((n_expected > 0) & ~in_lake, 1)).alias("missing"),
+        F.count(F.when((n_expected == 0) & in_lake, 1)).alias("extra"),
+        F.count(F.when((n_expected > 0) & in_lake & F.col("_differs"), 1)).alias("differing"),
+        F.count(F.when(n_expected > 1, 1)).alias("duplicates"),
+        F.sum("_expected_hash").alias("expected_hash"),
+        F.sum("_lake_hash").alias("lake_hash"),
+        F.sum("_bad_rows").alias("bad_rows"),
+    ).collect()[0]
 
 
 def _examples(
