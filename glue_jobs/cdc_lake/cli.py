@@ -104,7 +104,7 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     _add_config(reconcile)
     _add_lake(reconcile)
     reconcile.add_argument("--table", "-t", required=True)
-    reconcile.add_argument("--expected", "-e", type=Path, required=True)
+    reconcile.add_argument("--expected", "-e", required=True, help="a local path or an s3:// URI")
     reconcile.add_argument("--format", choices=["jsonl", "csv", "parquet"], help="default: from the extension")
     reconcile.add_argument("--limit", type=int, default=10, help="differences shown")
     reconcile.add_argument("--as-of", type=int, metavar="CHANGE")

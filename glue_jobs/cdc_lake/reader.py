@@ -98,6 +98,9 @@ def _read_csv(
         .option("escape", '"')
         # Values may hold line breaks; a multi-line CSV file is read whole by one task, in order.
         .option("multiLine", True)
+        # DMS ends rows with "\n" (the stack sets CsvRowDelimiter); left to guess, Spark takes a CRLF inside
+        # the file's first quoted value for the row separator and merges the rows after it.
+        .option("lineSep", "\n")
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("nullValue", _NO_NULL_SENTINEL)

@@ -310,3 +310,10 @@ def _applied(summary: dict) -> list[str]:
 
     text = (summary.get("summary") or {}).get("cdc-lake.applied-files")
     return [f["key"] for f in json.loads(text)] if text else []
+
+
+def test_crlf_inside_the_first_quoted_value_does_not_change_the_row_separator(spark, database, landing):
+    cfg = config()
+    key = write_file(landing, T + "LOAD00000001.csv", '1,"first\r\nvalue"\n2,b\n3,"c\nd"\n4,e\n')
+    apply(spark, cfg, database, landing, key)
+    assert rows(spark, database) == [(1, "first\r\nvalue"), (2, "b"), (3, "c\nd"), (4, "e")]
