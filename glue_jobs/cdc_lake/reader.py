@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from cdc_lake.config import DmsSettings, TableSpec
 from cdc_lake.dms_files import DmsFile
-from cdc_lake.spark_types import parse_type
+from cdc_lake.spark_types import parse_type, strict_parse
 
 OP = "_op"
 FILE = "_file"
@@ -34,7 +34,7 @@ PROBLEM = "_problem"
 CORRUPT = "_corrupt_record"
 # Spark turns an unquoted empty CSV field into NULL whatever nullValue is; a sentinel that cannot occur
 # in DMS output keeps the NULL marker ("NULL") apart from empty strings, which we then decode ourselves.
-_NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
+NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
 OPS = ("I", "U", "D")
 
 
@@ -103,7 +103,7 @@ def _read_csv(
         .option("lineSep", "\n")
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("nullValue", _NO_NULL_SENTINEL)
+        .option("nullValue", NO_NULL_SENTINEL)
         .option("encoding", "UTF-8")
         .csv([uri_of(f.key) for f in files])
     )
@@ -191,16 +191,12 @@ def _typed(
     typed_columns = []
     for spec in table.columns:
         raw = F.col(f"`{spec.name}`")
-        target = parse_type(spec.type)
-        typed = raw if isinstance(target, T.StringType) else raw.cast(target)
-        typed_columns.append(typed.alias(spec.name))
-        if not isinstance(target, T.StringType):
-            checks.append(
-                F.when(
-                    raw.isNotNull() & typed.isNull(),
-                    _problem(F.lit(spec.name), F.lit(f"cannot parse as {spec.type}"), raw),
-                )
-            )
+        if isinstance(parse_type(spec.type), T.StringType):
+            typed_columns.append(raw.alias(spec.name))
+        else:
+            typed, fault = strict_parse(spec.name, spec.type)
+            typed_columns.append(typed.alias(spec.name))
+            checks.append(F.when(fault, _problem(F.lit(spec.name), F.lit(f"cannot parse as {spec.type}"), raw)))
         if spec.name in table.primary_key:
             checks.append(F.when(raw.isNull(), _problem(F.lit(spec.name), F.lit("NULL primary key"), raw)))
         elif not spec.nullable:

@@ -35,12 +35,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from cdc_lake.config import DECIMAL_TYPE, TableSpec
+from cdc_lake.config import TableSpec
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.export import read_table
 from cdc_lake.jsonl import converter
 from cdc_lake.lake import LakeLocation, quote, table_exists
-from cdc_lake.spark_types import lake_type, parse_type
+from cdc_lake.reader import NO_NULL_SENTINEL
+from cdc_lake.spark_types import lake_type, strict_parse
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ _CORRUPT = "_cdc_lake_corrupt"
 _BAD = "_cdc_lake_bad"  # index of the first column that did not parse, -1 for a malformed line, else NULL
 _HASH = "_cdc_lake_hash"
 _FILE = "_cdc_lake_file"
-# An unquoted empty CSV field is NULL whatever nullValue says; a sentinel that cannot occur keeps quoted "" apart.
-_NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
 _VALUE_WIDTH = 80
 
 
@@ -278,7 +277,7 @@ def _read_csv(spark: SparkSession, table: TableSpec, location: str) -> DataFrame
         spark.read.schema(schema)
         .options(**options)
         .option("enforceSchema", False)  # every file's header must name the same columns
-        .option("nullValue", _NO_NULL_SENTINEL)
+        .option("nullValue", NO_NULL_SENTINEL)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", _CORRUPT)
         .csv(location)
@@ -305,28 +304,15 @@ def _resolve(table: TableSpec, present: list[str], location: str) -> list[str]:
 
 def _convert(raw_name: str, raw_type: T.DataType, column_type: str) -> tuple[Column, Column]:
     """The value in the lake type, and when it failed to parse (never silently rounded or truncated)."""
-    raw = F.col(raw_name)
     target = lake_type(column_type)
     if raw_type == target:
-        return raw, F.lit(False)
+        return F.col(raw_name), F.lit(False)
     if isinstance(target, T.BinaryType) and isinstance(raw_type, T.StringType):
         value = F.expr(f"try_to_binary({quote(raw_name)}, 'base64')")
-    else:
-        # The configured type's range, not only the lake's: 40000 is no smallint even if the lake stores an int.
-        value = _try_cast(raw_name, parse_type(column_type)).cast(target)
-    fault = raw.isNotNull() & value.isNull()
-    match = DECIMAL_TYPE.match(column_type)
-    if match:
-        # A cast rounds extra decimal places; parse with more of them too, so rounding shows up as a fault.
-        precision, scale = int(match[1]), int(match[2])
-        wide = _try_cast(raw_name, T.DecimalType(38, scale + 38 - precision))
-        fault = fault | (value.isNotNull() & (wide.isNull() | (wide != value)))
-    return value, fault
-
-
-def _try_cast(column_name: str, target: T.DataType) -> Column:
-    """NULL when the value does not fit, whatever spark.sql.ansi.enabled says ("1.5" is no int, 300 no tinyint)."""
-    return F.expr(f"try_cast({quote(column_name)} AS {target.simpleString()})")
+        return value, F.col(raw_name).isNotNull() & value.isNull()
+    # The configured type's range, not only the lake's: 40000 is no smallint even if the lake stores an int.
+    value, fault = strict_parse(raw_name, column_type)
+    return value.cast(target), fault
 
 
 def _row_hash(table: TableSpec) -> Column:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.config import DECIMAL_TYPE
@@ -36,3 +38,28 @@ def lake_type(column_type: str) -> T.DataType:
     if column_type in ("tinyint", "smallint"):
         return T.IntegerType()
     return parse_type(column_type)
+
+
+def try_cast(column_name: str, target: T.DataType) -> Column:
+    """NULL when the value does not fit, whatever spark.sql.ansi.enabled says ("1.5" is no int, 300 no tinyint).
+
+    Only a configured column name and type go into the expression, never a value.
+    """
+    quoted = "`" + column_name.replace("`", "``") + "`"
+    return F.expr(f"try_cast({quoted} AS {target.simpleString()})")
+
+
+def strict_parse(column_name: str, column_type: str) -> tuple[Column, Column]:
+    """The named text (or typed) column as the configured type, and whether that failed.
+
+    A value is never silently truncated or rounded: "1.5" is no bigint, "1.005" no decimal(12,2).
+    """
+    value = try_cast(column_name, parse_type(column_type))
+    fault = F.col("`" + column_name.replace("`", "``") + "`").isNotNull() & value.isNull()
+    match = DECIMAL_TYPE.match(column_type)
+    if match:
+        # A cast rounds extra decimal places; parse with more of them too, so rounding shows up as a fault.
+        precision, scale = int(match[1]), int(match[2])
+        wide = try_cast(column_name, T.DecimalType(38, scale + 38 - precision))
+        fault = fault | (value.isNotNull() & (wide.isNull() | (wide != value)))
+    return value, fault

@@ -180,8 +180,9 @@ def test_change_sequence_orders_cdc_rows(spark, database, landing):
         ("I,1,a\nI,2,b\nU,x3,c\n", 3, "id", "cannot parse as bigint"),
         ("I,1,a\nX,2,b\n", 2, "Op", "unknown Op"),
         ("I,NULL,a\n", 1, "id", "NULL primary key"),
+        ("I,1,a\nU,1.5,b\n", 2, "id", "cannot parse as bigint"),
     ],
-    ids=["malformed", "unparsable", "unknown-op", "null-key"],
+    ids=["malformed", "unparsable", "unknown-op", "null-key", "truncating"],
 )
 def test_bad_input_is_refused_naming_file_row_and_column(spark, database, landing, content, row, column, fault):
     cfg = config()
@@ -317,3 +318,29 @@ def test_crlf_inside_the_first_quoted_value_does_not_change_the_row_separator(sp
     key = write_file(landing, T + "LOAD00000001.csv", '1,"first\r\nvalue"\n2,b\n3,"c\nd"\n4,e\n')
     apply(spark, cfg, database, landing, key)
     assert rows(spark, database) == [(1, "first\r\nvalue"), (2, "b"), (3, "c\nd"), (4, "e")]
+
+
+def test_values_that_would_be_rounded_or_overflow_are_refused(spark, database, landing):
+    cfg = parse_config(
+        {
+            "dms": {"bucket_folder": "dms"},
+            "tables": [
+                {
+                    "name": "shop.prices",
+                    "primary_key": ["id"],
+                    "columns": [
+                        {"name": "id", "type": "smallint"},
+                        {"name": "price", "type": "decimal(6,2)"},
+                    ],
+                }
+            ],
+        }
+    )
+    key = write_file(landing, "dms/shop/prices/LOAD00000001.csv", "1,1.25\n2,1.005\n40000,1.00\n3,12345.67\n")
+    with pytest.raises(DmsInputError) as raised:
+        apply(spark, cfg, database, landing, key)
+    message = str(raised.value)
+    assert "refused 3 bad row(s)" in message
+    assert f"{key}: row 2, column price: cannot parse as decimal(6,2) (value '1.005')" in message
+    assert f"{key}: row 3, column id: cannot parse as smallint (value '40000')" in message
+    assert f"{key}: row 4, column price: cannot parse as decimal(6,2) (value '12345.67')" in message
