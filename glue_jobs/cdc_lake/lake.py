@@ -165,6 +165,8 @@ def create_iceberg_table(
         "write.delete.mode": mode,
         "write.metadata.delete-after-commit.enabled": "true",
         "write.metadata.previous-versions-max": "100",
+        # Each run makes a few metadata commits (branch, merge, fast-forward); concurrent runs contend.
+        "commit.retry.num-retries": "10",
         **extra_properties,
     }
     rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
@@ -272,7 +274,15 @@ def commit_on_branch(
         ).collect()
         return head
     finally:
+        _drop_branch(spark, table, branch)
+
+
+def _drop_branch(spark: SparkSession, table: str, branch: str) -> None:
+    # Whether the commit landed or not is already decided; a leftover branch only costs a ref.
+    try:
         spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
+    except Exception as error:  # must not mask the run's own outcome
+        log.warning("could not drop branch %s of %s (remove it by hand): %s", branch, table, str(error)[:300])
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:
@@ -285,9 +295,15 @@ def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, br
 def base_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:
     """The table's current snapshot, which a run plans from; a new table first gets an empty one."""
     head = branch_head(spark, location, table_name)
-    if head is None:
-        head = _empty_commit(spark, location, table_name, {}, None)
-    return head
+    if head is not None:
+        return head
+    try:
+        return _empty_commit(spark, location, table_name, {}, None)
+    except Exception:
+        head = branch_head(spark, location, table_name)  # a concurrent run created it first
+        if head is None:
+            raise
+        return head
 
 
 class commit_properties:

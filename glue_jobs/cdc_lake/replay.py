@@ -171,16 +171,16 @@ def apply_up_to(
     attempts = config.lake.commit_retries + 1
     for attempt in range(1, attempts + 1):
         result.attempts = attempt
-        plan = _plan(spark, config, location, store, table, trigger, table.lake_table)
-        # History keeps its own record of applied files: after a stop between the two commits it is ahead.
-        history_plan = (
-            _plan(spark, config, location, store, table, trigger, history_name(table)) if table.history else None
-        )
-        if not plan.pending and not (history_plan and history_plan.pending):
-            log.info("%s: %s is already applied; nothing to do", table.name, trigger_key)
-            result.seconds = time.monotonic() - started
-            return result
         try:
+            plan = _plan(spark, config, location, store, table, trigger, table.lake_table)
+            # History keeps its own record of applied files: after a stop between the two commits it is ahead.
+            history_plan = (
+                _plan(spark, config, location, store, table, trigger, history_name(table)) if table.history else None
+            )
+            if not plan.pending and not (history_plan and history_plan.pending):
+                log.info("%s: %s is already applied; nothing to do", table.name, trigger_key)
+                result.seconds = time.monotonic() - started
+                return result
             _apply(spark, config, location, store, plan, history_plan, result)
         except (Py4JJavaError, PySparkException) as error:
             if attempt < attempts and _is_commit_conflict(error):
