@@ -48,7 +48,7 @@ def test_parquet_serverless_template_passes_cfn_lint(parquet: Synthesized) -> No
 def test_cdk_synth_runs_offline_with_context_values(tmp_path: Path) -> None:
     cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
     if not cdk.exists() or shutil.which("node") is None:
-        pytest.skip("the aws-cdk CLI is not installed; run `npm ci` (make setup)")
+        pytest.fail("the aws-cdk CLI is not installed; run `make setup` (it runs `npm ci`)")
     arguments = [str(cdk), "synth", "--quiet", "--no-notices", "-o", str(tmp_path / "cdk.out")]
     for key, value in DEPLOY_CONTEXT.items():
         arguments += ["-c", f"{key}={value}"]
