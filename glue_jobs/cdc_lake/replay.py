@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from py4j.protocol import Py4JJavaError
@@ -81,10 +82,10 @@ class RunResult:
 
 
 def plan_run(
-    config: PipelineConfig, table: TableSpec, trigger: DmsFile, store: ObjectStore, state: ReplayState
+    config: PipelineConfig, table: TableSpec, trigger: DmsFile, listed: Sequence[StoredObject], state: ReplayState
 ) -> RunPlan:
-    """Decide which files this run applies, or refuse when that would break DMS order."""
-    objects = {o.key: o for o in store.list(config.table_prefix(table)) if o.size > 0}
+    """Decide which of the table's ``listed`` objects this run applies, or refuse when that would break DMS order."""
+    objects = {o.key: o for o in listed if o.size > 0}
     if trigger.key not in objects:
         raise ReplayOrderError(f"{trigger.key}: not found in the landing bucket (removed, or empty?)")
     files = table_files(list(objects), table, config)
@@ -172,10 +173,11 @@ def apply_up_to(
     for attempt in range(1, attempts + 1):
         result.attempts = attempt
         try:
-            plan = _plan(spark, config, location, store, table, trigger, table.lake_table)
+            listed = store.list(config.table_prefix(table))
+            plan = _plan(spark, config, location, listed, table, trigger, table.lake_table)
             # History keeps its own record of applied files: after a stop between the two commits it is ahead.
             history_plan = (
-                _plan(spark, config, location, store, table, trigger, history_name(table)) if table.history else None
+                _plan(spark, config, location, listed, table, trigger, history_name(table)) if table.history else None
             )
             if not plan.pending and not (history_plan and history_plan.pending):
                 log.info("%s: %s is already applied; nothing to do", table.name, trigger_key)
@@ -250,14 +252,14 @@ def _plan(
     spark: SparkSession,
     config: PipelineConfig,
     location: LakeLocation,
-    store: ObjectStore,
+    listed: Sequence[StoredObject],
     table: TableSpec,
     trigger: DmsFile,
     table_name: str,
 ) -> RunPlan:
     # The base is read before the state: if they differ, the table moved on and the commit will be refused.
     base = base_snapshot(spark, location, table_name)
-    plan = plan_run(config, table, trigger, store, read_state(spark, location, table_name))
+    plan = plan_run(config, table, trigger, listed, read_state(spark, location, table_name))
     return replace(plan, base_snapshot_id=base)
 
 
