@@ -55,10 +55,6 @@ class ChangeCounts:
     updates: int
     deletes: int
 
-    @property
-    def total(self) -> int:
-        return self.inserts + self.updates + self.deletes
-
     def as_dict(self) -> dict[str, int]:
         return {"I": self.inserts, "U": self.updates, "D": self.deletes}
 

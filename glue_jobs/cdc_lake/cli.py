@@ -163,7 +163,9 @@ def _print_run(run: LocalJobRun) -> None:
 
 
 def _finish(runs: Sequence[LocalJobRun]) -> int:
-    failed = [r for r in runs if r.error]
+    from cdc_lake.local.runtime import failed_runs
+
+    failed = failed_runs(runs)
     applied = sum(len(r.result.applied_files) for r in runs if r.result)
     print(f"{len(runs)} job run(s): {applied} file(s) applied, {len(failed)} failed")
     return 1 if failed else 0

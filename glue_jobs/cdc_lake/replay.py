@@ -59,7 +59,6 @@ class RunPlan:
     trigger: DmsFile
     pending: list[DmsFile]
     objects: dict[str, StoredObject]
-    state: ReplayState
     next_state: ReplayState
     base_snapshot_id: int | None = None
 
@@ -128,7 +127,7 @@ def plan_run(
             f"{table.name}: its LOAD files changed after CDC files were applied ({state.load_count} applied, "
             f"{len(load_objects)} now listed); DMS reloaded the table? Rebuild the lake table to reload it"
         )
-    return RunPlan(table, trigger, pending, objects, state, _next_state(state, pending, objects))
+    return RunPlan(table, trigger, pending, objects, _next_state(state, pending, objects))
 
 
 def _next_state(state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject]) -> ReplayState:
