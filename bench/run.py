@@ -18,12 +18,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from cdc_lake.config import PipelineConfig, load_config
+from cdc_lake.dms_files import parse_key
 from cdc_lake.generator import GeneratorSpec, generate
-from cdc_lake.lake import LakeLocation
+from cdc_lake.local.session import local_spark_session
 from cdc_lake.replay import apply_up_to
-from cdc_lake.session import local_spark_session
 from cdc_lake.spark_types import parse_type
 from cdc_lake.storage import LocalFolderStore
+from cdc_lake.tables import LakeLocation
 
 HERE = Path(__file__).parent
 
@@ -50,7 +51,9 @@ def plain_csv_to_parquet(spark: SparkSession, config: PipelineConfig, csv: Path,
 
 def pipeline_run(spark: SparkSession, config: PipelineConfig, landing: Path, database: str, key: str) -> float:
     location = LakeLocation("lake", database)
-    seconds, result = timed(lambda: apply_up_to(spark, config, location, LocalFolderStore(landing), key))
+    seconds, result = timed(
+        lambda: apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
+    )
     assert result.applied_files, f"{key} applied nothing"
     return seconds
 

@@ -7,6 +7,7 @@ asset hash and ``cdk deploy`` does not touch the jobs.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -22,8 +23,6 @@ LIBRARY_PACKAGE = "cdc_lake"
 LIBRARY_ZIP_NAME = "cdc_lake.zip"
 LAMBDA_PACKAGE = "dms_trigger"
 LAMBDA_HANDLER = "dms_trigger.handler.lambda_handler"
-# The Lambda ships only the pure modules it imports: no Spark code, no YAML.
-LAMBDA_LIBRARY_MODULES = ("__init__.py", "config.py", "dms_files.py", "exceptions.py")
 GLUE_SCRIPTS = {"full_load": "full_load.py", "cdc_replay": "cdc_replay.py", "maintenance": "maintenance.py"}
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
@@ -57,10 +56,74 @@ class SourceLayout:
     def required_files(self) -> list[Path]:
         return [
             *(self.glue_script(job) for job in GLUE_SCRIPTS),
-            *(self.library_dir / module for module in LAMBDA_LIBRARY_MODULES),
+            self.library_dir / "__init__.py",
             self.lambda_dir / "__init__.py",
             self.lambda_dir / "handler.py",
         ]
+
+    def glue_library_files(self) -> list[Path]:
+        """The library modules the Glue scripts import, directly or not: no CLI, demo, generator or local runtime."""
+        return library_closure([self.glue_script(job) for job in GLUE_SCRIPTS], self.library_dir)
+
+    def lambda_library_files(self) -> list[Path]:
+        """The library modules the Lambda imports: pure ones only, so the function needs no Spark."""
+        return library_closure(sorted(self.lambda_dir.glob("*.py")), self.library_dir)
+
+
+def imported_modules(source: Path) -> set[str]:
+    """Every module ``source`` imports, at any depth in its code; ``from a import b`` also names ``a.b``.
+
+    Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+    """
+    tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    skipped = {
+        id(node)
+        for guard in ast.walk(tree)
+        if isinstance(guard, ast.If) and "TYPE_CHECKING" in ast.unparse(guard.test)
+        for statement in guard.body
+        for node in ast.walk(statement)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_file(name: str, package_dir: Path) -> Path | None:
+    """The file of module ``name`` inside the package rooted at ``package_dir``, if it is one of its modules."""
+    head, *rest = name.split(".")
+    if head != package_dir.name:
+        return None
+    base = package_dir.joinpath(*rest)
+    for candidate in (base.with_suffix(".py") if rest else None, base / "__init__.py"):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    return None
+
+
+def library_closure(entries: list[Path], package_dir: Path) -> list[Path]:
+    """The files of ``package_dir``'s package that ``entries`` import transitively, with their packages' __init__."""
+    found: set[Path] = set()
+    pending = list(entries)
+    while pending:
+        for name in imported_modules(pending.pop()):
+            path = module_file(name, package_dir)
+            if path is None or path in found:
+                continue
+            found.add(path)
+            pending.append(path)
+            for parent in path.relative_to(package_dir).parents:
+                init = package_dir / parent / "__init__.py"
+                if init not in found and init.is_file():
+                    found.add(init)
+                    pending.append(init)
+    return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -78,15 +141,10 @@ def config_json_text(config: PipelineConfig) -> str:
     return json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
 
 
-def write_deterministic_zip(source_dir: Path, zip_path: Path, *, arcname_root: str) -> None:
-    """Zip ``source_dir`` as ``arcname_root/...`` with stable ordering, timestamps and permissions."""
-    files = sorted(
-        path
-        for path in source_dir.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}
-    )
+def write_deterministic_zip(source_dir: Path, files: list[Path], zip_path: Path, *, arcname_root: str) -> None:
+    """Zip ``files`` (inside ``source_dir``) as ``arcname_root/...`` with stable order, timestamps and modes."""
     with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
+        for path in sorted(files):
             info = zipfile.ZipInfo(f"{arcname_root}/{path.relative_to(source_dir).as_posix()}", _ZIP_TIMESTAMP)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
@@ -114,12 +172,15 @@ def build_assets(config: PipelineConfig, out_dir: Path, *, sources: SourceLayout
     config_path = glue_out / CONFIG_FILE_NAME
     config_path.write_text(text, encoding="utf-8")
     library_zip = glue_out / LIBRARY_ZIP_NAME
-    write_deterministic_zip(sources.library_dir, library_zip, arcname_root=LIBRARY_PACKAGE)
+    write_deterministic_zip(
+        sources.library_dir, sources.glue_library_files(), library_zip, arcname_root=LIBRARY_PACKAGE
+    )
 
     shutil.copytree(sources.lambda_dir, lambda_out / LAMBDA_PACKAGE, ignore=_IGNORED)
-    (lambda_out / LIBRARY_PACKAGE).mkdir()
-    for module in LAMBDA_LIBRARY_MODULES:
-        shutil.copy2(sources.library_dir / module, lambda_out / LIBRARY_PACKAGE / module)
+    for module in sources.lambda_library_files():
+        target = lambda_out / LIBRARY_PACKAGE / module.relative_to(sources.library_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(module, target)
     (lambda_out / CONFIG_FILE_NAME).write_text(text, encoding="utf-8")
 
     return PipelineAssets(

@@ -21,7 +21,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(warehouse: Path) -> Iterator[SparkSession]:  # noqa: F821 - imported lazily so pure tests skip Spark
-    from cdc_lake.session import local_spark_session
+    from cdc_lake.local.session import local_spark_session
 
     session = local_spark_session(warehouse, app_name="cdc-lake-tests", cores=2)
     yield session

@@ -17,8 +17,8 @@ from cdc_lake.exceptions import CdcLakeError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_lake.lake import LakeLocation
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
+    from cdc_lake.tables import LakeLocation
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +138,7 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
 
 def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> LocalPipeline:
     from cdc_lake.local.runtime import LocalPipeline
-    from cdc_lake.session import local_spark_session
+    from cdc_lake.local.session import local_spark_session
 
     spark = local_spark_session(args.warehouse)
     return LocalPipeline(config, args.landing, spark, database=args.database, on_run=_print_run)
@@ -237,8 +237,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _lake(args: argparse.Namespace, config: PipelineConfig) -> tuple[SparkSession, LakeLocation]:
-    from cdc_lake.lake import LakeLocation
-    from cdc_lake.session import LOCAL_CATALOG, local_spark_session
+    from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
+    from cdc_lake.tables import LakeLocation
 
     spark = local_spark_session(args.warehouse)
     return spark, LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)

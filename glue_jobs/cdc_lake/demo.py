@@ -20,8 +20,8 @@ from cdc_lake.jsonl import read_jsonl
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_lake.lake import LakeLocation
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
+    from cdc_lake.tables import LakeLocation
 
 DEMO_CONFIG = "demo.yaml"
 
@@ -33,7 +33,7 @@ def demo_config_path() -> Path:
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
     from cdc_lake.generator import GeneratorSpec, generate, land_order
     from cdc_lake.local.runtime import LocalPipeline
-    from cdc_lake.session import local_spark_session
+    from cdc_lake.local.session import local_spark_session
 
     started = time.monotonic()
     config = load_config(config_path or demo_config_path())
@@ -117,7 +117,7 @@ def _summary(
 ) -> bool:
     """Print one line per table and whether the lake equals the source; True when all do."""
     from cdc_lake.export import export_tables
-    from cdc_lake.lake import STATE, snapshot_summaries
+    from cdc_lake.record import STATE, snapshot_summaries
 
     exported = export_tables(spark, config, location, export_dir)
     header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'commits':>8}  equals source"

@@ -9,7 +9,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.jsonl import row_encoder
-from cdc_lake.lake import LakeLocation, quote, table_exists
+from cdc_lake.sql import quote
+from cdc_lake.tables import LakeLocation, table_exists
 
 
 def read_table(

@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 from cdc_lake.config import PipelineConfig, load_config, parse_config_text
 from cdc_lake.dms_files import FileKind, parse_key
 from cdc_lake.exceptions import JobArgumentError
-from cdc_lake.lake import LakeLocation
 from cdc_lake.maintenance import MaintenanceResult
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore, S3Store
+from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,13 @@ def run_job(
     """Run one job: check the file suits this job, then apply the table's pending files up to it."""
     config = config or read_config(options.config_uri)
     dms_file = parse_key(options.key, config)
+    if dms_file.table != options.table:
+        raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
     if dms_file.kind is not JOB_FILE_KIND[kind]:
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
     location = LakeLocation(options.catalog, options.database or config.lake.database)
     store = store or S3Store(options.bucket)
-    result = apply_up_to(spark, config, location, store, options.key, options.table)
+    result = apply_up_to(spark, config, location, store, dms_file)
     if result.already_applied:
         log.info("%s: %s already applied", options.table, options.key)
     else:

@@ -15,7 +15,9 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.history import history_name
-from cdc_lake.lake import STATE, LakeLocation, quote, sql_string, table_exists
+from cdc_lake.record import STATE
+from cdc_lake.sql import quote, sql_string
+from cdc_lake.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
 

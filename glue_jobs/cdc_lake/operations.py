@@ -18,20 +18,11 @@ from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import table_files
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.history import history_name
-from cdc_lake.lake import (
-    APPLIED,
-    CHANGES,
-    HISTORY_SNAPSHOT,
-    STATE,
-    TRIGGER,
-    LakeLocation,
-    quote,
-    snapshot_summaries,
-    sql_string,
-    table_exists,
-)
+from cdc_lake.record import APPLIED, CHANGES, HISTORY_SNAPSHOT, STATE, TRIGGER, snapshot_summaries
 from cdc_lake.replay import RunResult, apply_up_to
+from cdc_lake.sql import quote, sql_string
 from cdc_lake.storage import ObjectStore
+from cdc_lake.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +108,7 @@ def reapply(
     files = table_files([o.key for o in objects if o.size > 0], table, config)
     if not files:
         return None
-    return apply_up_to(spark, config, location, store, files[-1].key, table.name)
+    return apply_up_to(spark, config, location, store, files[-1])
 
 
 def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, snapshot_id: int) -> None:

@@ -39,9 +39,10 @@ from cdc_lake.config import TableSpec
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.export import read_table
 from cdc_lake.jsonl import converter
-from cdc_lake.lake import LakeLocation, quote, table_exists
 from cdc_lake.reader import NO_NULL_SENTINEL
 from cdc_lake.spark_types import lake_type, strict_parse
+from cdc_lake.sql import quote
+from cdc_lake.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
 

@@ -12,16 +12,17 @@ from typing import Any
 import pytest
 
 from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.dms_files import parse_key
 from cdc_lake.export import export_tables
 from cdc_lake.generator import GeneratorSpec, generate, land_order
 from cdc_lake.history import history_name
 from cdc_lake.jsonl import read_jsonl
-from cdc_lake.lake import LakeLocation
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.maintenance import Retention, maintain
 from cdc_lake.operations import list_changes, reapply, rollback
 from cdc_lake.replay import apply_up_to
 from cdc_lake.storage import LocalFolderStore
+from cdc_lake.tables import LakeLocation
 from tests.conftest import write_file
 
 pytestmark = pytest.mark.spark
@@ -82,7 +83,7 @@ def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, dat
     location = LakeLocation("lake", database)
     store = LocalFolderStore(landing)
     for key in (second, first, prefix + "LOAD00000001.csv", second):
-        apply_up_to(spark, config, location, store, key)
+        apply_up_to(spark, config, location, store, parse_key(key, config))
     versions = sorted(history_rows(spark, database, "shop_orders_history"), key=lambda r: (r["order_id"], r["version"]))
     at = dt.datetime
     assert [
@@ -228,9 +229,9 @@ def test_expiry_never_drops_the_newest_applied_files_record(spark, database, lan
     prefix = "dms/shop/orders/"
     key = write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
     location = LakeLocation("lake", database)
-    apply_up_to(spark, config, location, LocalFolderStore(landing), key)
+    apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
     for _ in range(3):
         maintain(spark, config, location, "compact", ["shop.orders"])
     later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
     maintain(spark, config, location, "expire", ["shop.orders"], Retention(days=1, last=1), now=later)
-    assert apply_up_to(spark, config, location, LocalFolderStore(landing), key).already_applied
+    assert apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config)).already_applied

@@ -12,10 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import DmsInputError, ReplayOrderError
-from cdc_lake.lake import LakeLocation, snapshot_summaries
+from cdc_lake.record import snapshot_summaries
 from cdc_lake.replay import apply_up_to
 from cdc_lake.storage import LocalFolderStore
+from cdc_lake.tables import LakeLocation
 from tests.conftest import write_file
 
 pytestmark = pytest.mark.spark
@@ -44,7 +46,7 @@ def rows(spark, database: str, table: str = "shop_items") -> list[tuple]:
 
 
 def apply(spark, cfg: PipelineConfig, database: str, landing: Path, key: str):
-    return apply_up_to(spark, cfg, LakeLocation("lake", database), LocalFolderStore(landing), key)
+    return apply_up_to(spark, cfg, LakeLocation("lake", database), LocalFolderStore(landing), parse_key(key, cfg))
 
 
 def snapshot_count(spark, cfg: PipelineConfig, database: str) -> int:

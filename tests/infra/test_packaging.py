@@ -8,20 +8,14 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.config import load_config, parse_config_text
-from infra.packaging import (
-    LAMBDA_LIBRARY_MODULES,
-    PackagingError,
-    SourceLayout,
-    build_assets,
-    pinned_requirement,
-)
-from tests.infra.conftest import DEMO_CONFIG, source_layout
+from infra.packaging import PackagingError, SourceLayout, build_assets, pinned_requirement
+from tests.infra.conftest import DEMO_CONFIG
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("packaging")
-    sources = source_layout(tmp / "sources")
+    sources = SourceLayout()
     config = load_config(DEMO_CONFIG)
     return config, sources, build_assets(config, tmp / "assets", sources=sources)
 
@@ -36,11 +30,13 @@ def test_library_zip_has_the_package_at_its_root(built) -> None:
     assert "cdc_lake/config.py" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     expected = sorted(
-        f"cdc_lake/{path.relative_to(sources.library_dir).as_posix()}"
-        for path in sources.library_dir.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        f"cdc_lake/{path.relative_to(sources.library_dir).as_posix()}" for path in sources.glue_library_files()
     )
     assert names == expected
+    # Glue runs the replay and maintenance; the laptop tools stay home.
+    assert {"cdc_lake/jobs.py", "cdc_lake/replay.py", "cdc_lake/maintenance.py"} <= set(names)
+    assert not [name for name in names if name.startswith(("cdc_lake/cli", "cdc_lake/demo", "cdc_lake/generator/"))]
+    assert not [name for name in names if name.startswith("cdc_lake/local/")]
 
 
 def test_library_zip_is_byte_for_byte_reproducible(built, tmp_path: Path) -> None:
@@ -53,7 +49,10 @@ def test_lambda_folder_holds_handler_pure_library_modules_and_json_config(built)
     config, _layout, assets = built
     root = assets.lambda_dir
     assert (root / "dms_trigger" / "handler.py").is_file()
-    assert sorted(p.name for p in (root / "cdc_lake").iterdir()) == sorted(LAMBDA_LIBRARY_MODULES)
+    shipped_modules = sorted(p.relative_to(root / "cdc_lake") for p in (root / "cdc_lake").rglob("*.py"))
+    assert shipped_modules == sorted(p.relative_to(_layout.library_dir) for p in _layout.lambda_library_files())
+    assert {Path("config.py"), Path("dms_files.py")} <= set(shipped_modules)
+    assert not {Path("replay.py"), Path("lake.py"), Path("session.py")} & set(shipped_modules)
     assert not list(root.rglob("__pycache__"))
     shipped = parse_config_text((root / "tables.json").read_text(encoding="utf-8"), "tables.json")
     assert shipped == config

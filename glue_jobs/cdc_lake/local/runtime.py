@@ -20,10 +20,10 @@ from cdc_lake.config import PipelineConfig
 from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.jobs import JobKind, JobOptions, run_job
-from cdc_lake.lake import LakeLocation
+from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.replay import RunResult
-from cdc_lake.session import LOCAL_CATALOG
 from cdc_lake.storage import LocalFolderStore
+from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,68 @@
+"""The applied-files record: which DMS files a table holds, kept in its snapshots' summaries.
+
+Each commit records the files it applied (``cdc-lake.*`` properties) in the very snapshot that holds
+their changes, so the record and the data can never disagree, and rolling the table back rolls the
+record back with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import TableSpec
+from cdc_lake.plan import ReplayState, RunPlan
+from cdc_lake.sql import sql_string
+from cdc_lake.tables import LakeLocation
+
+STATE = "cdc-lake.state"
+APPLIED = "cdc-lake.applied-files"
+CHANGES = "cdc-lake.changes"
+TRIGGER = "cdc-lake.trigger"
+RUN_ID = "cdc-lake.run-id"
+HISTORY_SNAPSHOT = "cdc-lake.history-snapshot"
+
+
+def run_properties(plan: RunPlan, changes: Mapping[str, int] | None) -> dict[str, str]:
+    """The record of one run's commit: the state after it, the files it applied, its trigger and counts."""
+    applied = [{"key": f.key, "etag": plan.objects[f.key].etag, "size": plan.objects[f.key].size} for f in plan.pending]
+    properties = {
+        STATE: plan.next_state.to_json(),
+        APPLIED: json.dumps(applied, separators=(",", ":")),
+        TRIGGER: plan.trigger.key,
+    }
+    if changes is not None:
+        properties[CHANGES] = json.dumps(dict(changes), separators=(",", ":"))
+    return properties
+
+
+def read_state(spark: SparkSession, location: LakeLocation, table_name: str) -> ReplayState:
+    """The replay state recorded by the newest cdc-lake commit among the current snapshot's ancestors."""
+    history = location.metadata(table_name, "history")
+    snapshots = location.metadata(table_name, "snapshots")
+    rows = spark.sql(
+        f"SELECT h.snapshot_id, s.summary[{sql_string(STATE)}] AS state FROM {history} h "
+        f"JOIN {snapshots} s ON h.snapshot_id = s.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary[{sql_string(STATE)}] IS NOT NULL "
+        "ORDER BY h.made_current_at DESC LIMIT 1"
+    ).collect()
+    if not rows:
+        return ReplayState()
+    return ReplayState.from_json(rows[0]["state"], rows[0]["snapshot_id"])
+
+
+def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> list[dict[str, Any]]:
+    """Snapshots of the table's current lineage, oldest first, with their cdc-lake properties."""
+    name = table if isinstance(table, str) else table.lake_table
+    # A rollback makes an older snapshot current again: keep each ancestor once, at its first time.
+    rows = spark.sql(
+        "SELECT h.snapshot_id, h.made_current_at, s.operation, s.summary FROM ("
+        f"SELECT snapshot_id, min(made_current_at) AS made_current_at FROM {location.metadata(name, 'history')} "
+        "WHERE is_current_ancestor GROUP BY snapshot_id) h "
+        f"JOIN {location.metadata(name, 'snapshots')} s ON h.snapshot_id = s.snapshot_id "
+        "ORDER BY h.made_current_at"
+    ).collect()
+    return [row.asDict(recursive=True) for row in rows]

@@ -1,0 +1,144 @@
+"""The layout holds: no import cycles, a Glue bundle without laptop tools, a Lambda without Spark.
+
+The bundles are the ones the stack deploys (``infra.packaging.build_assets``); each is imported in a fresh
+interpreter that can reach nothing else of the repository, so a stray import fails here, not on AWS.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.config import load_config
+from infra.packaging import REPO_ROOT, SourceLayout, build_assets, imported_modules, module_file
+
+PACKAGES = (REPO_ROOT / "glue_jobs" / "cdc_lake", REPO_ROOT / "lambda" / "dms_trigger", REPO_ROOT / "infra")
+LAPTOP_TOOLS = ("cdc_lake/cli.py", "cdc_lake/demo.py", "cdc_lake/generator/", "cdc_lake/local/")
+DEMO_CONFIG = REPO_ROOT / "glue_jobs" / "cdc_lake" / "demo.yaml"
+
+# Runs in a fresh interpreter: forgets the repository (the editable install's finders and any path into
+# it), blocks the named top-level packages, puts one bundle first on the path, imports the given modules
+# and prints where each came from.
+IMPORT_PROBE = """
+import importlib, importlib.abc, json, sys
+root, blocked, modules, repo = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3].split(","), sys.argv[4]
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__name__", type(f).__name__).lower()]
+sys.path[:] = [p for p in sys.path if p and (p.startswith(sys.prefix) or not p.startswith(repo))]
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"{name} is not available in this bundle")
+        return None
+
+sys.meta_path.insert(0, Blocker())
+sys.path.insert(0, root)
+print(json.dumps({name: importlib.import_module(name).__file__ for name in modules}))
+"""
+
+
+def first_party_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in package.rglob("*.py"):
+            parts = path.relative_to(package.parent).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = first_party_modules()
+    by_path = {path: name for name, path in modules.items()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in imported_modules(path):
+            for package in PACKAGES:
+                target = module_file(imported, package)
+                if target is not None and by_path[target] != name:
+                    targets.add(by_path[target])
+        graph[name] = targets
+    return graph
+
+
+def run_probe(root: Path, blocked: tuple[str, ...], modules: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, str(root), ",".join(blocked), ",".join(modules), str(REPO_ROOT)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=root.parent if root.is_file() else root,
+    )
+
+
+def probe(root: Path, blocked: tuple[str, ...], modules: list[str]) -> dict[str, str]:
+    result = run_probe(root, blocked, modules)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory):
+    return build_assets(load_config(DEMO_CONFIG), tmp_path_factory.mktemp("bundles"), sources=SourceLayout())
+
+
+def test_graph_sees_known_edges() -> None:
+    graph = import_graph()
+    assert "cdc_lake.config" in graph["cdc_lake.replay"]
+    assert "cdc_lake.config" in graph["dms_trigger.routing"]
+    assert "cdc_lake.local.jars" in graph["cdc_lake.local.session"]
+
+
+def test_no_import_cycles() -> None:
+    sorter = graphlib.TopologicalSorter(import_graph())
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as error:
+        pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
+
+
+def test_glue_library_depends_on_neither_the_lambda_nor_the_laptop_tools() -> None:
+    graph = import_graph()
+    glue = {
+        f"cdc_lake.{p.relative_to(PACKAGES[0]).with_suffix('').as_posix().replace('/', '.')}"
+        for p in SourceLayout().glue_library_files()
+    }
+    glue = {name.removesuffix(".__init__") for name in glue}
+    reaching_out = {
+        (name, target)
+        for name in glue
+        for target in graph[name]
+        if target.startswith(("dms_trigger", "infra", "cdc_lake.local", "cdc_lake.cli", "cdc_lake.demo"))
+        or target.startswith("cdc_lake.generator")
+    }
+    assert not reaching_out
+
+
+def test_glue_bundle_holds_only_what_glue_imports_and_imports_alone(assets) -> None:
+    with zipfile.ZipFile(assets.library_zip) as archive:
+        names = archive.namelist()
+    assert "cdc_lake/jobs.py" in names
+    assert "cdc_lake/replay.py" in names
+    assert not [name for name in names if name.startswith(LAPTOP_TOOLS)]
+    modules = [name.removesuffix(".py").replace("/", ".").removesuffix(".__init__") for name in names]
+    origins = probe(assets.library_zip, ("dms_trigger", "infra", "tests", "bench"), modules)
+    assert all(str(assets.library_zip) in origin for origin in origins.values()), origins
+
+
+def test_glue_bundle_cannot_reach_the_laptop_tools(assets) -> None:
+    result = run_probe(assets.library_zip, ("dms_trigger",), ["cdc_lake.jobs", "cdc_lake.cli"])
+    assert result.returncode != 0
+    assert "cdc_lake.cli" in result.stderr
+
+
+def test_lambda_bundle_imports_without_spark(assets) -> None:
+    modules = ["dms_trigger.handler", "dms_trigger.routing", "cdc_lake.config", "cdc_lake.dms_files"]
+    origins = probe(assets.lambda_dir, ("pyspark", "py4j", "infra", "tests", "bench"), modules)
+    assert all(origin.startswith(str(assets.lambda_dir)) for origin in origins.values()), origins
