@@ -48,6 +48,7 @@ def export_tables(
     location: LakeLocation,
     out_dir: Path,
     tables: Sequence[str] | None = None,
+    *,
     snapshot_id: int | None = None,
 ) -> dict[str, int]:
     """Export the named tables (all configured ones by default); returns rows written per table."""

@@ -14,6 +14,7 @@ Rows are never dropped here: bad rows are flagged so the caller can refuse the w
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -38,6 +39,16 @@ NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
 OPS = ("I", "U", "D")
 
 
+class _Group(NamedTuple):
+    """The files of one kind (LOAD or CDC) that a run reads, and how to read them."""
+
+    files: Sequence[DmsFile]
+    table: TableSpec
+    dms: DmsSettings
+    uri_of: Callable[[str], str]
+    full_load: bool
+
+
 def read_changes(
     spark: SparkSession,
     files: Sequence[DmsFile],
@@ -53,10 +64,8 @@ def read_changes(
         group = [f for f in files if f.is_full_load == full_load]
         if not group:
             continue
-        if dms.format == "parquet":
-            parts.append(_read_parquet(spark, group, table, dms, uri_of, full_load))
-        else:
-            parts.append(_read_csv(spark, group, table, dms, uri_of, full_load))
+        read = _read_parquet if dms.format == "parquet" else _read_csv
+        parts.append(read(spark, _Group(group, table, dms, uri_of, full_load)))
     frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     sequence = {f.name: index for index, f in enumerate(files)}
     keys = {f.name: f.key for f in files}
@@ -78,14 +87,8 @@ def _dms_columns(dms: DmsSettings, has_op: bool) -> tuple[list[str], list[str]]:
     return before, after
 
 
-def _read_csv(
-    spark: SparkSession,
-    files: Sequence[DmsFile],
-    table: TableSpec,
-    dms: DmsSettings,
-    uri_of: Callable[[str], str],
-    full_load: bool,
-) -> DataFrame:
+def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
+    files, table, dms, uri_of, full_load = group
     has_op = not full_load or dms.include_op_for_full_load
     before, after = _dms_columns(dms, has_op)
     names = before + table.column_names + after
@@ -132,14 +135,8 @@ def _decode_csv_value(token: Column, null_marker: str) -> Column:
     return F.when(token == F.lit(null_marker), F.lit(None)).otherwise(F.coalesce(token, F.lit("")))
 
 
-def _read_parquet(
-    spark: SparkSession,
-    files: Sequence[DmsFile],
-    table: TableSpec,
-    dms: DmsSettings,
-    uri_of: Callable[[str], str],
-    full_load: bool,
-) -> DataFrame:
+def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
+    files, table, dms, uri_of, full_load = group
     raw = spark.read.option("mergeSchema", False).parquet(*[uri_of(f.key) for f in files])
     present = {c.lower(): c for c in raw.columns}
 
