@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from cdc_lake.config import PipelineConfig, load_config
 from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -114,9 +115,13 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     _add_lake(maintain)
     maintain.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
     maintain.add_argument("--action", choices=["compact", "expire", "orphans", "all"], default="all")
-    maintain.add_argument("--retain-days", type=int, default=7, help="keep snapshots younger than this (rollback)")
-    maintain.add_argument("--retain-last", type=int, default=20, help="and at least this many")
-    maintain.add_argument("--orphan-days", type=int, default=3, help="only remove orphan files older than this")
+    maintain.add_argument(
+        "--retain-days", type=int, default=RETAIN_DAYS, help="keep snapshots younger than this (rollback)"
+    )
+    maintain.add_argument("--retain-last", type=int, default=RETAIN_LAST, help="and at least this many")
+    maintain.add_argument(
+        "--orphan-days", type=int, default=ORPHAN_DAYS, help="only remove orphan files older than this"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -190,7 +195,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     config = _config(args)
     spark, location = _lake(args, config)
-    written = export_tables(spark, config, location, args.out, args.table, args.as_of)
+    written = export_tables(spark, config, location, args.out, args.table, snapshot_id=args.as_of)
     for name, rows in written.items():
         print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
     return 0

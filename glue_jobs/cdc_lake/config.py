@@ -9,13 +9,26 @@ import json
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc_lake.exceptions import ConfigError, UnknownTableError
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+
+
+def _identifier(message: str) -> AfterValidator:
+    """A validator for a plain SQL identifier; ``message`` formats the refused value."""
+
+    def check(value: str) -> str:
+        if not IDENTIFIER.match(value):
+            raise ValueError(message.format(value))
+        return value
+
+    return AfterValidator(check)
+
+
 DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 VARCHAR_TYPE = re.compile(r"^(?:var)?char\(\s*\d+\s*\)$")
 SIMPLE_TYPES = {
@@ -90,16 +103,9 @@ class DmsSettings(_Model):
 
 
 class ColumnSpec(_Model):
-    name: str
+    name: Annotated[str, _identifier("column name {!r} must be letters, digits, _ and $, not starting with a digit")]
     type: str
     nullable: bool = True
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not IDENTIFIER.match(value):
-            raise ValueError(f"column name {value!r} must be letters, digits, _ and $, not starting with a digit")
-        return value
 
     @field_validator("type")
     @classmethod
@@ -183,16 +189,11 @@ class TableSpec(_Model):
 
 
 class LakeSettings(_Model):
-    database: str = Field(default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables")
+    database: Annotated[str, _identifier("database {!r} must be letters, digits and _")] = Field(
+        default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables"
+    )
     write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
     commit_retries: int = Field(default=4, ge=0, le=20)
-
-    @field_validator("database")
-    @classmethod
-    def _database(cls, value: str) -> str:
-        if not IDENTIFIER.match(value):
-            raise ValueError(f"database {value!r} must be letters, digits and _")
-        return value
 
 
 class PipelineConfig(_Model):
@@ -274,6 +275,31 @@ def load_config(path: str | Path) -> PipelineConfig:
     except OSError as error:
         raise ConfigError(f"cannot read configuration {file}: {error.strerror or error}") from None
     return parse_config_text(text, str(file))
+
+
+def load_config_uri(uri: str, *, s3_client: Any = None, label: str = "") -> PipelineConfig:
+    """Read and validate the configuration at a local path (YAML or JSON) or an ``s3://bucket/key`` URI.
+
+    ``s3_client`` defaults to ``boto3.client("s3")``, built (and boto3 imported) only for an s3:// URI.
+    ``label`` names where the URI came from (an environment variable, say) in the message of a malformed URI.
+    Every failure is a ConfigError naming the URI.
+    """
+    if not uri.startswith("s3://"):
+        return load_config(uri)
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    if not bucket or not key:
+        raise ConfigError(f"{label + '=' if label else ''}{uri!r}: expected s3://bucket/key")
+    from botocore.exceptions import ClientError
+
+    if s3_client is None:
+        import boto3
+
+        s3_client = boto3.client("s3")
+    try:
+        body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as error:
+        raise ConfigError(f"cannot read configuration {uri}: {error}") from error
+    return parse_config_text(body.decode("utf-8"), uri)
 
 
 def _describe_location(data: Any, location: tuple[Any, ...]) -> str:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
+from cdc_lake.names import JobKind
 
 _LOAD_NAME = re.compile(r"^LOAD(?P<counter>[0-9A-Fa-f]{8})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
 # CDC names are a timestamp: date, dash, time digits; the digit count varies by DMS version.
@@ -23,6 +25,10 @@ _TIME_WIDTH = 24
 class FileKind(enum.Enum):
     FULL_LOAD = "full_load"
     CDC = "cdc"
+
+
+# The Glue job that applies each kind of file: the Lambda routes by it and each job checks its file against it.
+JOB_FOR_FILE_KIND: Mapping[FileKind, JobKind] = {FileKind.FULL_LOAD: "full_load", FileKind.CDC: "cdc_replay"}
 
 
 @dataclass(frozen=True, order=False)

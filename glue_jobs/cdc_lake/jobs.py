@@ -10,24 +10,22 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, load_config, parse_config_text
-from cdc_lake.dms_files import FileKind, parse_key
+from cdc_lake.config import PipelineConfig, load_config_uri
+from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.exceptions import JobArgumentError
 from cdc_lake.maintenance import MaintenanceResult
+from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore, S3Store
 from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
-JobKind = Literal["full_load", "cdc_replay"]
-JOB_FILE_KIND: dict[str, FileKind] = {"full_load": FileKind.FULL_LOAD, "cdc_replay": FileKind.CDC}
 REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
-OPTIONAL_ARGUMENTS = {"catalog": "glue_catalog", "database": ""}
+OPTIONAL_ARGUMENTS = {"catalog": GLUE_CATALOG, "database": ""}
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class JobOptions:
     bucket: str
     key: str
     table: str
-    catalog: str = "glue_catalog"
+    catalog: str = GLUE_CATALOG
     database: str = ""  # empty: the configuration's lake.database
 
     @classmethod
@@ -60,17 +58,6 @@ class JobOptions:
         return cls(**{k: v for k, v in plain.items() if k in known})
 
 
-def read_config(uri: str) -> PipelineConfig:
-    """Load the table configuration from a local path or an s3:// URI."""
-    if uri.startswith("s3://"):
-        import boto3
-
-        bucket, _, key = uri.removeprefix("s3://").partition("/")
-        body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
-        return parse_config_text(body, uri)
-    return load_config(uri)
-
-
 def run_job(
     kind: JobKind,
     options: JobOptions,
@@ -80,11 +67,11 @@ def run_job(
     store: ObjectStore | None = None,
 ) -> RunResult:
     """Run one job: check the file suits this job, then apply the table's pending files up to it."""
-    config = config or read_config(options.config_uri)
+    config = config or load_config_uri(options.config_uri)
     dms_file = parse_key(options.key, config)
     if dms_file.table != options.table:
         raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
-    if dms_file.kind is not JOB_FILE_KIND[kind]:
+    if JOB_FOR_FILE_KIND[dms_file.kind] != kind:
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
     location = LakeLocation(options.catalog, options.database or config.lake.database)
     store = store or S3Store(options.bucket)
@@ -131,12 +118,12 @@ def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[Maintenance
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = maintenance_options(list(argv if argv is not None else sys.argv))
-    config = read_config(options["config_uri"])
-    location = LakeLocation(options.get("catalog", "glue_catalog"), options.get("database") or config.lake.database)
+    config = load_config_uri(options["config_uri"])
+    location = LakeLocation(options.get("catalog", GLUE_CATALOG), options.get("database") or config.lake.database)
     retention = Retention(
-        days=int(options.get("retain_days", 7)),
-        last=int(options.get("retain_last", 20)),
-        orphan_days=int(options.get("orphan_days", 3)),
+        days=int(options.get("retain_days", RETAIN_DAYS)),
+        last=int(options.get("retain_last", RETAIN_LAST)),
+        orphan_days=int(options.get("orphan_days", ORPHAN_DAYS)),
     )
     tables = [options["table"]] if options.get("table") else None
     return maintain(glue_spark_session(), config, location, options["action"], tables, retention)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.history import history_name
+from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.record import STATE
 from cdc_lake.sql import quote, sql_string
 from cdc_lake.tables import LakeLocation, table_exists
@@ -29,9 +30,9 @@ ACTIONS: tuple[Action, ...] = ("compact", "expire", "orphans", "all")
 class Retention:
     """How much history expiry keeps: snapshots younger than ``days``, and at least the last ``last``."""
 
-    days: int = 7
-    last: int = 20
-    orphan_days: int = 3
+    days: int = RETAIN_DAYS
+    last: int = RETAIN_LAST
+    orphan_days: int = ORPHAN_DAYS
 
 
 @dataclass(frozen=True)

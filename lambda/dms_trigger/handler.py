@@ -1,8 +1,9 @@
 """The S3-triggered Lambda: route each DMS file to its Glue job and start the run.
 
-``handle`` is the whole behaviour with its clients injected; the local runtime calls it with a local stand-in
-for Glue. ``lambda_handler`` only adds what the deployed function needs: Powertools logging and metrics, and
-the configuration and clients built once per container from environment variables.
+``handle`` is the whole behaviour with its Glue starter injected; the local runtime calls it with a starter
+around a local stand-in for Glue, the tests with one around moto or a fake client. ``lambda_handler`` only adds
+what the deployed function needs: Powertools logging and metrics, and the configuration and the starter built
+from environment variables on the first invocation of a container and then reused.
 
 Nothing is dropped silently: every object that starts no run is logged with its reason, and when Glue still
 refuses a run after the retries the invocation fails, so Lambda's asynchronous retries and then the on-failure
@@ -28,17 +29,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from cdc_lake.config import PipelineConfig, load_config, parse_config_text
+from cdc_lake.config import PipelineConfig, load_config_uri
 from cdc_lake.exceptions import CdcLakeError, ConfigError
-from dms_trigger.routing import (
-    JOB_KINDS,
-    UNKNOWN_TABLE,
-    IgnoredObject,
-    JobKind,
-    JobRunRequest,
-    read_event,
-    route,
-)
+from cdc_lake.names import JOB_KINDS, JobKind
+from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
 CONFIG_ENV = "CDC_LAKE_CONFIG"
@@ -175,12 +169,11 @@ def handle(
     event: Mapping[str, Any],
     *,
     config: PipelineConfig,
-    glue_client: Any,
-    job_names: Mapping[JobKind, str],
+    starter: GlueJobStarter,
     logger: LogSink | None = None,
     metrics: MetricSink | None = None,
 ) -> list[str]:
-    """Start one Glue job run per DMS data file in the event; return the JobRunIds started.
+    """Start one Glue job run per DMS data file in the event with ``starter``; return the JobRunIds started.
 
     Each ignored object gets one structured log line (a warning and the UnknownTableObjects metric for
     files of tables not in the configuration). If any run is still refused after the retries, the others
@@ -198,7 +191,6 @@ def handle(
     for item in ignored:
         _log_ignored(log, item)
 
-    starter = GlueJobStarter(glue_client, job_names)
     run_ids: list[str] = []
     failures: list[tuple[JobRunRequest, Exception]] = []
     for request in requests:
@@ -248,32 +240,17 @@ def _log_ignored(log: LogSink, item: IgnoredObject) -> None:
         log.info("Ignored s3://%s/%s (%s): %s", item.bucket, item.key, item.category, item.reason, extra=fields)
 
 
-def load_pipeline_config(location: str, *, s3_client: Any = None) -> PipelineConfig:
-    """Read the table configuration from a bundled file path (JSON or YAML) or an ``s3://bucket/key`` URI."""
-    if not location.startswith("s3://"):
-        return load_config(location)
-    bucket, _, key = location.removeprefix("s3://").partition("/")
-    if not bucket or not key:
-        raise ConfigError(f"{CONFIG_ENV}={location!r}: expected s3://bucket/key")
-    client = s3_client if s3_client is not None else boto3.client("s3")
-    try:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except ClientError as error:
-        raise ConfigError(f"cannot read configuration {location}: {error}") from error
-    return parse_config_text(body.decode("utf-8"), location)
-
-
 @dataclass(frozen=True)
 class ContainerSettings:
-    """What the deployed function builds once per container."""
+    """What the deployed function builds once per container: the configuration and the Glue starter."""
 
     config: PipelineConfig
-    job_names: Mapping[JobKind, str]
-    glue_client: Any
+    starter: GlueJobStarter
 
 
 def container_settings(environ: Mapping[str, str] | None = None) -> ContainerSettings:
-    """Configuration, job names and Glue client from the environment, built on the first call and then reused."""
+    """Configuration and Glue starter (job names, Glue client) from the environment, built on the first call and
+    then reused."""
     env = os.environ if environ is None else environ
     names = (CONFIG_ENV, FULL_LOAD_JOB_ENV, CDC_REPLAY_JOB_ENV)
     missing = [name for name in names if not env.get(name)]
@@ -285,9 +262,11 @@ def container_settings(environ: Mapping[str, str] | None = None) -> ContainerSet
 @functools.lru_cache(maxsize=1)
 def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str) -> ContainerSettings:
     return ContainerSettings(
-        config=load_pipeline_config(config_location),
-        job_names={"full_load": full_load_job, "cdc_replay": cdc_replay_job},
-        glue_client=boto3.client("glue", config=Config(retries={"mode": "standard"})),
+        config=load_config_uri(config_location, label=CONFIG_ENV),
+        starter=GlueJobStarter(
+            boto3.client("glue", config=Config(retries={"mode": "standard"})),
+            {"full_load": full_load_job, "cdc_replay": cdc_replay_job},
+        ),
     )
 
 
@@ -313,12 +292,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """Entry point of the deployed function (S3 notification or EventBridge rule, invoked asynchronously)."""
     _structure_library_logs()
     settings = container_settings()
-    run_ids = handle(
-        event,
-        config=settings.config,
-        glue_client=settings.glue_client,
-        job_names=settings.job_names,
-        logger=logger,
-        metrics=metrics,
-    )
+    run_ids = handle(event, config=settings.config, starter=settings.starter, logger=logger, metrics=metrics)
     return {"job_run_ids": run_ids}

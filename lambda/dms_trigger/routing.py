@@ -9,19 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes import S3Event, S3EventBridgeNotificationEvent
 
 from cdc_lake.config import PipelineConfig
-from cdc_lake.dms_files import FileKind, parse_key
+from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.exceptions import CdcLakeError, NotADmsFileError, OutsideDmsFolderError, UnknownTableError
-
-JobKind = Literal["full_load", "cdc_replay"]
-JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay")
-
-JOB_FOR_FILE_KIND: Mapping[FileKind, JobKind] = {FileKind.FULL_LOAD: "full_load", FileKind.CDC: "cdc_replay"}
+from cdc_lake.names import JobKind
 
 # Why an object started no job run; every one is logged once by the handler.
 TEST_EVENT = "test_event"

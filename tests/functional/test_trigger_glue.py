@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.moto_api import state_manager
 
-from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.config import PipelineConfig, load_config_uri, parse_config
 from cdc_lake.exceptions import ConfigError
 from dms_trigger import handler as trigger
 from dms_trigger.events import eventbridge_object_created_event, s3_object_created_event
@@ -140,11 +139,9 @@ class SplitGlue:
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Backoff delays handle() would have slept, recorded instead of waited."""
-    delays: list[float] = []
-    monkeypatch.setattr(trigger, "GlueJobStarter", functools.partial(GlueJobStarter, sleep=delays.append))
-    return delays
+def sleeps() -> list[float]:
+    """Backoff delays a starter made with ``sleep=sleeps.append`` would have slept, recorded instead of waited."""
+    return []
 
 
 # --- handle() against moto Glue ---
@@ -162,7 +159,7 @@ def test_a_mixed_event_starts_the_right_runs_with_the_right_arguments(aws):
     ]
     event = s3_object_created_event(BUCKET, landed)
 
-    run_ids = handle(event, config=CONFIG, glue_client=glue, job_names=JOB_NAMES)
+    run_ids = handle(event, config=CONFIG, starter=GlueJobStarter(glue, JOB_NAMES))
 
     full_load_runs = runs_of(glue, FULL_LOAD_JOB)
     cdc_runs = runs_of(glue, CDC_REPLAY_JOB)
@@ -184,8 +181,7 @@ def test_an_eventbridge_event_starts_the_cdc_job(aws):
     run_ids = handle(
         eventbridge_object_created_event(BUCKET, key, size, etag),
         config=CONFIG,
-        glue_client=aws["glue"],
-        job_names=JOB_NAMES,
+        starter=GlueJobStarter(aws["glue"], JOB_NAMES),
     )
 
     runs = runs_of(aws["glue"], CDC_REPLAY_JOB)
@@ -197,7 +193,7 @@ def test_an_eventbridge_event_starts_the_cdc_job(aws):
 def test_an_event_of_ignored_objects_starts_nothing(aws):
     event = s3_object_created_event(BUCKET, [("dms/shop/orders/_SUCCESS", 0, "d41d8cd98f00b204e9800998ecf8427e")])
 
-    assert handle(event, config=CONFIG, glue_client=aws["glue"], job_names=JOB_NAMES) == []
+    assert handle(event, config=CONFIG, starter=GlueJobStarter(aws["glue"], JOB_NAMES)) == []
     assert runs_of(aws["glue"], FULL_LOAD_JOB) == runs_of(aws["glue"], CDC_REPLAY_JOB) == []
 
 
@@ -208,12 +204,13 @@ def test_glue_refusing_while_a_run_is_in_progress_fails_the_invocation(aws, slee
     state_manager.set_transition(model_name="glue::job_run", transition={"progression": "manual", "times": 1000})
     try:
         job_names = {"full_load": FULL_LOAD_JOB, "cdc_replay": "single-run"}
+        starter = GlueJobStarter(glue, job_names, sleep=sleeps.append)
         first = s3_object_created_event(BUCKET, [(ORDERS_CDC, 10, "e1")])
         second = s3_object_created_event(BUCKET, [(CUSTOMERS_CDC, 10, "e2")])
-        assert len(handle(first, config=CONFIG, glue_client=glue, job_names=job_names)) == 1
+        assert len(handle(first, config=CONFIG, starter=starter)) == 1
 
         with pytest.raises(JobStartError) as refused:
-            handle(second, config=CONFIG, glue_client=glue, job_names=job_names)
+            handle(second, config=CONFIG, starter=starter)
     finally:
         state_manager.unset_transition("glue::job_run")
 
@@ -250,7 +247,7 @@ def test_handle_retries_through_refusals(sleeps):
     glue = RefusingGlue(refusals=3)
     event = s3_object_created_event(BUCKET, [(ORDERS_LOAD, 10, "e")])
 
-    run_ids = handle(event, config=CONFIG, glue_client=glue, job_names=JOB_NAMES)
+    run_ids = handle(event, config=CONFIG, starter=GlueJobStarter(glue, JOB_NAMES, sleep=sleeps.append))
 
     assert run_ids == ["jr_0004"]
     assert len(sleeps) == 3
@@ -273,7 +270,7 @@ def test_glue_that_always_refuses_fails_the_invocation_after_every_attempt(sleep
     event = s3_object_created_event(BUCKET, [(ORDERS_CDC, 10, "e")])
 
     with pytest.raises(JobStartError) as refused:
-        handle(event, config=CONFIG, glue_client=glue, job_names=JOB_NAMES)
+        handle(event, config=CONFIG, starter=GlueJobStarter(glue, JOB_NAMES, sleep=sleeps.append))
 
     assert len(glue.calls) == 5
     assert len(sleeps) == 4
@@ -300,7 +297,7 @@ def test_one_refused_job_does_not_stop_the_others_but_still_fails_the_invocation
     event = s3_object_created_event(BUCKET, [(ORDERS_LOAD, 10, "e1"), (ORDERS_CDC, 10, "e2")])
 
     with pytest.raises(JobStartError) as refused:
-        handle(event, config=CONFIG, glue_client=glue, job_names=JOB_NAMES)
+        handle(event, config=CONFIG, starter=GlueJobStarter(glue, JOB_NAMES, sleep=sleeps.append))
 
     assert [(job, args["--key"]) for job, args in glue.started] == [(CDC_REPLAY_JOB, ORDERS_CDC)]
     assert [(r.job, r.key) for r, _ in refused.value.failures] == [("full_load", ORDERS_LOAD)]
@@ -355,7 +352,7 @@ def test_each_ignored_object_is_logged_once_and_unknown_tables_are_counted():
     )
 
     run_ids = handle(
-        event, config=CONFIG, glue_client=RefusingGlue(refusals=0), job_names=JOB_NAMES, logger=log, metrics=metrics
+        event, config=CONFIG, starter=GlueJobStarter(RefusingGlue(refusals=0), JOB_NAMES), logger=log, metrics=metrics
     )
 
     assert run_ids == ["jr_0001"]
@@ -490,4 +487,4 @@ def test_lambda_handler_names_a_missing_environment_variable(aws, monkeypatch, t
 
 def test_an_unreadable_s3_configuration_is_a_config_error(aws):
     with pytest.raises(ConfigError, match=r"s3://cdc-lake-landing/missing\.yaml"):
-        trigger.load_pipeline_config("s3://cdc-lake-landing/missing.yaml")
+        load_config_uri("s3://cdc-lake-landing/missing.yaml")

@@ -1,6 +1,6 @@
 """The deployed pipeline, on a laptop: files land in a folder, each becomes the S3 event the Lambda would
 receive, the Lambda's own handler routes it, and a local stand-in for the Glue client runs the job in
-this process's Spark session.
+this process's Spark session. Locally each Glue job is named after its kind (``full_load``, ``cdc_replay``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from pyspark.sql import SparkSession
 from cdc_lake.config import PipelineConfig
 from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.jobs import JobKind, JobOptions, run_job
+from cdc_lake.jobs import JobOptions, run_job
 from cdc_lake.local.session import LOCAL_CATALOG
+from cdc_lake.names import JOB_KINDS
 from cdc_lake.replay import RunResult
 from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
@@ -28,7 +29,6 @@ from cdc_lake.tables import LakeLocation
 log = logging.getLogger(__name__)
 
 LOCAL_BUCKET = "local-landing"
-JOB_NAMES: dict[JobKind, str] = {"full_load": "full_load", "cdc_replay": "cdc_replay"}
 
 
 @dataclass
@@ -70,7 +70,7 @@ class LocalGlueClient:
         self.runs: list[LocalJobRun] = []
 
     def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
-        kind = {v: k for k, v in JOB_NAMES.items()}.get(JobName)
+        kind = next((k for k in JOB_KINDS if k == JobName), None)
         if kind is None:
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
@@ -118,8 +118,9 @@ class LocalPipeline:
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
         """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed)."""
         from dms_trigger.events import s3_object_created_event
-        from dms_trigger.handler import handle
+        from dms_trigger.handler import GlueJobStarter, handle
 
+        starter = GlueJobStarter(self.glue, {kind: kind for kind in JOB_KINDS})
         first = len(self.glue.runs)
         for key in keys:
             path = self.landing / key
@@ -127,7 +128,7 @@ class LocalPipeline:
                 raise CdcLakeError(f"{key}: no such file under {self.landing}")
             stored = self.store.stat(key)
             event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
-            handle(event, config=self.config, glue_client=self.glue, job_names=JOB_NAMES)
+            handle(event, config=self.config, starter=starter)
         return self.glue.runs[first:]
 
     def landed_keys(self) -> list[str]:
