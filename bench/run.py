@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from cdc_lake.config import PipelineConfig, load_config
 from cdc_lake.dms_files import parse_key
-from cdc_lake.generator import GeneratorSpec, generate
+from cdc_lake.local.generator import GeneratorSpec, generate
 from cdc_lake.local.session import local_spark_session
 from cdc_lake.replay import apply_up_to
 from cdc_lake.spark_types import parse_type

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.demo import demo_config_path
+from cdc_lake.local.demo import demo_config_path
 from tests.conftest import write_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-CLI = [sys.executable, "-m", "cdc_lake.cli"]
+CLI = [sys.executable, "-m", "cdc_lake.local.cli"]
 CONFIG = """
 dms: {format: csv, bucket_folder: dms}
 lake: {database: cli_test}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.cli import main
+from cdc_lake.local.cli import main
 from tests.conftest import write_file
 
 pytestmark = pytest.mark.spark

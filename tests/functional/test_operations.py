@@ -14,9 +14,9 @@ import pytest
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.dms_files import parse_key
 from cdc_lake.export import export_tables
-from cdc_lake.generator import GeneratorSpec, generate, land_order
 from cdc_lake.history import history_name
 from cdc_lake.jsonl import read_jsonl
+from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.maintenance import Retention, maintain
 from cdc_lake.operations import list_changes, reapply, rollback

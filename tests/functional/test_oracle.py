@@ -13,8 +13,8 @@ import pytest
 
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.export import export_tables
-from cdc_lake.generator import GeneratorSpec, generate, land_order
 from cdc_lake.jsonl import read_jsonl
+from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 
 pytestmark = pytest.mark.spark

@@ -20,7 +20,7 @@ import pytest
 
 from cdc_lake.config import TableSpec, parse_config
 from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.generator import GeneratorSpec, generate, land_order
+from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.reconcile import format_report, read_expected, reconcile
 from cdc_lake.record import snapshot_summaries

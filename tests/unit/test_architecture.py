@@ -19,7 +19,8 @@ from cdc_lake.config import load_config
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets, imported_modules, module_file
 
 PACKAGES = (REPO_ROOT / "glue_jobs" / "cdc_lake", REPO_ROOT / "lambda" / "dms_trigger", REPO_ROOT / "infra")
-LAPTOP_TOOLS = ("cdc_lake/cli.py", "cdc_lake/demo.py", "cdc_lake/generator/", "cdc_lake/local/")
+# The laptop tools: CLI, demo, generator, local runtime and session.
+LAPTOP_TOOLS = "cdc_lake/local/"
 DEMO_CONFIG = REPO_ROOT / "glue_jobs" / "cdc_lake" / "demo.yaml"
 
 # Runs in a fresh interpreter: forgets the repository (the editable install's finders and any path into
@@ -115,8 +116,7 @@ def test_glue_library_depends_on_neither_the_lambda_nor_the_laptop_tools() -> No
         (name, target)
         for name in glue
         for target in graph[name]
-        if target.startswith(("dms_trigger", "infra", "cdc_lake.local", "cdc_lake.cli", "cdc_lake.demo"))
-        or target.startswith("cdc_lake.generator")
+        if target.startswith(("dms_trigger", "infra", "cdc_lake.local"))
     }
     assert not reaching_out
 
@@ -133,9 +133,9 @@ def test_glue_bundle_holds_only_what_glue_imports_and_imports_alone(assets) -> N
 
 
 def test_glue_bundle_cannot_reach_the_laptop_tools(assets) -> None:
-    result = run_probe(assets.library_zip, ("dms_trigger",), ["cdc_lake.jobs", "cdc_lake.cli"])
+    result = run_probe(assets.library_zip, ("dms_trigger",), ["cdc_lake.jobs", "cdc_lake.local.cli"])
     assert result.returncode != 0
-    assert "cdc_lake.cli" in result.stderr
+    assert "No module named 'cdc_lake.local'" in result.stderr
 
 
 def test_lambda_bundle_imports_without_spark(assets) -> None:

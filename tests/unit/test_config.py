@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.config import load_config, parse_config, parse_config_text
-from cdc_lake.demo import demo_config_path
 from cdc_lake.exceptions import ConfigError, UnknownTableError
+from cdc_lake.local.demo import demo_config_path
 
 MINIMAL = {
     "dms": {"format": "csv", "timestamp_column": "dms_timestamp", "include_op_for_full_load": False,

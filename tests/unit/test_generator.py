@@ -26,8 +26,8 @@ import cdc_lake
 from cdc_lake.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.dms_files import FileKind, parse_key
 from cdc_lake.exceptions import ConfigError, UnknownTableError
-from cdc_lake.generator import GenerationResult, GeneratorSpec, csv_field, generate, land_order
 from cdc_lake.jsonl import json_row, read_jsonl, sort_key
+from cdc_lake.local.generator import GenerationResult, GeneratorSpec, csv_field, generate, land_order
 
 DEMO = load_config(Path(cdc_lake.__file__).parent / "demo.yaml")
 ALL_TYPES: dict[str, Any] = {

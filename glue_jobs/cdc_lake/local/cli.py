@@ -202,7 +202,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from cdc_lake.generator import GeneratorSpec, generate
+    from cdc_lake.local.generator import GeneratorSpec, generate
 
     config = _config(args)
     spec = GeneratorSpec(
@@ -225,7 +225,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from cdc_lake.demo import run_demo
+    from cdc_lake.local.demo import run_demo
 
     return run_demo(args.workdir, rows=args.rows, batches=args.batches, config_path=args.config)
 

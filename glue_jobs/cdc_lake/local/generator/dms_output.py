@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc_lake.config import DmsSettings, PipelineConfig
-from cdc_lake.generator.source import CdcFile, LoadFile
-from cdc_lake.generator.spec import GeneratorSpec
-from cdc_lake.generator.values import Column, Row, TableModel, plain_text, timestamp_text
+from cdc_lake.local.generator.source import CdcFile, LoadFile
+from cdc_lake.local.generator.spec import GeneratorSpec
+from cdc_lake.local.generator.values import Column, Row, TableModel, plain_text, timestamp_text
 
 
 def csv_field(text: str, delimiter: str = ",") -> str:

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from cdc_lake.config import DECIMAL_TYPE, DmsSettings, TableSpec
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.generator.spec import GeneratorSpec
+from cdc_lake.local.generator.spec import GeneratorSpec
 
 Row = tuple[Any, ...]
 

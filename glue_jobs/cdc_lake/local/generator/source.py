@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
-from cdc_lake.generator.spec import DEFAULT_START_TIME, GeneratorSpec
-from cdc_lake.generator.values import Row, TableModel
+from cdc_lake.local.generator.spec import DEFAULT_START_TIME, GeneratorSpec
+from cdc_lake.local.generator.values import Row, TableModel
 
 # Timeline of one table, relative to GeneratorSpec.start_time (when the full load and change capture start).
 _CACHED_FROM = timedelta(seconds=1)  # cached changes commit in [1 s, 9 s) ...

@@ -31,7 +31,7 @@ def demo_config_path() -> Path:
 
 
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
-    from cdc_lake.generator import GeneratorSpec, generate, land_order
+    from cdc_lake.local.generator import GeneratorSpec, generate, land_order
     from cdc_lake.local.runtime import LocalPipeline
     from cdc_lake.local.session import local_spark_session
 

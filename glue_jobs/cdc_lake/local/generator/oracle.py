@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from cdc_lake.config import TableSpec
-from cdc_lake.generator.source import TablePlan
-from cdc_lake.generator.values import Row
 from cdc_lake.jsonl import write_jsonl
+from cdc_lake.local.generator.source import TablePlan
+from cdc_lake.local.generator.values import Row
 
 
 def replay(plan: TablePlan, key_of: Callable[[Row], Any]) -> dict[Any, Row]:

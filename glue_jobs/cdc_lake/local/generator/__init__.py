@@ -28,11 +28,11 @@ from pathlib import Path
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import order_key_for
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.generator.dms_output import TableWriter, csv_field
-from cdc_lake.generator.oracle import check_against_source, replay, write_expected
-from cdc_lake.generator.source import SourceSimulation, TablePlan, assign_change_sequences
-from cdc_lake.generator.spec import DEFAULT_SPEC, GenerationResult, GeneratorSpec, TableResult
-from cdc_lake.generator.values import TableModel
+from cdc_lake.local.generator.dms_output import TableWriter, csv_field
+from cdc_lake.local.generator.oracle import check_against_source, replay, write_expected
+from cdc_lake.local.generator.source import SourceSimulation, TablePlan, assign_change_sequences
+from cdc_lake.local.generator.spec import DEFAULT_SPEC, GenerationResult, GeneratorSpec, TableResult
+from cdc_lake.local.generator.values import TableModel
 
 __all__ = ["DEFAULT_SPEC", "GenerationResult", "GeneratorSpec", "TableResult", "csv_field", "generate", "land_order"]
 
