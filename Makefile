@@ -41,8 +41,8 @@ format: setup ## apply ruff's formatting and safe fixes
 bench: setup ## full load of 1M rows vs plain Spark CSV->Parquet; a 10k-change CDC file into 1M rows
 	$(PY) -m bench.run
 
-synth: setup ## synthesize the CDK app offline into cdk.out
-	npx cdk synth --quiet
+synth: setup ## synthesize offline into cdk.out; required values not in cdk.json get placeholders (check only)
+	npx cdk synth --quiet -c exampleValues=true
 
 clean: ## remove generated data and caches (keeps .venv)
 	rm -rf demo-output cdk.out bench/results .pytest_cache .ruff_cache .mypy_cache

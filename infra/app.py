@@ -6,6 +6,7 @@ builds the Glue/Lambda artifacts into ``build/infra-assets`` and synthesizes one
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 from cdc_lake.config import load_config
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
-from infra.settings import DeploySettings
+from infra.settings import DeploySettings, example_values_message
 
 DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "infra-assets"
 
@@ -36,12 +37,19 @@ def create_app(
     config = load_config(config_path)
     assets = build_assets(config, asset_dir, sources=sources)
     stack = PipelineStack(app, settings.stack_name, settings=settings, config=config, assets=assets)
+    message = example_values_message(settings)
+    if message:
+        # Recorded in the cloud assembly too, so synth, diff and deploy all show it against the stack.
+        cdk.Annotations.of(stack).add_warning_v2("cdc-lake:exampleValues", message)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return app, stack
 
 
 def main() -> None:
-    app, _stack = create_app()
+    app, stack = create_app()
+    message = example_values_message(stack.settings)
+    if message:
+        print(f"cdc-lake: {message}", file=sys.stderr)
     app.synth()
 
 

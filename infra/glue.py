@@ -15,12 +15,12 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from cdc_lake.config import PipelineConfig
+from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from infra.packaging import PipelineAssets, pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 
 GLUE_VERSION = "5.1"
 WORKER_TYPE = "G.1X"
-CATALOG_NAME = "glue_catalog"
 PYDANTIC_FALLBACK = "pydantic==2.*"
 
 
@@ -56,19 +56,18 @@ MAINTENANCE = JobSizing(
     max_concurrent_runs=1,
     description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files (--action)",
 )
-# Job defaults of the maintenance script; a run (or the schedule) overrides them key by key. Snapshots
-# younger than --retain_days stay for rollback, and the newest --retain_last are kept whatever their age;
-# only unreferenced files older than --orphan_days are orphans (younger ones may belong to a running commit).
+# Job defaults of the maintenance script (a run or the schedule overrides them key by key); the values,
+# and why they are safe, are defined once in cdc_lake.names.
 MAINTENANCE_ARGUMENTS = {
     "--action": "all",
-    "--retain_days": "7",
-    "--retain_last": "20",
-    "--orphan_days": "3",
+    "--retain_days": str(RETAIN_DAYS),
+    "--retain_last": str(RETAIN_LAST),
+    "--orphan_days": str(ORPHAN_DAYS),
 }
 SCHEDULED_MAINTENANCE_ARGUMENTS = {"--action": "all"}
 
 
-def iceberg_spark_conf(warehouse_uri: str, catalog: str = CATALOG_NAME) -> str:
+def iceberg_spark_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> str:
     """The Iceberg/Glue-catalog settings as ONE ``--conf`` value (Glue accepts the key only once)."""
     settings = [
         "spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -143,7 +142,7 @@ class GlueJobs(Construct):
         self.default_arguments = {
             "--job-language": "python",
             "--config_uri": self.config_asset.s3_object_url,
-            "--catalog": CATALOG_NAME,
+            "--catalog": GLUE_CATALOG,
             "--warehouse": storage.warehouse_uri,
             "--database": database_name,
             "--datalake-formats": "iceberg",

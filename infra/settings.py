@@ -39,11 +39,23 @@ RAW_RETENTION_DAYS = "rawRetentionDays"
 POWERTOOLS_LAYER_VERSION = "powertoolsLayerVersion"
 MAINTENANCE_SCHEDULE = "maintenanceSchedule"
 MAINTENANCE_ENABLED = "maintenanceEnabled"
+EXAMPLE_VALUES = "exampleValues"
 
 # Daily at 03:30 UTC. Glue schedules are six-field cron expressions (no rate()), always in UTC.
 DEFAULT_MAINTENANCE_SCHEDULE = "cron(30 3 * * ? *)"
 
 REQUIRED_KEYS = (VPC_ID, SUBNET_IDS, SOURCE_ENGINE, SOURCE_SECRET_ARN)
+
+# exampleValues=true (`make synth`) fills the required values that are missing with these, so the app can be
+# checked on a fresh clone without an AWS account. All-zero ids and account 000000000000 exist nowhere and
+# still pass the validation below, so the example synth exercises the same code as a real one.
+EXAMPLE_CONTEXT: dict[str, str] = {
+    VPC_ID: "vpc-00000000000000000",
+    SUBNET_IDS: "subnet-0000000000000000a,subnet-0000000000000000b",
+    SOURCE_ENGINE: "mysql",
+    SOURCE_SECRET_ARN: "arn:aws:secretsmanager:us-east-1:000000000000:secret:cdc-lake/example-source-000000",
+}
+EXAMPLE_SOURCE_DATABASE = "example"
 
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
@@ -90,6 +102,8 @@ class DeploySettings:
     powertools_layer_version: int = 38
     maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE
     maintenance_enabled: bool = True
+    # Context keys that exampleValues=true filled with placeholders; empty for a deployable synth.
+    example_values: tuple[str, ...] = ()
 
     @property
     def resource_prefix(self) -> str:
@@ -100,6 +114,11 @@ class DeploySettings:
     def from_context(cls, node: ContextSource) -> DeploySettings:
         """Read and validate every context key; raise SettingsError naming all problems at once."""
         reader = _Reader(node)
+        example_values: tuple[str, ...] = ()
+        if reader.boolean(EXAMPLE_VALUES, default=False):
+            examples = _ExampleContext(node)
+            node = reader.node = examples
+            example_values = examples.filled
         engine = reader.choice(SOURCE_ENGINE, SOURCE_ENGINES, default=None)
         settings = cls(
             vpc_id=reader.pattern(VPC_ID, _VPC_ID, required=True) or "",
@@ -122,6 +141,7 @@ class DeploySettings:
             powertools_layer_version=reader.integer(POWERTOOLS_LAYER_VERSION, 38, 1, 10_000),
             maintenance_schedule=reader.pattern(MAINTENANCE_SCHEDULE, _GLUE_CRON) or DEFAULT_MAINTENANCE_SCHEDULE,
             maintenance_enabled=reader.boolean(MAINTENANCE_ENABLED, default=True),
+            example_values=example_values,
         )
         if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):
             reader.problems.append(f"{SOURCE_ENGINE} is required: one of {', '.join(SOURCE_ENGINES)}")
@@ -138,6 +158,40 @@ class DeploySettings:
         return settings
 
 
+def example_values_message(settings: DeploySettings) -> str | None:
+    """What to tell the user when placeholders were used: which keys, and how to set them for a deploy."""
+    if not settings.example_values:
+        return None
+    keys = ", ".join(settings.example_values)
+    flags = " ".join(f"-c {key}=..." for key in settings.example_values)
+    return (
+        f"EXAMPLE VALUES ({EXAMPLE_VALUES}=true): {keys} are placeholders, so this template is for checking "
+        f"only and cannot be deployed. For a real deploy set them with {flags} or in cdk.json's context, "
+        f"and drop -c {EXAMPLE_VALUES}=true (see docs/deploy.md)."
+    )
+
+
+class _ExampleContext:
+    """The user's context, with EXAMPLE_CONTEXT standing in for the required values it lacks."""
+
+    def __init__(self, node: ContextSource) -> None:
+        self.node = node
+        placeholders = dict(EXAMPLE_CONTEXT)
+        engine = str(_given(node.try_get_context(SOURCE_ENGINE)) or placeholders[SOURCE_ENGINE]).strip()
+        if engine == "postgres":
+            placeholders[SOURCE_DATABASE] = EXAMPLE_SOURCE_DATABASE
+        self.placeholders = {k: v for k, v in placeholders.items() if _given(node.try_get_context(k)) is None}
+        self.filled = tuple(self.placeholders)
+
+    def try_get_context(self, key: str) -> Any:
+        return self.placeholders.get(key, self.node.try_get_context(key))
+
+
+def _given(value: Any) -> Any:
+    """The value, or None when it is absent or blank (how every reader treats an empty -c key=)."""
+    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
 class _Reader:
     """Reads context values one by one and collects problems instead of stopping at the first."""
 
@@ -146,8 +200,7 @@ class _Reader:
         self.problems: list[str] = []
 
     def _raw(self, key: str) -> Any:
-        value = self.node.try_get_context(key)
-        return None if value is None or (isinstance(value, str) and not value.strip()) else value
+        return _given(self.node.try_get_context(key))
 
     def text(self, key: str) -> str | None:
         value = self._raw(key)

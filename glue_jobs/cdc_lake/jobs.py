@@ -126,4 +126,4 @@ def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[Maintenance
         orphan_days=int(options.get("orphan_days", ORPHAN_DAYS)),
     )
     tables = [options["table"]] if options.get("table") else None
-    return maintain(glue_spark_session(), config, location, options["action"], tables, retention)  # type: ignore[arg-type]
+    return maintain(glue_spark_session(), config, location, options["action"], tables=tables, retention=retention)  # type: ignore[arg-type]

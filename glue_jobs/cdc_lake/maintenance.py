@@ -111,6 +111,7 @@ def maintain(
     config: PipelineConfig,
     location: LakeLocation,
     action: Action,
+    *,
     tables: Sequence[str] | None = None,
     retention: Retention | None = None,
     now: dt.datetime | None = None,

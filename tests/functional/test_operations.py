@@ -208,7 +208,9 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, d
     table = config.table("shop.lines")
     before = table_rows(spark, database, table.lake_table)
     changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
-    results = maintain(spark, config, pipeline.location, "all", ["shop.lines"], Retention(days=7, last=5))
+    results = maintain(
+        spark, config, pipeline.location, "all", tables=["shop.lines"], retention=Retention(days=7, last=5)
+    )
     actions = {(r.table.split(".")[-1], r.action) for r in results}
     assert actions == {(name, step) for name in ("shop_lines", "shop_lines_history")
                        for step in ("compact", "expire", "orphans")}  # fmt: skip
@@ -231,7 +233,7 @@ def test_expiry_never_drops_the_newest_applied_files_record(spark, database, lan
     location = LakeLocation("lake", database)
     apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
     for _ in range(3):
-        maintain(spark, config, location, "compact", ["shop.orders"])
+        maintain(spark, config, location, "compact", tables=["shop.orders"])
     later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
-    maintain(spark, config, location, "expire", ["shop.orders"], Retention(days=1, last=1), now=later)
+    maintain(spark, config, location, "expire", tables=["shop.orders"], retention=Retention(days=1, last=1), now=later)
     assert apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config)).already_applied

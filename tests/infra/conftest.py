@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,27 +70,9 @@ class Synthesized:
         return self.stack.resolve(Stack.of(construct).get_logical_id(construct.node.default_child or construct))
 
 
-def source_layout(root: Path) -> SourceLayout:
-    """The repository's sources; if a file owned by another part is not there yet, a copy with stubs."""
-    layout = SourceLayout()
-    missing = [path for path in layout.required_files() if not path.is_file()]
-    if not missing:
-        return layout
-    shutil.copytree(layout.glue_dir, root / "glue_jobs", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(layout.root / "lambda", root / "lambda", ignore=shutil.ignore_patterns("__pycache__"))
-    copy = SourceLayout(root)
-    for path in copy.required_files():
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text('"""Stub written by tests/infra: the real file does not exist yet."""\n')
-    return copy
-
-
 def synthesize(tmp: Path, overrides: dict[str, str]) -> Synthesized:
     context = {**cdk_json_context(), **DEPLOY_CONTEXT, **overrides}
-    _app, stack = create_app(
-        context, asset_dir=tmp / "assets", sources=source_layout(tmp / "sources"), outdir=str(tmp / "out")
-    )
+    _app, stack = create_app(context, asset_dir=tmp / "assets", sources=SourceLayout(), outdir=str(tmp / "out"))
     config = load_config(REPO_ROOT / context["tableConfig"])
     return Synthesized(stack=stack, template=Template.from_stack(stack), config=config)
 

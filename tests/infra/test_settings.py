@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.settings import DeploySettings, SettingsError
+from infra.settings import EXAMPLE_CONTEXT, DeploySettings, SettingsError, example_values_message
 from tests.infra.conftest import DEPLOY_CONTEXT, SECRET_ARN
 
 
@@ -91,3 +91,41 @@ def test_missing_required_values_are_all_reported_at_once() -> None:
 def test_invalid_values_are_refused(overrides: dict[str, str], problem: str) -> None:
     with pytest.raises(SettingsError, match=re.escape(problem)):
         settings(**overrides)
+
+
+def test_example_values_fill_every_missing_required_value_and_name_them() -> None:
+    result = DeploySettings.from_context(FakeNode({"exampleValues": "true"}))
+    assert result.example_values == ("vpcId", "subnetIds", "sourceEngine", "sourceSecretArn")
+    assert result.vpc_id == EXAMPLE_CONTEXT["vpcId"]
+    assert result.subnet_ids == ("subnet-0000000000000000a", "subnet-0000000000000000b")
+    assert result.source_engine == "mysql"
+    assert ":000000000000:secret:cdc-lake/example-" in result.source_secret_arn
+    message = example_values_message(result)
+    assert message is not None
+    assert "-c vpcId=... -c subnetIds=... -c sourceEngine=... -c sourceSecretArn=..." in message
+    assert "cdk.json" in message
+
+
+def test_example_values_keep_the_values_given() -> None:
+    result = DeploySettings.from_context(FakeNode({"exampleValues": True, "vpcId": "vpc-0123456789abcdef0"}))
+    assert result.vpc_id == "vpc-0123456789abcdef0"
+    assert result.example_values == ("subnetIds", "sourceEngine", "sourceSecretArn")
+    postgres = DeploySettings.from_context(FakeNode({"exampleValues": "true", "sourceEngine": "postgres"}))
+    assert postgres.example_values == ("vpcId", "subnetIds", "sourceSecretArn", "sourceDatabase")
+    assert postgres.source_database == "example"
+    complete = settings(exampleValues="true")
+    assert complete.example_values == ()
+    assert example_values_message(complete) is None
+
+
+@pytest.mark.parametrize("context", [{}, {"exampleValues": "false"}, {"exampleValues": False}])
+def test_without_example_values_missing_values_are_refused(context: dict[str, Any]) -> None:
+    with pytest.raises(SettingsError, match="vpcId is required"):
+        DeploySettings.from_context(FakeNode(context))
+
+
+def test_example_values_must_be_a_boolean_and_do_not_hide_invalid_values() -> None:
+    with pytest.raises(SettingsError, match=re.escape("exampleValues='sure' must be true or false")):
+        DeploySettings.from_context(FakeNode({"exampleValues": "sure"}))
+    with pytest.raises(SettingsError, match=re.escape("vpcId='vpc-1' is not valid")):
+        DeploySettings.from_context(FakeNode({"exampleValues": "true", "vpcId": "vpc-1"}))

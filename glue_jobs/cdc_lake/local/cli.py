@@ -77,22 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
-    changes = commands.add_parser("changes", help="list a table's applied changes (snapshots) with their files")
-    _add_config(changes)
-    _add_lake(changes)
-    changes.add_argument("--table", "-t", required=True)
+def _table_command(commands: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A command on one lake table: the configuration, the lake and ``--table``."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+    _add_config(parser)
+    _add_lake(parser)
+    parser.add_argument("--table", "-t", required=True)
+    return parser
 
-    history = commands.add_parser("history", help="every version of one row (tables with history: true)")
-    _add_config(history)
-    _add_lake(history)
-    history.add_argument("--table", "-t", required=True)
+
+def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
+    _table_command(commands, "changes", "list a table's applied changes (snapshots) with their files")
+
+    history = _table_command(commands, "history", "every version of one row (tables with history: true)")
     history.add_argument("--key", "-k", action="append", required=True, metavar="COLUMN=VALUE")
 
-    back = commands.add_parser("rollback", help="return a table (and its history) to an earlier change")
-    _add_config(back)
-    _add_lake(back)
-    back.add_argument("--table", "-t", required=True)
+    back = _table_command(commands, "rollback", "return a table (and its history) to an earlier change")
     back.add_argument("--to", type=int, required=True, metavar="CHANGE", help="snapshot id from `changes`")
 
     again = commands.add_parser("reapply", help="apply every landed file of a table not applied yet, in order")
@@ -101,10 +101,7 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     _add_lake(again)
     again.add_argument("--table", "-t", required=True)
 
-    reconcile = commands.add_parser("reconcile", help="compare a table with an expected extract (CSV/Parquet/JSONL)")
-    _add_config(reconcile)
-    _add_lake(reconcile)
-    reconcile.add_argument("--table", "-t", required=True)
+    reconcile = _table_command(commands, "reconcile", "compare a table with an expected extract (CSV/Parquet/JSONL)")
     reconcile.add_argument("--expected", "-e", required=True, help="a local path or an s3:// URI")
     reconcile.add_argument("--format", choices=["jsonl", "csv", "parquet"], help="default: from the extension")
     reconcile.add_argument("--limit", type=int, default=10, help="differences shown")
@@ -351,7 +348,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     config = _config(args)
     spark, location = _lake(args, config)
     retention = Retention(days=args.retain_days, last=args.retain_last, orphan_days=args.orphan_days)
-    for result in maintain(spark, config, location, args.action, args.table, retention):
+    for result in maintain(spark, config, location, args.action, tables=args.table, retention=retention):
         details = ", ".join(f"{k} {v}" for k, v in result.detail.items())
         print(f"{result.table}: {result.action}: {details}")
     return 0
