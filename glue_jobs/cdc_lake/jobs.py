@@ -1,4 +1,4 @@
-"""The two Glue jobs as library functions: typed options in, one replay run out.
+"""The Glue jobs as library functions: typed options in, one replay or maintenance run out.
 
 ``full_load`` is started for LOAD files and ``cdc_replay`` for CDC files; both apply every pending file
 of the table up to the triggering one, so either recovers from the other's lost events.
@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, load_config_uri
 from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.exceptions import JobArgumentError
-from cdc_lake.maintenance import MaintenanceResult
+from cdc_lake.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore, S3Store
@@ -100,30 +100,75 @@ def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> RunResult:
     return run_job(kind, options, glue_spark_session())
 
 
+MAINTENANCE_REQUIRED = ("config_uri", "action")
 MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days")
 
 
-def maintenance_options(argv: Sequence[str]) -> dict[str, str]:
-    """The maintenance job's arguments: --config_uri and --action, the rest optional."""
-    from awsglue.utils import getResolvedOptions
+@dataclass(frozen=True)
+class MaintenanceOptions:
+    """Arguments of a maintenance run; the scheduled trigger passes --action, the job defines the rest."""
 
-    present = [name for name in MAINTENANCE_OPTIONAL if f"--{name}" in argv]
-    return dict(getResolvedOptions(list(argv), ["config_uri", "action", *present]))
+    config_uri: str
+    action: Action
+    table: str | None = None  # None: every configured table
+    catalog: str = GLUE_CATALOG
+    database: str = ""  # empty: the configuration's lake.database
+    retention: Retention = field(default_factory=Retention)
+
+    @classmethod
+    def from_sys_argv(cls, argv: Sequence[str]) -> MaintenanceOptions:
+        from awsglue.utils import getResolvedOptions
+
+        present = [name for name in MAINTENANCE_OPTIONAL if f"--{name}" in argv]
+        return cls.from_options(getResolvedOptions(list(argv), [*MAINTENANCE_REQUIRED, *present]))
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> MaintenanceOptions:
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
+        plain = {k.removeprefix("--"): v for k, v in options.items()}
+        missing = [name for name in MAINTENANCE_REQUIRED if not plain.get(name)]
+        if missing:
+            raise JobArgumentError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
+        action = plain["action"]
+        if action not in ACTIONS:
+            raise JobArgumentError(f"--action {action!r}: use one of {', '.join(ACTIONS)}")
+        return cls(
+            config_uri=plain["config_uri"],
+            action=action,
+            table=plain.get("table") or None,
+            catalog=plain.get("catalog") or GLUE_CATALOG,
+            database=plain.get("database", ""),
+            retention=Retention(
+                days=_whole_days(plain, "retain_days", RETAIN_DAYS),
+                last=_whole_days(plain, "retain_last", RETAIN_LAST),
+                orphan_days=_whole_days(plain, "orphan_days", ORPHAN_DAYS),
+            ),
+        )
+
+
+def _whole_days(options: Mapping[str, str], name: str, default: int) -> int:
+    text = options.get(name)
+    if text is None or text == "":
+        return default
+    if not text.isdigit():
+        raise JobArgumentError(f"--{name} {text!r}: expected a whole number of at least 0")
+    return int(text)
+
+
+def run_maintenance(
+    options: MaintenanceOptions, spark: SparkSession, *, config: PipelineConfig | None = None
+) -> list[MaintenanceResult]:
+    """Run one maintenance action on one table or on every configured table."""
+    config = config or load_config_uri(options.config_uri)
+    location = LakeLocation(options.catalog, options.database or config.lake.database)
+    tables = [options.table] if options.table else None
+    return maintain(spark, config, location, options.action, tables=tables, retention=options.retention)
 
 
 def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[MaintenanceResult]:
     """Entry point of the maintenance Glue script."""
-    from cdc_lake.maintenance import Retention, maintain
     from cdc_lake.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    options = maintenance_options(list(argv if argv is not None else sys.argv))
-    config = load_config_uri(options["config_uri"])
-    location = LakeLocation(options.get("catalog", GLUE_CATALOG), options.get("database") or config.lake.database)
-    retention = Retention(
-        days=int(options.get("retain_days", RETAIN_DAYS)),
-        last=int(options.get("retain_last", RETAIN_LAST)),
-        orphan_days=int(options.get("orphan_days", ORPHAN_DAYS)),
-    )
-    tables = [options["table"]] if options.get("table") else None
-    return maintain(glue_spark_session(), config, location, options["action"], tables=tables, retention=retention)  # type: ignore[arg-type]
+    options = MaintenanceOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
+    return run_maintenance(options, glue_spark_session())

@@ -8,7 +8,9 @@ import pytest
 
 from cdc_lake.config import parse_config
 from cdc_lake.exceptions import JobArgumentError
-from cdc_lake.jobs import JobOptions, run_job
+from cdc_lake.jobs import JobOptions, MaintenanceOptions, run_job
+from cdc_lake.maintenance import Retention
+from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.storage import LocalFolderStore
 from tests.conftest import write_file
 
@@ -39,6 +41,33 @@ def test_options_from_glue_argv_like_a_console_rerun():
 def test_missing_arguments_are_named():
     with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --key, --table"):
         JobOptions.from_options({"--config_uri": "c.yaml", "--bucket": "b"})
+
+
+def test_maintenance_options_from_glue_argv_like_the_scheduled_trigger():
+    argv = ["script.py", "--JOB_ID", "j_2", "--config_uri", "s3://assets/tables.json", "--action", "expire",
+            "--retain_days", "3", "--table", "shop.items"]  # fmt: skip
+    assert MaintenanceOptions.from_sys_argv(argv) == MaintenanceOptions(
+        config_uri="s3://assets/tables.json",
+        action="expire",
+        table="shop.items",
+        retention=Retention(days=3, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS),
+    )
+    defaults = MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "all"})
+    assert defaults.table is None
+    assert defaults.retention == Retention(days=RETAIN_DAYS, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"--config_uri": "c.yaml"}, r"missing job argument\(s\): --action"),
+        ({"--config_uri": "c.yaml", "--action": "vacuum"}, r"--action 'vacuum': use one of compact, expire"),
+        ({"--config_uri": "c.yaml", "--action": "all", "--retain_last": "-1"}, r"--retain_last '-1': expected a whole"),
+    ],
+)
+def test_bad_maintenance_arguments_are_named(options, message):
+    with pytest.raises(JobArgumentError, match=message):
+        MaintenanceOptions.from_options(options)
 
 
 @pytest.mark.spark
