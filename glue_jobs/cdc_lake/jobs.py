@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -41,19 +41,12 @@ class JobOptions:
 
     @classmethod
     def from_sys_argv(cls, argv: Sequence[str]) -> JobOptions:
-        from awsglue.utils import getResolvedOptions
-
-        present = [name for name in OPTIONAL_ARGUMENTS if f"--{name}" in argv]
-        resolved = getResolvedOptions(list(argv), [*REQUIRED_ARGUMENTS, *present])
-        return cls.from_options(resolved)
+        return cls.from_options(_resolve_glue_arguments(argv, REQUIRED_ARGUMENTS, OPTIONAL_ARGUMENTS))
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> JobOptions:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix."""
-        plain = {k.removeprefix("--"): v for k, v in options.items()}
-        missing = [name for name in REQUIRED_ARGUMENTS if not plain.get(name)]
-        if missing:
-            raise JobArgumentError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
+        plain = _plain_arguments(options, REQUIRED_ARGUMENTS)
         known = {*REQUIRED_ARGUMENTS, *OPTIONAL_ARGUMENTS}
         return cls(**{k: v for k, v in plain.items() if k in known})
 
@@ -117,18 +110,12 @@ class MaintenanceOptions:
 
     @classmethod
     def from_sys_argv(cls, argv: Sequence[str]) -> MaintenanceOptions:
-        from awsglue.utils import getResolvedOptions
-
-        present = [name for name in MAINTENANCE_OPTIONAL if f"--{name}" in argv]
-        return cls.from_options(getResolvedOptions(list(argv), [*MAINTENANCE_REQUIRED, *present]))
+        return cls.from_options(_resolve_glue_arguments(argv, MAINTENANCE_REQUIRED, MAINTENANCE_OPTIONAL))
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> MaintenanceOptions:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
-        plain = {k.removeprefix("--"): v for k, v in options.items()}
-        missing = [name for name in MAINTENANCE_REQUIRED if not plain.get(name)]
-        if missing:
-            raise JobArgumentError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
+        plain = _plain_arguments(options, MAINTENANCE_REQUIRED)
         action = plain["action"]
         if action not in ACTIONS:
             raise JobArgumentError(f"--action {action!r}: use one of {', '.join(ACTIONS)}")
@@ -144,6 +131,23 @@ class MaintenanceOptions:
                 orphan_days=_whole_days(plain, "orphan_days", ORPHAN_DAYS),
             ),
         )
+
+
+def _resolve_glue_arguments(argv: Sequence[str], required: Iterable[str], optional: Iterable[str]) -> dict[str, str]:
+    """Glue's own resolution of ``argv``: the required arguments, and those optional ones that are present."""
+    from awsglue.utils import getResolvedOptions
+
+    present = [name for name in optional if f"--{name}" in argv]
+    return dict(getResolvedOptions(list(argv), [*required, *present]))
+
+
+def _plain_arguments(options: Mapping[str, str], required: Sequence[str]) -> dict[str, str]:
+    """``options`` without Glue's ``--`` prefix; refused, naming them, when required ones are missing."""
+    plain = {k.removeprefix("--"): v for k, v in options.items()}
+    missing = [name for name in required if not plain.get(name)]
+    if missing:
+        raise JobArgumentError(f"missing job argument(s): {', '.join('--' + m for m in missing)}")
+    return plain
 
 
 def _whole_days(options: Mapping[str, str], name: str, default: int) -> int:
