@@ -31,8 +31,12 @@ def _object_locator(table: TableSpec) -> dict[str, str]:
 
 
 def table_mappings(config: PipelineConfig) -> dict[str, Any]:
-    """DMS table mappings: one include rule per configured table, plus the change-sequence column if set.
+    """DMS table mappings: one include rule per configured table, then per table the change-sequence column
+    (``add-column``) and the before-image key columns (``add-before-image-columns``) when configured.
 
+    The before-image rules come last, as in the real output under ``dms-samples`` (rule 2 ``add-column``
+    ``$AR_H_CHANGE_SEQ``, rule 3 ``add-before-image-columns``: the ``before_<key>`` columns follow the sequence
+    column), which is the column order the reader expects (``DmsSettings.before_image_columns``).
     Rule ids are stable for a given configuration order, so redeploying an unchanged configuration
     does not modify the task.
     """
@@ -63,6 +67,24 @@ def table_mappings(config: PipelineConfig) -> dict[str, Any]:
                     "data-type": {"type": "string", "length": CHANGE_SEQUENCE_LENGTH},
                 }
             )
+    before_image = config.dms.before_image
+    if before_image is not None:
+        for table in config.tables:
+            rules.append(
+                {
+                    "rule-type": "transformation",
+                    "rule-id": str(len(rules) + 1),
+                    "rule-name": f"before-image-{table.schema_name}.{table.table_name}",
+                    "rule-target": "column",
+                    "object-locator": _object_locator(table),
+                    "rule-action": "add-before-image-columns",
+                    "before-image-def": {
+                        "column-prefix": before_image.column_prefix,
+                        "column-suffix": "",
+                        "column-filter": before_image.column_filter,
+                    },
+                }
+            )
     return {"rules": rules}
 
 
@@ -75,8 +97,11 @@ def s3_settings(
 ) -> dict[str, Any]:
     """``AWS::DMS::Endpoint.S3Settings`` for the raw bucket, derived from ``dms`` and fixed choices.
 
-    Fixed: SSE_S3 encryption (the bucket's own default), no transaction-preserving layout, no
-    inserts-only modes (the reader needs U and D rows), parquet timestamps in microseconds.
+    Fixed: SSE_S3 encryption (the bucket's own default), no transaction-preserving layout, parquet
+    timestamps in microseconds. ``CsvNullValue`` is left unset for ``csv_null_value: ""``: DMS's own default
+    then writes NULL as an unquoted empty field (every real sample, none of which set it), whereas the API
+    documents an explicit empty value only as "treat the empty string as the null value" and rejects empty
+    strings for other S3 settings (``TimestampColumnName``).
     """
     settings: dict[str, Any] = {
         "BucketName": bucket_name,
@@ -85,8 +110,8 @@ def s3_settings(
         "CompressionType": dms.compression.upper(),
         "EncryptionMode": "SSE_S3",
         "IncludeOpForFullLoad": dms.include_op_for_full_load,
-        "CdcInsertsOnly": False,
-        "CdcInsertsAndUpdates": False,
+        "CdcInsertsOnly": dms.cdc_inserts_only,
+        "CdcInsertsAndUpdates": dms.cdc_inserts_and_updates,
         "PreserveTransactions": False,
         "CdcMaxBatchInterval": dms.cdc_max_batch_interval,
         "CdcMinFileSize": dms.cdc_min_file_size,
@@ -104,11 +129,12 @@ def s3_settings(
             {
                 "CsvDelimiter": dms.csv_delimiter,
                 "CsvRowDelimiter": "\n",
-                "CsvNullValue": dms.csv_null_value,
                 "AddColumnName": dms.add_column_name,
                 "Rfc4180": True,
             }
         )
+        if dms.csv_null_value:
+            settings["CsvNullValue"] = dms.csv_null_value
     else:
         settings.update(
             {

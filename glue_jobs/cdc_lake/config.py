@@ -62,6 +62,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class BeforeImage(_Model):
+    """DMS's table-mapping rule ``add-before-image-columns``: the old key of a row whose key an UPDATE changed."""
+
+    column_prefix: Annotated[
+        str, _identifier("column_prefix {!r} must be letters, digits, _ and $, not starting with a digit")
+    ] = "before_"
+    column_filter: Literal["pk-only"] = Field(
+        default="pk-only", description="Only the key columns: all a replay needs to remove the old row"
+    )
+
+
 class DmsSettings(_Model):
     """How the DMS S3 target endpoint writes files; the CDK app sets the endpoint from these."""
 
@@ -69,7 +80,10 @@ class DmsSettings(_Model):
     bucket_folder: str = Field(default="", description="DMS BucketFolder: prefix before <schema>/<table>/")
     timestamp_column: str | None = Field(default=None, description="DMS TimestampColumnName")
     include_op_for_full_load: bool = False
-    csv_null_value: str = "NULL"
+    csv_null_value: str = Field(
+        default="",
+        description="DMS CsvNullValue; empty (DMS's default) = an unquoted empty field is NULL, a quoted \"\" is ''",
+    )
     csv_delimiter: str = ","
     add_column_name: bool = Field(default=False, description="CSV files carry a header row")
     compression: Literal["none", "gzip"] = "none"
@@ -79,6 +93,11 @@ class DmsSettings(_Model):
     change_sequence_column: str | None = Field(
         default=None, description="Column added by a DMS transformation rule from $AR_H_CHANGE_SEQ; orders CDC rows"
     )
+    before_image: BeforeImage | None = Field(
+        default=None, description="Before-image key columns DMS appends to every row (UPDATEs of key columns)"
+    )
+    cdc_inserts_only: bool = Field(default=False, description="DMS CdcInsertsOnly: no UPDATEs or DELETEs captured")
+    cdc_inserts_and_updates: bool = Field(default=False, description="DMS CdcInsertsAndUpdates: no DELETEs captured")
     cdc_max_batch_interval: int = Field(default=60, ge=1)
     cdc_min_file_size: int = Field(default=32000, ge=1)
 
@@ -94,6 +113,24 @@ class DmsSettings(_Model):
             raise ValueError(f"{value!r} is not a plain column name (letters, digits, _ and $)")
         return value
 
+    @model_validator(mode="after")
+    def _cdc_modes(self) -> DmsSettings:
+        if self.cdc_inserts_only and self.cdc_inserts_and_updates:
+            raise ValueError("cdc_inserts_only and cdc_inserts_and_updates exclude each other (as in DMS)")
+        return self
+
+    @property
+    def cdc_has_op(self) -> bool:
+        """Whether CDC rows carry ``Op``: DMS leaves it out in the insert(/update)-only modes unless
+        IncludeOpForFullLoad is set."""
+        return self.include_op_for_full_load or not (self.cdc_inserts_only or self.cdc_inserts_and_updates)
+
+    def before_image_columns(self, table: TableSpec) -> list[str]:
+        """The before-image columns of ``table`` in file order (after every other column), or none."""
+        if self.before_image is None:
+            return []
+        return [self.before_image.column_prefix + key for key in table.primary_key]
+
     @field_validator("csv_delimiter")
     @classmethod
     def _one_char(cls, value: str) -> str:
@@ -102,10 +139,17 @@ class DmsSettings(_Model):
         return value
 
 
+SchemaChanges = Literal["evolve", "refuse"]
+
+
 class ColumnSpec(_Model):
     name: Annotated[str, _identifier("column name {!r} must be letters, digits, _ and $, not starting with a digit")]
     type: str
     nullable: bool = True
+    dropped: bool = Field(
+        default=False,
+        description="The source dropped this column: files written after the drop lack it; the lake keeps it",
+    )
 
     @field_validator("type")
     @classmethod
@@ -120,6 +164,9 @@ class TableSpec(_Model):
     partition_by: list[str] = Field(default_factory=list)
     target: str | None = Field(default=None, description="Lake table name; default <schema>_<table>")
     history: bool = Field(default=False, description="Keep an SCD2 <target>_history companion table")
+    schema_changes: SchemaChanges | None = Field(
+        default=None, description="evolve or refuse this table's schema changes; default: lake.schema_changes"
+    )
 
     @field_validator("name")
     @classmethod
@@ -148,6 +195,9 @@ class TableSpec(_Model):
             raise ValueError(f"primary_key column(s) {missing} are not among the columns {names}")
         if len(set(self.primary_key)) != len(self.primary_key):
             raise ValueError("primary_key lists a column twice")
+        dropped_keys = [c.name for c in self.columns if c.dropped and c.name in self.primary_key]
+        if dropped_keys:
+            raise ValueError(f"primary_key column(s) {dropped_keys} cannot be dropped; reload the table instead")
         for transform in self.partition_by:
             match = PARTITION_TRANSFORM.match(transform.strip())
             if not match:
@@ -193,6 +243,10 @@ class LakeSettings(_Model):
         default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables"
     )
     write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
+    schema_changes: SchemaChanges = Field(
+        default="evolve",
+        description="evolve: files' new columns and widenings alter the lake tables; refuse: only configured ones do",
+    )
     commit_retries: int = Field(default=4, ge=0, le=20)
 
 
@@ -210,7 +264,7 @@ class PipelineConfig(_Model):
                 raise ValueError(f"{label} name(s) {twice} appear more than once")
         reserved = {c for c in (self.dms.timestamp_column, self.dms.change_sequence_column) if c}
         for table in self.tables:
-            clash = reserved.intersection(table.column_names)
+            clash = reserved.union(self.dms.before_image_columns(table)).intersection(table.column_names)
             if clash:
                 raise ValueError(f"table {table.name}: column(s) {sorted(clash)} clash with the DMS extra columns")
         return self
@@ -227,6 +281,9 @@ class PipelineConfig(_Model):
             raise UnknownTableError(
                 f"table {name!r} is not in the configuration (configured: {', '.join(sorted(self._by_name))})"
             ) from None
+
+    def schema_changes(self, table: TableSpec) -> SchemaChanges:
+        return table.schema_changes or self.lake.schema_changes
 
     def has_table(self, name: str) -> bool:
         return name in self._by_name

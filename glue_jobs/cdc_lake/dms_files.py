@@ -15,7 +15,11 @@ from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 from cdc_lake.names import JobKind
 
-_LOAD_NAME = re.compile(r"^LOAD(?P<counter>[0-9A-Fa-f]{8})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
+# Full-load files: LOAD<counter>, or LOAD_<segment>_<counter> when a table is loaded in parallel segments (the
+# naming of DMS's ancestor Qlik Replicate; unconfirmed for DMS). Counters are hexadecimal.
+_LOAD_NAME = re.compile(
+    r"^LOAD(?:_(?P<segment>[0-9A-Fa-f]{1,8})_)?(?P<counter>[0-9A-Fa-f]{8})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$"
+)
 # CDC names are a timestamp: date, dash, time digits; the digit count varies by DMS version.
 _CDC_NAME = re.compile(r"^(?P<date>\d{8})-(?P<time>\d{6,})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
 _DATE_FOLDER = re.compile(r"^\d{2,10}(?:[-_]\d{2,4}){0,3}$")
@@ -52,10 +56,16 @@ class DmsFile:
 
 
 def order_key_for(file_name: str) -> tuple[int, str, str] | None:
-    """DMS order of a file name: LOAD files by hex counter, then CDC files by timestamp; None if not a data file."""
+    """DMS order of a file name: LOAD files, then CDC files by timestamp; None if not a data file.
+
+    LOAD files sort by segment (none = 0), then hex counter. Every LOAD file holds each of its keys once and all of
+    them precede the CDC files, so their order among themselves only has to be deterministic, not meaningful:
+    parallel-load segments are accepted rather than refused.
+    """
     load = _LOAD_NAME.match(file_name)
     if load:
-        return (0, f"{int(load['counter'], 16):012d}", file_name)
+        segment = int(load["segment"] or "0", 16)  # decimal digits read as hex keep their order
+        return (0, f"{segment:012d}{int(load['counter'], 16):012d}", file_name)
     cdc = _CDC_NAME.match(file_name)
     if cdc:
         # Right-pad the time digits so names with different fraction widths still compare as times.
@@ -77,7 +87,10 @@ def parse_key(key: str, config: PipelineConfig) -> DmsFile:
     schema, table, *middle, file_name = parts
     order = order_key_for(file_name)
     if order is None:
-        raise NotADmsFileError(f"{key}: {file_name!r} is neither a LOAD file nor a timestamp-named CDC file")
+        raise NotADmsFileError(
+            f"{key}: {file_name!r} is neither a LOAD file (LOAD<hex8>, LOAD_<segment>_<hex8>) "
+            "nor a timestamp-named CDC file"
+        )
     kind = FileKind.FULL_LOAD if order[0] == 0 else FileKind.CDC
     if middle and (kind is FileKind.FULL_LOAD or not all(_DATE_FOLDER.match(m) for m in middle)):
         raise NotADmsFileError(f"{key}: unexpected sub-folder(s) {'/'.join(middle)!r} between table and file")

@@ -17,7 +17,6 @@ DEMO_S3_SETTINGS_STATIC = {
     "EncryptionMode": "SSE_S3",
     "TimestampColumnName": "dms_timestamp",
     "IncludeOpForFullLoad": False,
-    "CsvNullValue": "NULL",
     "CsvDelimiter": ",",
     "CsvRowDelimiter": "\n",
     "AddColumnName": False,

@@ -95,6 +95,18 @@ def test_serverless_replication_config_carries_the_generated_mappings(
                 }
                 for number, table in enumerate(locators, start=3)
             ),
+            *(
+                {
+                    "rule-type": "transformation",
+                    "rule-id": str(number),
+                    "rule-name": f"before-image-sales.{table}",
+                    "rule-target": "column",
+                    "object-locator": {"schema-name": "sales", "table-name": locators[table]},
+                    "rule-action": "add-before-image-columns",
+                    "before-image-def": {"column-prefix": "before_", "column-suffix": "", "column-filter": "pk-only"},
+                }
+                for number, table in enumerate(locators, start=5)
+            ),
         ]
     }
 

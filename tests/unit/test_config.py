@@ -12,8 +12,7 @@ from cdc_lake.exceptions import ConfigError, UnknownTableError
 from cdc_lake.local.demo import demo_config_path
 
 MINIMAL = {
-    "dms": {"format": "csv", "timestamp_column": "dms_timestamp", "include_op_for_full_load": False,
-            "csv_null_value": "NULL"},
+    "dms": {"format": "csv", "timestamp_column": "dms_timestamp", "include_op_for_full_load": False},
     "tables": [
         {
             "name": "shop.orders",
@@ -32,6 +31,7 @@ def test_the_issue_example_loads_with_defaults():
     assert table.value_columns == ["amount"]
     assert config.lake.database == "cdc_lake"
     assert config.table_prefix(table) == "shop/orders/"
+    assert config.dms.csv_null_value == ""  # DMS's default: an unquoted empty field is NULL
 
 
 def test_demo_config_is_valid_and_yaml_equals_json(tmp_path: Path):

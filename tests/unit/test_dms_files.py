@@ -25,6 +25,9 @@ CONFIG = parse_config(
         ("raw/dms/shop/orders/LOAD00000001.csv", FileKind.FULL_LOAD, "csv", False),
         ("raw/dms/shop/orders/LOAD0000000A.csv.gz", FileKind.FULL_LOAD, "csv", True),
         ("raw/dms/shop/orders/LOAD00000001.parquet", FileKind.FULL_LOAD, "parquet", False),
+        ("raw/dms/shop/orders/LOAD_1_00000001.csv", FileKind.FULL_LOAD, "csv", False),
+        ("raw/dms/shop/orders/LOAD_12_0000000A.csv.gz", FileKind.FULL_LOAD, "csv", True),
+        ("raw/dms/shop/orders/LOAD_2_00000001.parquet", FileKind.FULL_LOAD, "parquet", False),
         ("raw/dms/shop/orders/20141029-1134010000.csv", FileKind.CDC, "csv", False),
         ("raw/dms/shop/orders/2025/03/01/20250301-120500123.parquet", FileKind.CDC, "parquet", False),
         ("raw/dms/shop/orders/2025-03-01/20250301-120500123.csv.gz", FileKind.CDC, "csv", True),
@@ -43,6 +46,10 @@ def test_data_files(key, kind, fmt, gzip):
         ("raw/dms/shop/orders/", NotADmsFileError, "not <schema>/<table>/<file>"),
         ("raw/dms/shop/orders/_SUCCESS", NotADmsFileError, "neither a LOAD file"),
         ("raw/dms/shop/orders/LOAD1.csv", NotADmsFileError, "neither a LOAD file"),
+        ("raw/dms/shop/orders/LOAD_1_1.csv", NotADmsFileError, "neither a LOAD file"),
+        ("raw/dms/shop/orders/LOAD__00000001.csv", NotADmsFileError, "neither a LOAD file"),
+        ("raw/dms/shop/orders/LOAD_1_00000001.json", NotADmsFileError, "neither a LOAD file"),
+        ("raw/dms/shop/orders/2025/03/01/LOAD_1_00000001.csv", NotADmsFileError, "unexpected sub-folder"),
         ("raw/dms/shop/orders/notes/LOAD00000001.csv", NotADmsFileError, "unexpected sub-folder"),
         ("raw/dms/shop/orders/abc/20250301-120500123.csv", NotADmsFileError, "unexpected sub-folder"),
         ("raw/dms/shop/payments/LOAD00000001.csv", UnknownTableError, "'shop.payments' is not in the configuration"),
@@ -74,3 +81,17 @@ def test_table_files_keeps_one_table_in_order():
     assert [f.key.rsplit("/", 1)[1] for f in files] == [
         "LOAD00000001.csv", "LOAD00000002.csv", "20250301-000000000.csv", "20250302-000000000.csv"
     ]  # fmt: skip
+
+
+def test_parallel_load_segments_sort_before_cdc_by_segment_then_hex_counter():
+    """LOAD_<segment>_<counter> (Qlik Replicate's parallel-load names): every LOAD file first, deterministically."""
+    names = ["20250301-120000000.csv", "LOAD_2_00000001.csv", "LOAD_10_00000001.csv", "LOAD_1_00000010.csv",
+             "LOAD_1_0000000A.csv", "LOAD00000002.csv", "LOAD_1_00000009.csv", "LOAD_9_000000FF.csv"]  # fmt: skip
+    ordered = sorted(names, key=lambda n: order_key_for(n) or ())
+    assert ordered == ["LOAD00000002.csv", "LOAD_1_00000009.csv", "LOAD_1_0000000A.csv", "LOAD_1_00000010.csv",
+                       "LOAD_2_00000001.csv", "LOAD_9_000000FF.csv", "LOAD_10_00000001.csv",
+                       "20250301-120000000.csv"]  # fmt: skip
+    keys = [f"raw/dms/shop/orders/{name}" for name in reversed(names)]
+    files = table_files(keys, CONFIG.table("shop.orders"), CONFIG)
+    assert [f.name for f in files] == ordered
+    assert [f.is_full_load for f in files] == [True] * 7 + [False]

@@ -10,6 +10,7 @@ import csv
 import gzip
 import io
 import re
+import struct
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -28,6 +29,7 @@ from cdc_lake.dms_files import FileKind, parse_key
 from cdc_lake.exceptions import ConfigError, UnknownTableError
 from cdc_lake.jsonl import json_row, read_jsonl, sort_key
 from cdc_lake.local.generator import GenerationResult, GeneratorSpec, csv_field, generate, land_order
+from cdc_lake.local.generator.values import double_text, real_text
 
 DEMO = load_config(Path(cdc_lake.__file__).parent / "demo.yaml")
 ALL_TYPES: dict[str, Any] = {
@@ -77,6 +79,7 @@ class Record:
     seq: str | None
     values: dict[str, Any]
     quoted_empty: list[bool] = field(default_factory=list)  # per empty string value: was it written ""?
+    before: dict[str, Any] | None = None  # the before-image key columns, when the row changed its key
 
 
 def rfc4180(text: str, delimiter: str) -> list[list[tuple[str, bool]]]:
@@ -118,7 +121,10 @@ def typed(text: str, column_type: str, booleans: dict[str, bool]) -> Any:
     if column_type.startswith("decimal"):
         return Decimal(text)
     if column_type in ("double", "float"):
-        return float(text)
+        digits = 16 if column_type == "double" else 8
+        assert re.fullmatch(rf"[+-]\d\.\d{{{digits}}}e[+-]\d{{2,3}}", text), text
+        value = float(text)
+        return struct.unpack("<f", struct.pack("<f", value))[0] if column_type == "float" else value
     if column_type == "boolean":
         return booleans[text]
     if column_type == "date":
@@ -149,12 +155,14 @@ def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: 
     tokens = rfc4180(text, dms.csv_delimiter)
     via_csv_module = list(csv.reader(io.StringIO(text, newline=""), delimiter=dms.csv_delimiter))
     assert [[value for value, _ in record] for record in tokens] == via_csv_module, path
-    with_op = cdc or dms.include_op_for_full_load
+    with_op = dms.cdc_has_op if cdc else dms.include_op_for_full_load
+    befores = dms.before_image_columns(table)
     names = [
         *(["Op"] if with_op else []),
         *([dms.timestamp_column] if dms.timestamp_column else []),
         *table.column_names,
         *([dms.change_sequence_column] if dms.change_sequence_column else []),
+        *befores,
     ]
     if dms.add_column_name:
         assert [value for value, _ in tokens[0]] == names, f"{path}: header"
@@ -173,6 +181,17 @@ def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: 
             values[column.name] = typed(text_value, column.type, booleans)
             if column.type == "string" and text_value == "":
                 quoted_empty.append(quoted)
+        key_types = {c.name: c.type for c in table.columns}
+        old_key = (
+            {
+                key: None
+                if by_name[name] == (dms.csv_null_value, False)
+                else typed(by_name[name][0], key_types[key], {})
+                for key, name in zip(table.primary_key, befores, strict=True)
+            }
+            if befores
+            else {}
+        )
         records.append(
             Record(
                 file=path.name,
@@ -183,6 +202,7 @@ def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: 
                 seq=by_name[dms.change_sequence_column][0] if dms.change_sequence_column else None,
                 values=values,
                 quoted_empty=quoted_empty,
+                before=old_key if any(v is not None for v in old_key.values()) else None,
             )
         )
     return records
@@ -192,9 +212,11 @@ def read_parquet_records(
     path: Path, config: PipelineConfig, table: TableSpec, cdc: bool, postgres: bool
 ) -> list[Record]:
     dms = config.dms
-    with_op = cdc or dms.include_op_for_full_load
+    with_op = dms.cdc_has_op if cdc else dms.include_op_for_full_load
+    befores = dict(zip(table.primary_key, dms.before_image_columns(table), strict=True)) if dms.before_image else {}
     records = []
     for row in pq.read_table(path).to_pylist():
+        old_key = {key: row[name] for key, name in befores.items()}
         records.append(
             Record(
                 file=path.name,
@@ -204,6 +226,7 @@ def read_parquet_records(
                 ts=row[dms.timestamp_column] if dms.timestamp_column else "",
                 seq=row[dms.change_sequence_column] if dms.change_sequence_column else None,
                 values={c.name: row[c.name] for c in table.columns},
+                before=old_key if any(v is not None for v in old_key.values()) else None,
             )
         )
         assert with_op == ("Op" in row)
@@ -242,6 +265,11 @@ def reference_replay(records: list[Record], table: TableSpec) -> Replay:
             if key not in state:
                 events.append(("delete_missing", key))
             state.pop(key, None)
+        elif record.before is not None:
+            old = tuple(record.before[k] for k in table.primary_key)
+            events.append(("key_change" if old in state else "key_change_of_missing", old))
+            state.pop(old, None)
+            state[key] = record.values
         else:
             if record.op == "I" and key in state and record.kind == "cdc":
                 events.append(("insert_existing", key))
@@ -467,7 +495,7 @@ def test_text_edge_cases_are_written_and_read_back(csv_run: tuple[PipelineConfig
     final = {row["title"] for row in oracle_rows(result, table)}
     assert None in final and "" in final and "crlf1\r\nline2\r\n" in final
     written = [q for r in records for q in r.quoted_empty]
-    assert True in written and False in written and written.count(False) > written.count(True)
+    assert written and all(written)  # DMS's default NULL (an unquoted empty field): '' must be written ""
     raw = "".join((result.landing / key).read_bytes().decode("utf-8") for key in land_order(result))
     for quoted in ('," leading space",', ',"trailing space ",', ',"   ",', ',"comma, inside",', ',"quote "" inside",'):
         assert quoted in raw, quoted  # RFC 4180 quoting as DMS writes it, not just something csv can read
@@ -511,18 +539,26 @@ def test_composite_keys_fan_out(csv_run: tuple[PipelineConfig, GenerationResult]
     assert max(lines_per_order.values()) > 1
 
 
-def test_the_null_marker_is_never_a_value(tmp_path: Path) -> None:
-    config = make_config(csv_null_value="null")
+@pytest.mark.parametrize("marker", ["null", "NULL"])
+def test_a_null_marker_is_written_for_null_and_never_as_a_value(tmp_path: Path, marker: str) -> None:
+    config = make_config(csv_null_value=marker)
     result = generate(config, tmp_path, SMALL)
     for table in config.tables:
         for record in read_table(result, config, table.name):
-            assert "null" not in record.values.values()
+            assert marker not in record.values.values()
         replay = reference_replay(read_table(result, config, table.name), table)
         assert as_json(replay.state, table) == oracle_rows(result, table)
+    records = read_table(result, config, "lab.all_types")
+    assert any(r.values["title"] is None for r in records) and any(r.values["title"] == "" for r in records)
+    written = [q for r in records for q in r.quoted_empty]
+    assert True in written and False in written and written.count(False) > written.count(True)  # '' bare or ""
+    raw = (result.landing / land_order(result)[0]).read_text(encoding="utf-8")
+    assert f",{marker}," in raw or raw.startswith(f"{marker},")
 
 
-def test_empty_null_marker_quotes_every_empty_string(tmp_path: Path) -> None:
+def test_dms_default_null_is_an_unquoted_empty_field(tmp_path: Path) -> None:
     config = make_config(csv_null_value="")
+    assert config.dms == make_config().dms  # the default
     result = generate(config, tmp_path, SMALL)
     table = config.table("lab.all_types")
     records = read_table(result, config, table.name)
@@ -530,6 +566,17 @@ def test_empty_null_marker_quotes_every_empty_string(tmp_path: Path) -> None:
     assert written and all(written)
     assert any(r.values["title"] is None for r in records) and any(r.values["title"] == "" for r in records)
     assert as_json(reference_replay(records, table).state, table) == oracle_rows(result, table)
+    raw = "".join((result.landing / key).read_text(encoding="utf-8") for key in land_order(result))
+    assert ",," in raw and ',"",' in raw and "NULL" not in raw
+
+
+def test_reals_and_doubles_are_written_in_dms_exponent_form(csv_run: tuple[PipelineConfig, GenerationResult]) -> None:
+    """As in the real PostgreSQL sample: REAL +3.23800011e+01, DOUBLE +2.1804858784530072e+04."""
+    _, result = csv_run
+    raw = "".join((result.landing / key).read_text(encoding="utf-8") for key in land_order(result))
+    assert ",+1.7976931348623157e+308," in raw and ",-1.5000000000000000e+00," in raw  # weight: double
+    assert ",+3.40282347e+38," in raw and ",-1.50000000e+00," in raw  # score: float (REAL)
+    assert (real_text(32.38), double_text(21804.858784530072)) == ("+3.23800011e+01", "+2.1804858784530072e+04")
 
 
 def test_realistic_values(tmp_path: Path) -> None:
@@ -610,6 +657,59 @@ def test_parquet_files_have_dms_columns_and_types(parquet_run: tuple[PipelineCon
     assert all(SEQUENCE.match(s) for s in sequences) and sequences == sorted(sequences)
     blobs = {row["payload"] for row in oracle_rows(result, config.table("lab.blobs"))}
     assert "" in blobs and None in blobs  # base64 of b"" and NULL
+
+
+@pytest.mark.parametrize(
+    ("mode", "written_ops", "include_op"),
+    [("cdc_inserts_only", {"I"}, False), ("cdc_inserts_and_updates", {"I", "U"}, False),
+     ("cdc_inserts_only", {"I"}, True)],
+)  # fmt: skip
+def test_insert_only_modes_write_only_captured_changes(
+    tmp_path: Path, mode: str, written_ops: set[str], include_op: bool
+) -> None:
+    """DMS CdcInsertsOnly / CdcInsertsAndUpdates: the lake is LOAD + captured changes upserted, not the source."""
+    options: dict[str, Any] = {mode: True, "include_op_for_full_load": include_op, "add_column_name": True}
+    config = make_config([ALL_TYPES], **options)
+    result = generate(config, tmp_path, SMALL)
+    full = generate(make_config([ALL_TYPES]), tmp_path / "all", SMALL)
+    for table in config.tables:
+        summary = next(t for t in result.tables if t.table == table.name)
+        first_cdc = (result.landing / summary.cdc_files[0]).read_text(encoding="utf-8").split("\n", 1)[0]
+        assert first_cdc.startswith("Op,") == include_op  # no Op column unless IncludeOpForFullLoad
+        records = read_table(result, config, table.name)
+        cdc = [r for r in records if r.kind == "cdc"]
+        assert cdc and {r.op for r in cdc} <= written_ops
+        assert {op for op, count in summary.changes.items() if count} == written_ops
+        replay = reference_replay(records, table)
+        assert as_json(replay.state, table) == oracle_rows(result, table)
+        # the same source with every change captured ends with fewer rows: deletes never reach the lake
+        assert len(oracle_rows(result, table)) > len(oracle_rows(full, table))
+
+
+@pytest.mark.parametrize("options", [{}, {"format": "parquet"}, {"csv_null_value": "NULL", "add_column_name": True}])
+def test_before_image_columns_carry_the_old_key_of_key_updates(tmp_path: Path, options: dict[str, Any]) -> None:
+    config = make_config(change_sequence_column="change_seq", before_image={"column_prefix": "before_"}, **options)
+    result = generate(config, tmp_path, SMALL)
+    for table in config.tables:
+        records = read_table(result, config, table.name)
+        moved = [r for r in records if r.before is not None]
+        assert len(moved) >= 2 and {r.op for r in moved} == {"U"} and {r.kind for r in moved} == {"cdc"}
+        # a chain: the second key change starts from the first one's new key
+        keys = [tuple(r.values[k] for k in table.primary_key) for r in moved]
+        assert tuple(moved[1].before[k] for k in table.primary_key) == keys[0]  # type: ignore[index]
+        replay = reference_replay(records, table)
+        assert as_json(replay.state, table) == oracle_rows(result, table)
+        assert [name for name, _ in replay.events].count("key_change") >= 2
+        first_old = tuple(moved[0].before[k] for k in table.primary_key)  # type: ignore[index]
+        assert first_old not in replay.state  # without the before-image the old row would stay
+    if config.dms.format == "csv":
+        summary = next(t for t in result.tables if t.table == "shop.order_items")
+        line = (result.landing / summary.load_files[0]).read_text(encoding="utf-8").split("\n")[-2]
+        null = config.dms.csv_null_value
+        assert line.endswith(f",,{null},{null}")  # an empty change sequence, NULL before-image keys on LOAD rows
+        if config.dms.add_column_name:
+            header = (result.landing / summary.cdc_files[0]).read_text(encoding="utf-8").split("\n")[0]
+            assert header.endswith(",change_seq,before_order_id,before_line_no")
 
 
 def test_without_timestamp_ties_every_change_has_its_own_time(tmp_path: Path) -> None:

@@ -235,6 +235,8 @@ def test_date_partitioned_cdc_keys(key):
         ("LOAD0000000A.csv", "full_load"),
         ("LOAD000000FF.parquet", "full_load"),
         ("LOAD00000002.csv.gz", "full_load"),
+        ("LOAD_1_00000001.csv", "full_load"),  # a parallel-load segment
+        ("LOAD_3_0000000B.parquet", "full_load"),
         ("20250301-120500123.csv.gz", "cdc_replay"),
         ("20250301-120500123.parquet", "cdc_replay"),
     ],

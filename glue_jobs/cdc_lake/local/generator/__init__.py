@@ -16,8 +16,17 @@ Choices where DMS is silent or unconfirmed (see the shared dms-format notes):
   GZIP); CSV with gzip is ``.csv.gz``. Parquet files are written as Parquet 1.0, DMS's default version.
 - CDC files are named ``YYYYMMDD-HHMMSSmmm`` by the time DMS wrote them; the change sequence is
   ``YYYYMMDDHHMMSS`` + hundredths of the commit time + a 19-digit task-wide counter.
-- An empty string is written unquoted, except every fourth one per column and file, which is quoted
-  ``""``; when ``csv_null_value`` is the empty string, empty strings are always quoted.
+- NULL and the empty string in CSV: under DMS's default (``csv_null_value: ""``) NULL is an unquoted empty
+  field and every empty string is written quoted ``""``; with a NULL marker (``csv_null_value: NULL``) NULL is
+  the marker and an empty string is written bare, except every fourth one per column and file, quoted ``""``.
+- REAL and DOUBLE values are written as DMS writes them: signed exponent form, ``+3.23800011e+01`` (REAL, 9
+  significant digits) and ``+2.1804858784530072e+04`` (DOUBLE, 17).
+- With ``cdc_inserts_only`` / ``cdc_inserts_and_updates`` the source still updates and deletes, but the CDC
+  files hold only the captured INSERTs (and UPDATEs), without ``Op`` unless ``include_op_for_full_load``. The
+  expected table is then the LOAD files plus every captured change upserted by key: by the user's choice it is
+  NOT the source table (deleted rows stay, and with inserts only, updated rows keep older values).
+- With ``before_image``, every file carries the before-image key columns after the change sequence, empty except
+  on UPDATEs that changed a key; a scripted edge case changes keys (twice in a row) so that they are exercised.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import order_key_for
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.local.generator.dms_output import TableWriter, csv_field
-from cdc_lake.local.generator.oracle import check_against_source, replay, write_expected
+from cdc_lake.local.generator.oracle import captured_changes, check_against_source, replay, write_expected
 from cdc_lake.local.generator.source import SourceSimulation, TablePlan, assign_change_sequences
 from cdc_lake.local.generator.spec import DEFAULT_SPEC, GenerationResult, GeneratorSpec, TableResult
 from cdc_lake.local.generator.values import TableModel
@@ -66,14 +75,18 @@ def generate(
     landing, expected = out_dir / "landing", out_dir / "expected"
     _check_supported(config, selected, landing)
     expected.mkdir(parents=True, exist_ok=True)
+    captured_ops = captured_cdc_ops(config)
     work: list[tuple[TableResult, TableWriter, TablePlan]] = []
     for index, table in enumerate(selected):
         model = TableModel(table, config.dms, spec)
         plan = SourceSimulation(model, spec, config.dms.cdc_max_batch_interval, index).run()
         writer = TableWriter(config, model, landing, spec)
         load_keys = [writer.load_file(i, load) for i, load in enumerate(plan.load_files)]
+        if captured_ops != "IUD":
+            captured_changes(plan, captured_ops)
         replayed = replay(plan, model.key_of)
-        check_against_source(table.name, replayed, plan, model.key_of)
+        if captured_ops == "IUD":  # otherwise the lake is, by the user's choice, not the source
+            check_against_source(table.name, replayed, plan, model.key_of)
         write_expected(expected / f"{table.name}.jsonl", table, replayed)
         counts = dict.fromkeys("IUD", 0)
         for cdc in plan.cdc_files:
@@ -89,6 +102,13 @@ def generate(
             result.table, len(result.load_files), len(result.cdc_files), result.changes, result.expected_rows,
         )  # fmt: skip
     return GenerationResult(landing=landing, expected=expected, tables=[result for result, _, _ in work])
+
+
+def captured_cdc_ops(config: PipelineConfig) -> str:
+    """The change kinds DMS writes to CDC files: all, or only INSERTs (and UPDATEs) in DMS's insert-only modes."""
+    if config.dms.cdc_inserts_only:
+        return "I"
+    return "IU" if config.dms.cdc_inserts_and_updates else "IUD"
 
 
 def _cdc_time(key: str) -> str:

@@ -100,7 +100,7 @@ class TableWriter:
         if self.dms.timestamp_column:
             before.append([timestamp_text(load.ts)] * count)
         no_sequence = None if self.parquet else ""  # full-load rows carry no change sequence
-        self._write(key, with_op, before, load.rows, [no_sequence] * count)
+        self._write(key, with_op, before, load.rows, [no_sequence] * count, [None] * count)
         return key
 
     def cdc_file(self, cdc: CdcFile) -> str:
@@ -111,10 +111,13 @@ class TableWriter:
             parts = _DATE_PARTS[self.dms.date_partition_sequence]
             folder = _DATE_DELIMITERS[self.dms.date_partition_delimiter].join(written.strftime(p) for p in parts) + "/"
         key = f"{self.prefix}{folder}{name}"
-        before = [[change.op for change in cdc.changes]]
+        with_op = self.dms.cdc_has_op  # no Op in the insert(/update)-only modes, unless IncludeOpForFullLoad
+        before = [[change.op for change in cdc.changes]] if with_op else []
         if self.dms.timestamp_column:
             before.append([timestamp_text(change.ts) for change in cdc.changes])
-        self._write(key, True, before, [change.row for change in cdc.changes], [change.seq for change in cdc.changes])
+        rows = [change.row for change in cdc.changes]
+        sequences = [change.seq for change in cdc.changes]
+        self._write(key, with_op, before, rows, sequences, [change.before for change in cdc.changes])
         return key
 
     def _header(self, with_op: bool) -> list[str]:
@@ -123,16 +126,34 @@ class TableWriter:
             *([self.dms.timestamp_column] if self.dms.timestamp_column else []),
             *self.model.table.column_names,
             *([self.dms.change_sequence_column] if self.dms.change_sequence_column else []),
+            *self.dms.before_image_columns(self.model.table),
         ]
 
-    def _write(self, key: str, with_op: bool, before: list[list[str]], rows: list[Row], sequences: list[Any]) -> None:
+    def _before_image(self, old_rows: list[Row | None]) -> list[list[Any]]:
+        """One column per key column: the old key of a row whose key an UPDATE changed, else NULL."""
+        if self.dms.before_image is None:
+            return []
+        return [[None if old is None else old[p] for old in old_rows] for p in self.model.key_positions]
+
+    def _write(
+        self,
+        key: str,
+        with_op: bool,
+        before: list[list[str]],
+        rows: list[Row],
+        sequences: list[Any],
+        old_rows: list[Row | None],
+    ) -> None:
         path = self.landing / key
         path.parent.mkdir(parents=True, exist_ok=True)
         after = [sequences] if self.dms.change_sequence_column else []
+        old_keys = self._before_image(old_rows)
         if self.csv is None:
-            table = self._arrow_table(self._header(with_op), [*before, *after], rows, len(before))
+            table = self._arrow_table(self._header(with_op), [*before, *after], rows, len(before), old_keys)
             pq.write_table(table, path, compression="gzip" if self.gzip else "none", version="1.0")
             return
+        if old_keys:
+            after += [self.csv.column(p, keys) for p, keys in zip(self.model.key_positions, old_keys, strict=True)]
         header = self._header(with_op) if self.dms.add_column_name else None
         data = self.csv.text(header, before, rows, after).encode("utf-8")
         if self.gzip:
@@ -141,9 +162,14 @@ class TableWriter:
         else:
             path.write_bytes(data)
 
-    def _arrow_table(self, names: list[str], extra: list[list[Any]], rows: list[Row], split: int) -> pa.Table:
-        """Op and timestamp strings (extra[:split]), the typed columns, then the change sequence (extra[split:])."""
+    def _arrow_table(
+        self, names: list[str], extra: list[list[Any]], rows: list[Row], split: int, old_keys: list[list[Any]]
+    ) -> pa.Table:
+        """Op and timestamp strings (extra[:split]), the typed columns, the change sequence (extra[split:]), then
+        the before-image key columns typed as the key columns."""
         columns = list(zip(*rows, strict=True)) if rows else [() for _ in self.model.columns]
         typed = [pa.array(values, type=c.arrow_type) for c, values in zip(self.model.columns, columns, strict=True)]
         strings = [pa.array(values, type=pa.string()) for values in extra]
-        return pa.Table.from_arrays([*strings[:split], *typed, *strings[split:]], names=names)
+        key_types = [self.model.columns[p].arrow_type for p in self.model.key_positions][: len(old_keys)]
+        befores = [pa.array(values, type=t) for values, t in zip(old_keys, key_types, strict=True)]
+        return pa.Table.from_arrays([*strings[:split], *typed, *strings[split:], *befores], names=names)

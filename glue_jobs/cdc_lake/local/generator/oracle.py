@@ -21,9 +21,17 @@ def replay(plan: TablePlan, key_of: Callable[[Row], Any]) -> dict[Any, Row]:
         for change in cdc.changes:
             if change.op == "D":
                 table.pop(key_of(change.row), None)
-            else:  # I on an existing key and U on a missing key are upserts
-                table[key_of(change.row)] = change.row
+                continue
+            if change.before is not None:  # a key UPDATE with before-image columns: the old row goes
+                table.pop(key_of(change.before), None)
+            table[key_of(change.row)] = change.row  # I on an existing key and U on a missing key are upserts
     return table
+
+
+def captured_changes(plan: TablePlan, captured_ops: str) -> None:
+    """Keep only the changes DMS captures (CdcInsertsOnly: I; CdcInsertsAndUpdates: I and U)."""
+    for cdc in plan.cdc_files:
+        cdc.changes = [change for change in cdc.changes if change.op in captured_ops]
 
 
 def check_against_source(table: str, replayed: dict[Any, Row], plan: TablePlan, key_of: Callable[[Row], Any]) -> None:

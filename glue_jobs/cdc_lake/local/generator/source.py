@@ -27,6 +27,7 @@ class Change:
     row: Row
     ts: datetime = DEFAULT_START_TIME  # commit time, set when the file's transactions get their timestamps
     seq: str = ""
+    before: Row | None = None  # the row before an UPDATE that changed its key (DMS before-image columns)
 
 
 @dataclass
@@ -252,6 +253,7 @@ class SourceSimulation:
             Step(second, 1, self._ghost_update),
             Step(third, 1, self._ghost_delete),
             *self._null_then_empty(first, last),
+            *([Step(second, 3, self._key_changes, one_commit=True)] if self.model.before_image else []),
         ]
 
     def _boundary_steps(self, first: int, second: int, third: int) -> list[Step]:
@@ -368,6 +370,19 @@ class SourceSimulation:
             return [self._update(held[0], self.model.emptied(self.rows[held[0]]))]
 
         return [Step(first, 1, nulls), Step(last, 1, empties)]
+
+    def _key_changes(self) -> list[Change]:
+        """UPDATEs of a key (then of the new key again, as 30017 -> 30018 -> 30019 in the real sample): DMS writes
+        the new row and, in the before-image columns, the old key; a replay removes the old row."""
+        changes: list[Change] = []
+        ordinal = self._pick_or_insert(changes)
+        for _ in range(2):
+            old = self.rows.pop(ordinal)
+            ordinal = self._new_ordinal()
+            new_key = dict(zip(self.model.key_positions, self.model.codec.values(ordinal), strict=True))
+            self.rows[ordinal] = self.model.with_values(old, new_key)
+            changes.append(Change("U", self.rows[ordinal], before=old))
+        return changes
 
 
 def assign_change_sequences(plans: list[TablePlan]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import random
+import struct
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -338,11 +339,21 @@ def timestamp_text(value: datetime) -> str:
     return value.isoformat(" ", "microseconds")
 
 
+def real_text(value: float) -> str:
+    """A REAL (float32) as DMS writes it: signed exponent form, 9 significant digits (``+3.23800011e+01``)."""
+    return format(struct.unpack("<f", struct.pack("<f", value))[0], "+.8e")
+
+
+def double_text(value: float) -> str:
+    """A DOUBLE as DMS writes it: signed exponent form, 17 significant digits (``+2.1804858784530072e+04``)."""
+    return format(value, "+.16e")
+
+
 _PLAIN_TEXT: dict[str, Callable[[Any], str]] = {
     "int": str,
     "decimal": lambda value: format(value, "f"),
-    "double": repr,
-    "float": repr,
+    "double": double_text,
+    "float": real_text,
     "date": date.isoformat,
     "timestamp": timestamp_text,
     "string": str,
@@ -370,6 +381,7 @@ class TableModel:
         self.codec = KeyCodec([self.columns[p] for p in self.key_positions], table.name)
         self.key_of = operator.itemgetter(*self.key_positions)
         self._null_text = dms.csv_null_value
+        self.before_image = dms.before_image is not None
         self._boolean_style = spec.boolean_style
         context = ValueContext(id_range=max(1, spec.initial_rows), now=spec.start_time)
         size = min(20_000, max(64, spec.initial_rows + spec.cdc_files * spec.changes_per_file + spec.cached_changes))
