@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lake.config import TableSpec
-from cdc_lake.reader import CHANGE_SEQ, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW
+from cdc_lake.config import DmsSettings, TableSpec
+from cdc_lake.reader import CHANGE_SEQ, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_image_columns
 
 
 def dms_order(use_change_sequence: bool) -> Column:
@@ -28,6 +28,38 @@ def dms_order(use_change_sequence: bool) -> Column:
         F.col(FILE_SEQ).alias("file"),
         F.col(ROW).alias("row"),
     )
+
+
+def split_key_updates(changes: DataFrame, table: TableSpec, dms: DmsSettings) -> DataFrame:
+    """Each UPDATE that changed the key becomes a delete of the old key and the update of the new one.
+
+    DMS writes such an UPDATE as ``U`` with the new key; its before-image columns (when configured) hold the
+    old one. The delete takes the update's place in DMS order; it never ties with another change of the old
+    key, so chains (a→b, b→c in one batch) and keys that come back later replay in order.
+    """
+    befores = before_image_columns(table, dms)
+    if not befores:
+        return changes
+    moved = (F.col(OP) == "U") & F.coalesce(
+        *[
+            F.when(F.col(b).isNotNull() & ~F.col(b).eqNullSafe(F.col(f"`{k}`")), F.lit(True))
+            for b, k in zip(befores, table.primary_key, strict=True)
+        ],
+        F.lit(False),
+    )
+    before_of = dict(zip(table.primary_key, befores, strict=True))
+
+    def old_row(column: str) -> Column:
+        if column == OP:
+            return F.lit("D")
+        if column in before_of:
+            return F.coalesce(F.col(before_of[column]), F.col(f"`{column}`"))
+        if column in table.column_names:
+            return F.lit(None).cast(changes.schema[column].dataType)
+        return F.col(f"`{column}`")
+
+    old_keys = changes.filter(moved & F.col(PROBLEM).isNull()).select(*[old_row(c).alias(c) for c in changes.columns])
+    return changes.unionByName(old_keys).drop(*befores)
 
 
 def last_change_per_key(changes: DataFrame, table: TableSpec, use_change_sequence: bool) -> DataFrame:

@@ -47,3 +47,8 @@ class ReplayOrderError(CdcLakeError):
 
 class CommitConflictError(CdcLakeError):
     """Raised when concurrent runs kept conflicting on the table after every retry."""
+
+
+class SchemaChangeError(CdcLakeError):
+    """Raised when the source's schema changed in a way the lake cannot follow, or not without configuration;
+    the message says what changed and what to do. The table is left untouched."""

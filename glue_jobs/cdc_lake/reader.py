@@ -7,12 +7,14 @@ The result has the table's columns plus:
   ``_row``         a position inside the file that increases with row order,
   ``_change_seq``  the AR_H_CHANGE_SEQ value when configured (orders CDC rows), else NULL,
   ``_dms_ts``      the DMS timestamp column as written, when configured,
+  ``_before_<i>``  the before-image of the i-th key column when DMS writes them (NULL unless the key changed),
   ``_problem``     NULL for a good row, else a struct naming the column, the fault and the raw value.
 Rows are never dropped here: bad rows are flagged so the caller can refuse the whole batch.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -22,15 +24,14 @@ from pyspark.sql import types as T
 
 from cdc_lake.config import DmsSettings, TableSpec
 from cdc_lake.dms_files import DmsFile
-from cdc_lake.spark_types import parse_type, strict_parse
+from cdc_lake.shapes import CHANGE_SEQ, DMS_TS, OP, FileLayout, before_role, csv_layouts, group_by_layout, named_layout
+from cdc_lake.spark_types import config_type, parse_type, strict_parse
+from cdc_lake.storage import ObjectStore
 
-OP = "_op"
 FILE = "_file"
 FILE_SEQ = "_file_seq"
 PHASE = "_phase"
 ROW = "_row"
-CHANGE_SEQ = "_change_seq"
-DMS_TS = "_dms_ts"
 PROBLEM = "_problem"
 CORRUPT = "_corrupt_record"
 # Spark turns an unquoted empty CSV field into NULL whatever nullValue is; a sentinel that cannot occur
@@ -40,13 +41,14 @@ OPS = ("I", "U", "D")
 
 
 class _Group(NamedTuple):
-    """The files of one kind (LOAD or CDC) that a run reads, and how to read them."""
+    """Files of one kind (LOAD or CDC) and one layout that a run reads, and how to read them."""
 
     files: Sequence[DmsFile]
     table: TableSpec
     dms: DmsSettings
     uri_of: Callable[[str], str]
     full_load: bool
+    layout: FileLayout
 
 
 def read_changes(
@@ -55,22 +57,44 @@ def read_changes(
     table: TableSpec,
     dms: DmsSettings,
     uri_of: Callable[[str], str],
+    layouts: Mapping[str, FileLayout],
 ) -> DataFrame:
-    """Typed change rows of ``files`` (already in DMS order), with ``_problem`` flags for bad rows."""
+    """Typed change rows of ``files`` (already in DMS order), with ``_problem`` flags for bad rows.
+
+    ``layouts`` (``file_layouts``) gives each file's fields; ``table`` holds every column any of them has.
+    """
     if not files:
         raise ValueError("read_changes needs at least one file")
-    parts = []
-    for full_load in (True, False):
-        group = [f for f in files if f.is_full_load == full_load]
-        if not group:
-            continue
-        read = _read_parquet if dms.format == "parquet" else _read_csv
-        parts.append(read(spark, _Group(group, table, dms, uri_of, full_load)))
-    frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    read = _read_parquet if dms.format == "parquet" else _read_csv
+    parts = [
+        read(spark, _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key]))
+        for group in group_by_layout(files, layouts)
+    ]
+    frame = functools.reduce(DataFrame.unionByName, parts)
     sequence = {f.name: index for index, f in enumerate(files)}
     keys = {f.name: f.key for f in files}
     file_name = F.col("_metadata.file_name")
     return frame.withColumn(FILE_SEQ, _lookup(sequence, file_name)).withColumn(FILE, _lookup(keys, file_name))
+
+
+def file_layouts(
+    spark: SparkSession, files: Sequence[DmsFile], table: TableSpec, dms: DmsSettings, store: ObjectStore
+) -> dict[str, FileLayout]:
+    """Each file's fields: a CSV file's from its first record, a Parquet file's from its footer."""
+    if dms.format != "parquet":
+        return csv_layouts(store.read_head, files, table, dms)
+    layouts = {}
+    for dms_file in files:
+        schema = spark.read.parquet(store.uri(dms_file.key)).schema
+        names = [f.name for f in schema.fields]
+        types = [config_type(f.dataType) for f in schema.fields]
+        layouts[dms_file.key] = named_layout(names, types, dms_file, table, dms)
+    return layouts
+
+
+def before_image_columns(table: TableSpec, dms: DmsSettings) -> list[str]:
+    """The reader's typed before-image key columns, one per key column, when DMS writes them."""
+    return [before_role(i) for i in range(len(dms.before_image_columns(table)))]
 
 
 def _lookup(mapping: Mapping[str, object], key: Column) -> Column:
@@ -80,19 +104,19 @@ def _lookup(mapping: Mapping[str, object], key: Column) -> Column:
     return F.create_map(*pairs)[key]
 
 
-def _dms_columns(dms: DmsSettings, has_op: bool) -> tuple[list[str], list[str]]:
-    """Names of the extra DMS columns before and after the table's columns."""
-    before = ([OP] if has_op else []) + ([DMS_TS] if dms.timestamp_column else [])
-    after = [CHANGE_SEQ] if dms.change_sequence_column else []
-    return before, after
+def _field(layout: FileLayout, role: str, value: Callable[[Column], Column] = lambda c: c) -> Column:
+    """The file's field playing ``role`` (through ``value``), or NULL text when the file lacks it."""
+    source = layout.field(role)
+    return value(F.col(_quote(role))) if source is not None else F.lit(None).cast("string")
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
-    files, table, dms, uri_of, full_load = group
-    has_op = not full_load or dms.include_op_for_full_load
-    before, after = _dms_columns(dms, has_op)
-    names = before + table.column_names + after
-    schema = T.StructType([T.StructField(n, T.StringType()) for n in [*names, CORRUPT]])
+    files, table, dms, uri_of, full_load, layout = group
+    schema = T.StructType([T.StructField(n, T.StringType()) for n in [*layout.names, CORRUPT]])
     raw = (
         spark.read.schema(schema)
         .option("header", dms.add_column_name)
@@ -111,22 +135,25 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         .csv([uri_of(f.key) for f in files])
     )
     row = F.monotonically_increasing_id()
-    decoded = [_decode_csv_value(F.col(c), dms.csv_null_value).alias(c) for c in table.column_names]
+
+    def decode(token: Column) -> Column:
+        return _decode_csv_value(token, dms.csv_null_value)
+
     frame = raw.select(
-        (F.col(OP) if has_op else F.lit("I")).alias(OP),
-        (F.col(DMS_TS) if dms.timestamp_column else F.lit(None).cast("string")).alias(DMS_TS),
-        (F.col(CHANGE_SEQ) if dms.change_sequence_column else F.lit(None).cast("string")).alias(CHANGE_SEQ),
-        *decoded,
+        (_field(layout, OP) if layout.field(OP) is not None else F.lit("I")).alias(OP),
+        _field(layout, DMS_TS).alias(DMS_TS),
+        _field(layout, CHANGE_SEQ).alias(CHANGE_SEQ),
+        *[_field(layout, c, decode).alias(c) for c in table.column_names],
+        *[_field(layout, b, decode).alias(b) for b in before_image_columns(table, dms)],
         F.col(CORRUPT),
         row.alias(ROW),
         F.col("_metadata"),
     )
-    expected_fields = len(names)
     malformed = F.when(
         F.col(CORRUPT).isNotNull(),
-        _problem(F.lit("(row)"), F.lit(f"malformed CSV row: expected {expected_fields} fields"), F.col(CORRUPT)),
+        _problem(F.lit("(row)"), F.lit(f"malformed CSV row: expected {len(layout.names)} fields"), F.col(CORRUPT)),
     )
-    return _typed(frame, table, full_load, malformed, dms.change_sequence_column is not None)
+    return _typed(frame, table, dms, full_load, malformed)
 
 
 def _decode_csv_value(token: Column, null_marker: str) -> Column:
@@ -136,28 +163,29 @@ def _decode_csv_value(token: Column, null_marker: str) -> Column:
 
 
 def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
-    files, table, dms, uri_of, full_load = group
+    files, table, dms, uri_of, full_load, layout = group
     raw = spark.read.option("mergeSchema", False).parquet(*[uri_of(f.key) for f in files])
-    present = {c.lower(): c for c in raw.columns}
 
-    def column(name: str | None, required: bool) -> Column:
-        if name and name.lower() in present:
-            return F.col(f"`{present[name.lower()]}`")
-        if required:
-            return F.raise_error(F.lit(f"Parquet file(s) of {table.name} lack the column {name!r}"))
-        return F.lit(None)
+    def column(role: str) -> Column:
+        source = layout.field(role)
+        return F.col(_quote(source)) if source is not None else F.lit(None)
 
-    has_op = not full_load or dms.include_op_for_full_load
+    types = {c.name: c.type for c in table.columns}
+    key_types = [types[k] for k in table.primary_key]
     frame = raw.select(
-        (column("Op", True).cast("string") if has_op else F.lit("I")).alias(OP),
-        column(dms.timestamp_column, False).cast("string").alias(DMS_TS),
-        column(dms.change_sequence_column, False).cast("string").alias(CHANGE_SEQ),
-        *[_parquet_value(column(c.name, True), c.type).alias(c.name) for c in table.columns],
+        (column(OP).cast("string") if layout.field(OP) is not None else F.lit("I")).alias(OP),
+        column(DMS_TS).cast("string").alias(DMS_TS),
+        column(CHANGE_SEQ).cast("string").alias(CHANGE_SEQ),
+        *[_parquet_value(column(c.name), c.type).alias(c.name) for c in table.columns],
+        *[
+            _parquet_value(column(b), key_type).alias(b)
+            for b, key_type in zip(before_image_columns(table, dms), key_types, strict=False)
+        ],
         F.lit(None).cast("string").alias(CORRUPT),
         F.col("_metadata.row_index").alias(ROW),
         F.col("_metadata"),
     )
-    return _typed(frame, table, full_load, None, dms.change_sequence_column is not None)
+    return _typed(frame, table, dms, full_load, None)
 
 
 def _parquet_value(value: Column, column_type: str) -> Column:
@@ -171,13 +199,11 @@ def _problem(column: Column, fault: Column, value: Column) -> Column:
     )
 
 
-def _typed(
-    frame: DataFrame, table: TableSpec, full_load: bool, extra_problem: Column | None, table_has_change_seq: bool
-) -> DataFrame:
+def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: Column | None) -> DataFrame:
     """Cast each column to its configured type and flag the first fault of every row."""
     checks: list[Column] = []
-    if extra_problem is not None:
-        checks.append(extra_problem)
+    if extra is not None:
+        checks.append(extra)
     valid_ops = ("I",) if full_load else OPS
     checks.append(
         F.when(
@@ -186,19 +212,32 @@ def _typed(
         )
     )
     typed_columns = []
-    for spec in table.columns:
-        raw = F.col(f"`{spec.name}`")
-        if isinstance(parse_type(spec.type), T.StringType):
-            typed_columns.append(raw.alias(spec.name))
+    types = {c.name: c.type for c in table.columns}
+    befores = zip(before_image_columns(table, dms), dms.before_image_columns(table), table.primary_key, strict=False)
+    for name, label, column_type in [
+        *[(c.name, c.name, c.type) for c in table.columns],
+        *[(role, label, types[key]) for role, label, key in befores],
+    ]:
+        raw = F.col(_quote(name))
+        if isinstance(parse_type(column_type), T.StringType):
+            typed_columns.append(raw.alias(name))
         else:
-            typed, fault = strict_parse(spec.name, spec.type)
-            typed_columns.append(typed.alias(spec.name))
-            checks.append(F.when(fault, _problem(F.lit(spec.name), F.lit(f"cannot parse as {spec.type}"), raw)))
+            typed, fault = strict_parse(name, column_type)
+            typed_columns.append(typed.alias(name))
+            checks.append(F.when(fault, _problem(F.lit(label), F.lit(f"cannot parse as {column_type}"), raw)))
+    for spec in table.columns:
+        raw = F.col(_quote(spec.name))
         if spec.name in table.primary_key:
             checks.append(F.when(raw.isNull(), _problem(F.lit(spec.name), F.lit("NULL primary key"), raw)))
-        elif not spec.nullable:
-            checks.append(F.when(raw.isNull(), _problem(F.lit(spec.name), F.lit("NULL in a NOT NULL column"), raw)))
-    if not full_load and table_has_change_seq:
+        elif not spec.nullable and not spec.dropped:
+            # A delete may carry only the key (PostgreSQL's default REPLICA IDENTITY).
+            checks.append(
+                F.when(
+                    raw.isNull() & (F.col(OP) != "D"),
+                    _problem(F.lit(spec.name), F.lit("NULL in a NOT NULL column"), raw),
+                )
+            )
+    if not full_load and dms.change_sequence_column is not None:
         checks.append(
             F.when(
                 F.col(CHANGE_SEQ).isNull() | ~F.col(CHANGE_SEQ).rlike(r"^[0-9]+$"),

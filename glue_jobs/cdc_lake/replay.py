@@ -18,15 +18,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key
+from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
 from cdc_lake.commit import base_snapshot, commit_changes, is_commit_conflict
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile
 from cdc_lake.exceptions import CommitConflictError, DmsInputError
 from cdc_lake.history import commit_history, ensure_history_table, history_name
 from cdc_lake.plan import RunPlan, plan_run
-from cdc_lake.reader import FILE, read_changes
+from cdc_lake.reader import FILE, file_layouts, read_changes
 from cdc_lake.record import HISTORY_SNAPSHOT, read_state, run_properties
+from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.storage import ObjectStore, StoredObject
 from cdc_lake.tables import LakeLocation, ensure_table
 
@@ -126,20 +127,26 @@ def _apply(
     plan: RunPlan,
     history_plan: RunPlan | None,
 ) -> Applied:
-    table = plan.table
     use_sequence = config.dms.change_sequence_column is not None
     history_pending = history_plan.pending if history_plan else []
     files = sorted({f.key: f for f in [*plan.pending, *history_pending]}.values(), key=lambda f: f.order_key)
-    log.info("%s: applying %d file(s) up to %s", table.name, len(files), plan.trigger.key)
+    log.info("%s: applying %d file(s) up to %s", plan.table.name, len(files), plan.trigger.key)
+    layouts = file_layouts(spark, files, plan.table, config.dms, store)
+    schema = plan_schema(config, plan.table, layouts, lake_fields(spark, location, plan.table.lake_table))
+    table = schema.table
     # Materialized once: row positions are then fixed, and MERGE gets a deterministic source.
-    changes = read_changes(spark, files, table, config.dms, store.uri).localCheckpoint(eager=True)
-    problems, total = describe_problems(changes)
+    read = read_changes(spark, files, table, config.dms, store.uri, layouts).localCheckpoint(eager=True)
+    problems, total = describe_problems(read)
     if problems:
         raise DmsInputError(table.name, problems, total)
+    changes = split_key_updates(read, table, config.dms)
+    # Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own.
+    align_lake_table(spark, location, table.lake_table, table.columns)
     history_snapshot: int | None = None
     history_files: list[str] = []
     if history_plan is not None:
         history_snapshot = history_plan.base_snapshot_id
+        align_lake_table(spark, location, history_name(table), table.columns)
         if history_plan.pending:
             history_snapshot = commit_history(
                 spark,

@@ -33,6 +33,18 @@ def parse_type(column_type: str) -> T.DataType:
     return _SIMPLE[column_type]
 
 
+def config_type(data_type: T.DataType) -> str:
+    """The configuration's spelling of a Spark type (as a Parquet file's field reads), e.g. ``decimal(15,2)``."""
+    if isinstance(data_type, T.DecimalType):
+        return f"decimal({data_type.precision},{data_type.scale})"
+    if isinstance(data_type, T.TimestampNTZType):
+        return "timestamp"
+    for name, simple in _SIMPLE.items():
+        if simple == data_type:
+            return name
+    return "string"  # structs, arrays, intervals: kept as their text
+
+
 def lake_type(column_type: str) -> T.DataType:
     """The Spark type of the Iceberg column; Iceberg has no 8- or 16-bit integers."""
     if column_type in ("tinyint", "smallint"):

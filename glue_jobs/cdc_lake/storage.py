@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ class StoredObject:
     key: str
     size: int
     etag: str | None
+    # When the object was written (S3 LastModified, a local file's mtime), UTC; None when unknown.
+    # Only reload planning reads it; it is not part of an object's identity for replay.
+    last_modified: dt.datetime | None = None
 
 
 class ObjectStore(Protocol):
@@ -23,9 +27,20 @@ class ObjectStore(Protocol):
 
     def uri(self, key: str) -> str: ...
 
+    def read_head(self, key: str, size: int) -> bytes:
+        """The first ``size`` bytes of the object (fewer if it is shorter)."""
+        ...
+
 
 def normalize_etag(etag: str | None) -> str | None:
     return etag.strip('"') if etag else None
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    """boto3 gives LastModified as an aware datetime; a naive one is taken as UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 class S3Store:
@@ -44,11 +59,22 @@ class S3Store:
         paginator = self._client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                objects.append(StoredObject(item["Key"], int(item["Size"]), normalize_etag(item.get("ETag"))))
+                objects.append(
+                    StoredObject(
+                        item["Key"],
+                        int(item["Size"]),
+                        normalize_etag(item.get("ETag")),
+                        _utc(item.get("LastModified")),
+                    )
+                )
         return objects
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
+
+    def read_head(self, key: str, size: int) -> bytes:
+        response = self._client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")
+        return bytes(response["Body"].read())
 
 
 class LocalFolderStore:
@@ -86,7 +112,12 @@ class LocalFolderStore:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
             etag = self._etags[cache_key] = digest.hexdigest()
-        return StoredObject(key, info.st_size, etag)
+        modified = dt.datetime.fromtimestamp(info.st_mtime_ns / 1e9, tz=dt.UTC)
+        return StoredObject(key, info.st_size, etag, modified)
 
     def uri(self, key: str) -> str:
         return str(self.root / key)
+
+    def read_head(self, key: str, size: int) -> bytes:
+        with (self.root / key).open("rb") as handle:
+            return handle.read(size)

@@ -181,7 +181,7 @@ def test_change_sequence_orders_cdc_rows(spark, database, landing):
         ("I,1,a\nI,2,b,extra\n", 2, "(row)", "malformed CSV row"),
         ("I,1,a\nI,2,b\nU,x3,c\n", 3, "id", "cannot parse as bigint"),
         ("I,1,a\nX,2,b\n", 2, "Op", "unknown Op"),
-        ("I,NULL,a\n", 1, "id", "NULL primary key"),
+        ("I,,a\n", 1, "id", "NULL primary key"),
         ("I,1,a\nU,1.5,b\n", 2, "id", "cannot parse as bigint"),
     ],
     ids=["malformed", "unparsable", "unknown-op", "null-key", "truncating"],
