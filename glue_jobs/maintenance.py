@@ -1,7 +1,9 @@
-"""Glue job: maintain the lake tables (compaction, snapshot expiry, orphan-file removal).
+"""Glue job: maintain the lake tables (compaction, snapshot expiry, orphan-file removal), or reload one table.
 
 Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<table>] [--catalog glue_catalog]
 [--database NAME] [--retain_days 7] [--retain_last 20] [--orphan_days 3]. Without --table: every configured table.
+--action reload --table <schema>.<table> --bucket <raw bucket> [--since <CDC file or time>]: rebuild the table
+after DMS reloaded it (docs/deploy.md#reload).
 """
 
 from cdc_lake.jobs import glue_maintenance_main

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -12,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.config import TableSpec
+from cdc_lake.exceptions import CommitConflictError
 from cdc_lake.iceberg_java import commit_properties, empty_commit
 from cdc_lake.reader import OP
 from cdc_lake.record import RUN_ID
@@ -36,6 +39,28 @@ _CONFLICTS = (
 def is_commit_conflict(error: BaseException) -> bool:
     text = str(error)
     return any(marker in text for marker in _CONFLICTS)
+
+
+Result = TypeVar("Result")
+
+
+def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Result]) -> tuple[Result, int]:
+    """Run ``attempt`` (plan, read, commit) until its commit is not beaten by a concurrent one; returns its
+    result and the number of attempts. The loser of a race plans again from the winner's snapshot."""
+    attempts = retries + 1
+    for number in range(1, attempts + 1):
+        try:
+            return attempt(), number
+        except (Py4JJavaError, PySparkException) as error:
+            if not is_commit_conflict(error):
+                raise
+            if number == attempts:
+                raise CommitConflictError(
+                    f"{table_name}: still conflicting with concurrent commits after {attempts} attempts"
+                ) from error
+            log.warning("%s: concurrent commit, planning again (attempt %d/%d)", table_name, number, attempts)
+            time.sleep(min(0.2 * 2**number, 5.0))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def commit_changes(

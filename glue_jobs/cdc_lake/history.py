@@ -142,6 +142,19 @@ def commit_history(
     latest = open_versions(spark, location, table, keys_of)
     # Materialized: the source then no longer reads the table it merges into, and is deterministic.
     versions = new_versions(changes, latest, table, use_change_sequence, run_time).localCheckpoint(eager=True)
+    return merge_versions(spark, location, table, versions, properties, base_snapshot_id)
+
+
+def merge_versions(
+    spark: SparkSession,
+    location: LakeLocation,
+    table: TableSpec,
+    versions: DataFrame,
+    properties: Mapping[str, str],
+    base_snapshot_id: int,
+) -> int:
+    """Add ``versions`` (materialized, with each key's previous ``_prev_version`` or NULL) and close the open
+    version each key's first new version follows, in one MERGE on the history table; returns the snapshot."""
     first = versions.filter(F.col("version") == F.coalesce(F.col("_prev_version"), F.lit(0)) + 1)
     closes = first.filter(F.col("_prev_version").isNotNull()).select(
         *[F.col(quote(k)) for k in table.primary_key],

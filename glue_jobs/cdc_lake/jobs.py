@@ -1,7 +1,8 @@
 """The Glue jobs as library functions: typed options in, one replay or maintenance run out.
 
 ``full_load`` is started for LOAD files and ``cdc_replay`` for CDC files; both apply every pending file
-of the table up to the triggering one, so either recovers from the other's lost events.
+of the table up to the triggering one, so either recovers from the other's lost events. The maintenance
+job's ``--action reload`` rebuilds one table after DMS reloaded it (``cdc_lake.reload``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pyspark.sql import SparkSession
 
@@ -18,6 +20,7 @@ from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.exceptions import JobArgumentError
 from cdc_lake.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
+from cdc_lake.reload import ReloadResult, reload_table
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore, S3Store
 from cdc_lake.tables import LakeLocation
@@ -94,7 +97,10 @@ def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> RunResult:
 
 
 MAINTENANCE_REQUIRED = ("config_uri", "action")
-MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days")
+MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days", "bucket", "since")
+RELOAD: Literal["reload"] = "reload"
+# The maintenance job's actions: the table maintenance ones, and rebuilding one table after a DMS reload.
+JOB_ACTIONS: tuple[Action | Literal["reload"], ...] = (*ACTIONS, RELOAD)
 
 
 @dataclass(frozen=True)
@@ -102,11 +108,13 @@ class MaintenanceOptions:
     """Arguments of a maintenance run; the scheduled trigger passes --action, the job defines the rest."""
 
     config_uri: str
-    action: Action
-    table: str | None = None  # None: every configured table
+    action: Action | Literal["reload"]
+    table: str | None = None  # None: every configured table (not for reload)
     catalog: str = GLUE_CATALOG
     database: str = ""  # empty: the configuration's lake.database
     retention: Retention = field(default_factory=Retention)
+    bucket: str = ""  # reload: the raw bucket DMS writes to
+    since: str | None = None  # reload: first CDC file (name or time) to apply; None: automatic
 
     @classmethod
     def from_sys_argv(cls, argv: Sequence[str]) -> MaintenanceOptions:
@@ -117,12 +125,19 @@ class MaintenanceOptions:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
         plain = _plain_arguments(options, MAINTENANCE_REQUIRED)
         action = plain["action"]
-        if action not in ACTIONS:
-            raise JobArgumentError(f"--action {action!r}: use one of {', '.join(ACTIONS)}")
+        if action not in JOB_ACTIONS:
+            raise JobArgumentError(f"--action {action!r}: use one of {', '.join(JOB_ACTIONS)}")
+        if action == RELOAD:
+            missing = [name for name in ("table", "bucket") if not plain.get(name)]
+            if missing:
+                named = ", ".join("--" + m for m in missing)
+                raise JobArgumentError(f"--action reload rebuilds one table from the raw bucket: add {named}")
         return cls(
             config_uri=plain["config_uri"],
             action=action,
             table=plain.get("table") or None,
+            bucket=plain.get("bucket", ""),
+            since=plain.get("since") or None,
             catalog=plain.get("catalog") or GLUE_CATALOG,
             database=plain.get("database", ""),
             retention=Retention(
@@ -160,13 +175,63 @@ def _whole_days(options: Mapping[str, str], name: str, default: int) -> int:
 
 
 def run_maintenance(
-    options: MaintenanceOptions, spark: SparkSession, *, config: PipelineConfig | None = None
+    options: MaintenanceOptions,
+    spark: SparkSession,
+    *,
+    config: PipelineConfig | None = None,
+    store: ObjectStore | None = None,
 ) -> list[MaintenanceResult]:
-    """Run one maintenance action on one table or on every configured table."""
+    """Run one maintenance action on one table or on every configured table, or reload one table."""
     config = config or load_config_uri(options.config_uri)
     location = LakeLocation(options.catalog, options.database or config.lake.database)
+    if options.action == RELOAD:
+        assert options.table is not None  # checked by from_options
+        store = store or S3Store(options.bucket)
+        result = reload_table(spark, config, location, store, config.table(options.table), since=options.since)
+        log.info("%s", describe_reload(result))
+        return [MaintenanceResult(result.table, RELOAD, reload_detail(result))]
     tables = [options.table] if options.table else None
     return maintain(spark, config, location, options.action, tables=tables, retention=options.retention)
+
+
+def reload_detail(result: ReloadResult) -> dict[str, int]:
+    counts = result.counts
+    return {
+        "load_files": len(result.load_files),
+        "cdc_files": len(result.cdc_files),
+        "skipped_cdc_files": len(result.skipped_cdc_files),
+        "stale_load_files": len(result.stale_load_files),
+        "rows": result.rows,
+        "inserted": counts.inserts,
+        "updated": counts.updates,
+        "deleted": counts.deletes,
+        "snapshot_id": result.snapshot_id,
+        "previous_snapshot_id": result.previous_snapshot_id,
+    }
+
+
+def describe_reload(result: ReloadResult) -> str:
+    """The reload's outcome in a few lines, as the CLI prints it and the Glue job logs it."""
+    counts = result.counts
+    lines = [
+        f"{result.table}: reloaded from {len(result.load_files)} LOAD file(s) and {len(result.cdc_files)} CDC "
+        f"file(s) from {result.boundary} on ({result.boundary_source}): {result.rows} row(s); "
+        f"{counts.inserts} inserted, {counts.updates} updated, {counts.deletes} deleted "
+        f"in change {result.snapshot_id}",
+        f"  the table before the reload stays readable as change {result.previous_snapshot_id} "
+        "(export/reconcile --as-of, rollback --to)",
+    ]
+    if result.skipped_cdc_files:
+        lines.append(
+            f"  {len(result.skipped_cdc_files)} earlier CDC file(s) left out as older than the reload, the last "
+            f"{result.skipped_cdc_files[-1]}; if that is wrong, reload again with --since"
+        )
+    if result.stale_load_files:
+        lines.append(
+            f"  {len(result.stale_load_files)} LOAD file(s) older than the reload's first one left out: "
+            + ", ".join(result.stale_load_files)
+        )
+    return "\n".join(lines)
 
 
 def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[MaintenanceResult]:

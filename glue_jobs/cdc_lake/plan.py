@@ -2,36 +2,57 @@
 
 A plan applies every pending file of the table up to the trigger, in DMS order, or refuses when applying
 would break that order (a CDC file landing behind applied ones, LOAD files rewritten by a reload).
+A reload plan (``plan_reload``) instead rebuilds the table from its current LOAD files and the CDC files
+that belong after them; docs/deploy.md#reload explains how that boundary is chosen.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import DmsFile, parse_key, table_files
-from cdc_lake.exceptions import ReplayOrderError
+from cdc_lake.dms_files import DmsFile, order_key_for, parse_key, table_files
+from cdc_lake.exceptions import JobArgumentError, ReplayOrderError
 from cdc_lake.storage import StoredObject
 
 STATE_VERSION = 1
+
+# How far before the reload's first LOAD file a CDC file may be named and still hold changes made after
+# the reload's snapshot: the CDC batch interval (a file holds up to that much of earlier changes), clock
+# skew between DMS and S3, and upload time, with room to spare. Too early costs only work (re-applying a
+# change the LOAD rows already hold leaves the key as it is); too late loses changes.
+RELOAD_MARGIN = dt.timedelta(hours=1)
+RELOAD_MARGIN_BATCHES = 10
+
+
+def reload_hint(table_name: str) -> str:
+    """What a user runs to rebuild the table after DMS reloaded it: named in every reload refusal."""
+    return (
+        f"To rebuild the lake table from its current LOAD files, run `cdc-lake reload -t {table_name}` locally, "
+        f"or start the cdc-lake maintenance Glue job with --action reload --table {table_name} "
+        "(docs/deploy.md#reload)"
+    )
 
 
 @dataclass(frozen=True)
 class ReplayState:
     """Which of a table's DMS files its current snapshot holds.
 
-    LOAD files are kept by name until CDC starts; from then on only their count and digest (the table's
-    metadata must not grow with every commit), which still reveals a reload. CDC files are applied
-    strictly in order, so the last one names them all.
+    LOAD files are kept by name until CDC starts; from then on only their count, digest and newest write
+    time (the table's metadata must not grow with every commit), which still reveal a reload. CDC files are
+    applied strictly in order, so the last one names them all.
     """
 
     load_files: Mapping[str, tuple[str | None, int]] = field(default_factory=dict)
     load_count: int = 0
     load_digest: str = ""
+    load_written: str | None = None  # ISO 8601 UTC: the newest LastModified among the applied LOAD files
     cdc_last: str | None = None
     cdc_count: int = 0
     snapshot_id: int | None = None
@@ -42,6 +63,8 @@ class ReplayState:
 
     def to_json(self) -> str:
         load: dict[str, Any] = {"count": self.load_count, "digest": self.load_digest}
+        if self.load_written is not None:
+            load["written"] = self.load_written
         if not self.cdc_started:
             load["files"] = {k: [etag, size] for k, (etag, size) in sorted(self.load_files.items())}
         return json.dumps(
@@ -60,10 +83,16 @@ class ReplayState:
             load_files=files,
             load_count=int(load["count"]),
             load_digest=load["digest"],
+            load_written=load.get("written"),
             cdc_last=data["cdc"]["last"],
             cdc_count=int(data["cdc"]["count"]),
             snapshot_id=snapshot_id,
         )
+
+
+def newest_write(objects: Iterable[StoredObject]) -> str | None:
+    times = [o.last_modified for o in objects if o.last_modified is not None]
+    return max(times).astimezone(dt.UTC).isoformat() if times else None
 
 
 def load_digest(objects: Iterable[StoredObject]) -> str:
@@ -113,7 +142,8 @@ def plan_run(
                 if applied != (stored.etag, stored.size):
                     raise ReplayOrderError(
                         f"{dms_file.key}: changed since it was applied (ETag/size {applied} -> "
-                        f"{(stored.etag, stored.size)}); DMS reloaded the table? Rebuild the lake table to reload it"
+                        f"{(stored.etag, stored.size)}): DMS reloaded {table.name} or restarted with a full load. "
+                        + reload_hint(table.name)
                     )
                 continue
         elif watermark is not None and dms_file.order_key <= watermark:
@@ -128,16 +158,26 @@ def plan_run(
                 f"but only {state.cdc_count} were applied: a file landed after later changes were applied; "
                 "applying it now would break DMS order"
             )
-    # Lifecycle rules may expire LOAD files; the same number with other content means a reload.
+    # Lifecycle rules may expire LOAD files; the same number with other content means a reload, and so do
+    # fewer written after the applied ones (a reload into an emptied folder that needed fewer files).
     if state.cdc_started and (
         len(load_objects) > state.load_count
         or (len(load_objects) == state.load_count and load_digest(load_objects) != state.load_digest)
+        or (len(load_objects) < state.load_count and _written_after(load_objects, state.load_written))
     ):
         raise ReplayOrderError(
             f"{table.name}: its LOAD files changed after CDC files were applied ({state.load_count} applied, "
-            f"{len(load_objects)} now listed); DMS reloaded the table? Rebuild the lake table to reload it"
+            f"{len(load_objects)} now listed): DMS reloaded the table or restarted with a full load. "
+            + reload_hint(table.name)
         )
     return RunPlan(table, trigger, pending, objects, _next_state(state, pending, objects), base_snapshot_id)
+
+
+def _written_after(objects: Sequence[StoredObject], written: str | None) -> bool:
+    if written is None:
+        return False
+    applied = dt.datetime.fromisoformat(written)
+    return any(o.last_modified is not None and o.last_modified > applied for o in objects)
 
 
 def _next_state(state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject]) -> ReplayState:
@@ -148,13 +188,152 @@ def _next_state(state: ReplayState, pending: list[DmsFile], objects: dict[str, S
     cdc = [f for f in pending if not f.is_full_load]
     applied_loads = [objects[k] for k in load_files if k in objects]
     if state.cdc_started:
-        load_count, digest = state.load_count, state.load_digest
+        load_count, digest, written = state.load_count, state.load_digest, state.load_written
     else:
-        load_count, digest = len(load_files), load_digest(applied_loads)
+        load_count, digest, written = len(load_files), load_digest(applied_loads), newest_write(applied_loads)
     return ReplayState(
         load_files=load_files,
         load_count=load_count,
         load_digest=digest,
+        load_written=written,
         cdc_last=cdc[-1].key if cdc else state.cdc_last,
         cdc_count=state.cdc_count + len(cdc),
+    )
+
+
+@dataclass(frozen=True)
+class ReloadPlan:
+    """How a reload rebuilds one table: its current LOAD files, then the CDC files from ``boundary`` on.
+
+    Every listed file is recorded as applied (stale LOAD files and CDC files before the boundary too), so
+    the next ordinary run goes on from the newest CDC file, and refuses nothing.
+    """
+
+    table: TableSpec
+    load_files: list[DmsFile]
+    stale_load_files: list[DmsFile]
+    cdc_files: list[DmsFile]
+    skipped_cdc_files: list[DmsFile]
+    boundary: str
+    boundary_source: str
+    objects: dict[str, StoredObject]
+    next_state: ReplayState
+    base_snapshot_id: int
+
+    @property
+    def files(self) -> list[DmsFile]:
+        """The files the rebuild reads, in DMS order."""
+        return [*self.load_files, *self.cdc_files]
+
+    def run_plan(self) -> RunPlan:
+        """The reload as a run that applied exactly its files (for the snapshot's applied-files record)."""
+        files = self.files
+        return RunPlan(self.table, files[-1], files, self.objects, self.next_state, self.base_snapshot_id)
+
+
+def reload_margin(config: PipelineConfig) -> dt.timedelta:
+    return max(RELOAD_MARGIN, dt.timedelta(seconds=RELOAD_MARGIN_BATCHES * config.dms.cdc_max_batch_interval))
+
+
+def cdc_position(moment: dt.datetime) -> str:
+    """Where a CDC file written at ``moment`` (UTC) sorts: comparable with ``DmsFile.order_key[1]``."""
+    utc = moment.astimezone(dt.UTC) if moment.tzinfo else moment
+    return order_key_for(f"{utc:%Y%m%d-%H%M%S}{utc.microsecond:06d}.csv")[1]  # type: ignore[index]
+
+
+def show_position(position: str) -> str:
+    """A CDC position as DMS writes it in file names: ``YYYYMMDD-HHMMSSmmm``."""
+    return f"{position[:8]}-{position[8:17]}"
+
+
+_TIMESTAMP = re.compile(r"^\d{8}-\d{6,}$")
+
+
+def parse_since(text: str) -> str:
+    """The CDC position of a ``--since`` value: a CDC file's key or name, ``YYYYMMDD-HHMMSS[fff]`` or ISO 8601 (UTC)."""
+    value = text.strip()
+    name = value.rsplit("/", 1)[-1]
+    order = order_key_for(name) or (order_key_for(name + ".csv") if _TIMESTAMP.match(name) else None)
+    if order is not None and order[0] == 1:
+        return order[1]
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise JobArgumentError(
+            f"--since {text!r}: expected a CDC file name (20250301-120500123.csv), a time as DMS names CDC files "
+            "(20250301-120500123) or an ISO 8601 UTC time (2025-03-01T12:05:00)"
+        ) from None
+    return cdc_position(moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC))
+
+
+def plan_reload(
+    config: PipelineConfig,
+    table: TableSpec,
+    listed: Sequence[StoredObject],
+    base_snapshot_id: int,
+    since: str | None = None,
+) -> ReloadPlan:
+    """Which listed files rebuild ``table`` after a DMS reload, or a refusal naming what is missing.
+
+    The current load is the LOAD files written by the latest load. DMS writes them from the first one on,
+    so a LOAD file written more than ``reload_margin`` before the first one was left by an earlier, longer
+    load (folder not emptied) and is not read; one within the margin is read, which is safe for the same
+    reason as early CDC files are (every later change to its rows is applied after it). CDC files are
+    applied from ``since`` on, or else from the earliest current LOAD file's LastModified less the margin.
+    """
+    objects = {o.key: o for o in listed if o.size > 0}
+    files = table_files(list(objects), table, config)
+    loads = [f for f in files if f.is_full_load]
+    cdc = [f for f in files if not f.is_full_load]
+    if not loads:
+        raise ReplayOrderError(
+            f"{table.name}: no LOAD files under {config.table_prefix(table)}: nothing to reload from "
+            "(DMS writes them again when it reloads the table; wait until it has, then reload)"
+        )
+    margin = reload_margin(config)
+    times = [objects[f.key].last_modified for f in loads]
+    current, stale = loads, []
+    first_time = times[0]
+    if first_time is not None:
+        stale = [f for f, t in zip(loads, times, strict=True) if t is not None and t < first_time - margin]
+        current = [f for f in loads if f not in stale]
+    if since is not None:
+        boundary = parse_since(since)
+        source = f"--since {since}"
+    else:
+        current_times = [objects[f.key].last_modified for f in current]
+        if any(t is None for t in current_times):
+            raise ReplayOrderError(
+                f"{table.name}: the object store gives no write times for its LOAD files, so the CDC files "
+                "that belong after the reload cannot be told; pass --since <first CDC file after the reload>"
+            )
+        earliest = min(t for t in current_times if t is not None)
+        boundary = cdc_position(earliest - margin)
+        source = (
+            f"automatic: earliest current LOAD file written {earliest:%Y-%m-%d %H:%M:%S} UTC, "
+            f"less {int(margin.total_seconds() // 60)} min"
+        )
+    applied_cdc = [f for f in cdc if f.order_key[1] >= boundary]
+    skipped_cdc = [f for f in cdc if f.order_key[1] < boundary]
+    load_objects = [objects[f.key] for f in loads]
+    state = ReplayState(
+        load_files={o.key: (o.etag, o.size) for o in load_objects},
+        load_count=len(load_objects),
+        load_digest=load_digest(load_objects),
+        load_written=newest_write(load_objects),
+        # Every listed CDC file is before the boundary (superseded by the LOAD rows) or applied now.
+        cdc_last=cdc[-1].key if cdc else None,
+        cdc_count=len(cdc),
+    )
+    return ReloadPlan(
+        table=table,
+        load_files=current,
+        stale_load_files=stale,
+        cdc_files=applied_cdc,
+        skipped_cdc_files=skipped_cdc,
+        boundary=boundary,
+        boundary_source=source,
+        objects=objects,
+        next_state=state,
+        base_snapshot_id=base_snapshot_id,
     )

@@ -13,16 +13,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.commit import base_snapshot, commit_changes, is_commit_conflict
+from cdc_lake.commit import base_snapshot, commit_changes, with_commit_retries
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile
-from cdc_lake.exceptions import CommitConflictError, DmsInputError
+from cdc_lake.exceptions import DmsInputError
 from cdc_lake.history import commit_history, ensure_history_table, history_name
 from cdc_lake.plan import RunPlan, plan_run
 from cdc_lake.reader import FILE, file_layouts, read_changes
@@ -71,32 +69,22 @@ def apply_up_to(
     ensure_table(spark, location, table, config.lake)
     if table.history:
         ensure_history_table(spark, location, table, config.lake)
-    attempts = config.lake.commit_retries + 1
-    for attempt in range(1, attempts + 1):
-        try:
-            applied = _attempt(spark, config, location, store, table, trigger)
-        except (Py4JJavaError, PySparkException) as error:
-            if attempt < attempts and is_commit_conflict(error):
-                log.warning("%s: concurrent commit, planning again (attempt %d/%d)", table.name, attempt, attempts)
-                time.sleep(min(0.2 * 2**attempt, 5.0))
-                continue
-            if is_commit_conflict(error):
-                raise CommitConflictError(
-                    f"{table.name}: still conflicting with concurrent commits after {attempts} attempts"
-                ) from error
-            raise
-        return RunResult(
-            table=table.name,
-            trigger=trigger.key,
-            applied_files=applied.applied_files,
-            history_files=applied.history_files,
-            counts=applied.counts,
-            keys_changed=applied.keys_changed,
-            snapshot_id=applied.snapshot_id,
-            attempts=attempt,
-            seconds=time.monotonic() - started,
-        )
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    applied, attempts = with_commit_retries(
+        table.name,
+        config.lake.commit_retries,
+        lambda: _attempt(spark, config, location, store, table, trigger),
+    )
+    return RunResult(
+        table=table.name,
+        trigger=trigger.key,
+        applied_files=applied.applied_files,
+        history_files=applied.history_files,
+        counts=applied.counts,
+        keys_changed=applied.keys_changed,
+        snapshot_id=applied.snapshot_id,
+        attempts=attempts,
+        seconds=time.monotonic() - started,
+    )
 
 
 def _attempt(

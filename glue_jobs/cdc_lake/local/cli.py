@@ -1,5 +1,5 @@
 """``cdc-lake``: the pipeline on a laptop (run, trigger, export, generate, demo) and operations on its tables
-(changes, history, rollback, reapply, reconcile, maintain)."""
+(changes, history, rollback, reapply, reload, reconcile, maintain)."""
 
 from __future__ import annotations
 
@@ -100,6 +100,20 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     again.add_argument("--landing", "-l", type=Path, required=True)
     _add_lake(again)
     again.add_argument("--table", "-t", required=True)
+
+    reload = commands.add_parser(
+        "reload", help="rebuild a table DMS reloaded: its current LOAD files, then the CDC files after them"
+    )
+    _add_config(reload)
+    reload.add_argument("--landing", "-l", type=Path, required=True)
+    _add_lake(reload)
+    reload.add_argument("--table", "-t", required=True)
+    reload.add_argument(
+        "--since",
+        metavar="CDC_FILE_OR_TIME",
+        help="apply CDC files from this one on (a CDC file name, 20250301-120500123, or an ISO 8601 UTC time); "
+        "default: those written from an hour before the reload's first LOAD file",
+    )
 
     reconcile = _table_command(commands, "reconcile", "compare a table with an expected extract (CSV/Parquet/JSONL)")
     reconcile.add_argument("--expected", "-e", required=True, help="a local path or an s3:// URI")
@@ -324,6 +338,19 @@ def cmd_reapply(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    from cdc_lake.jobs import describe_reload
+    from cdc_lake.reload import reload_table
+    from cdc_lake.storage import LocalFolderStore
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    store = LocalFolderStore(args.landing)
+    result = reload_table(spark, config, location, store, config.table(args.table), since=args.since)
+    print(describe_reload(result))
+    return 0
+
+
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from cdc_lake.reconcile import format_report, reconcile
 
@@ -359,6 +386,7 @@ COMMANDS = {
     "history": cmd_history,
     "rollback": cmd_rollback,
     "reapply": cmd_reapply,
+    "reload": cmd_reload,
     "reconcile": cmd_reconcile,
     "maintain": cmd_maintain,
     "run": cmd_run,
