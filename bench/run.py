@@ -41,11 +41,7 @@ def plain_csv_to_parquet(spark: SparkSession, config: PipelineConfig, csv: Path,
     fields = [T.StructField("dms_timestamp", T.StringType())]
     fields += [T.StructField(c.name, parse_type(c.type)) for c in table.columns]
     shutil.rmtree(out, ignore_errors=True)
-    seconds, _ = timed(
-        lambda: (
-            spark.read.schema(T.StructType(fields)).option("nullValue", "NULL").csv(str(csv)).write.parquet(str(out))
-        )
-    )
+    seconds, _ = timed(lambda: spark.read.schema(T.StructType(fields)).csv(str(csv)).write.parquet(str(out)))
     return seconds
 
 

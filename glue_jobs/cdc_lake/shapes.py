@@ -77,13 +77,18 @@ def dms_roles(dms: DmsSettings, table: TableSpec, full_load: bool) -> tuple[list
 
 def _dms_source_names(dms: DmsSettings, table: TableSpec) -> dict[str, str]:
     """Lower-cased names DMS gives its own fields in a header or a Parquet schema -> their role."""
-    names = {"op": OP}
+    return {name.lower(): role for name, role in _dms_names(dms, table).items()}
+
+
+def _dms_names(dms: DmsSettings, table: TableSpec) -> dict[str, str]:
+    """The names DMS gives its own fields -> their role."""
+    names = {"Op": OP}
     if dms.timestamp_column:
-        names[dms.timestamp_column.lower()] = DMS_TS
+        names[dms.timestamp_column] = DMS_TS
     if dms.change_sequence_column:
-        names[dms.change_sequence_column.lower()] = CHANGE_SEQ
+        names[dms.change_sequence_column] = CHANGE_SEQ
     for index, column in enumerate(dms.before_image_columns(table)):
-        names[column.lower()] = before_role(index)
+        names[column] = before_role(index)
     return names
 
 
@@ -100,7 +105,8 @@ def headerless_layout(field_count: int, dms_file: DmsFile, table: TableSpec, dms
     kept = [c.name for c in table.columns if not c.dropped]
     shapes = {tuple(cols[:width]) for cols in (everything, kept) if 0 < width <= len(cols)}
     shapes = {s for s in shapes if set(table.primary_key) <= set(s)}
-    layout_text = ", ".join([*before, "<columns>", *after])
+    shown = {role: name for name, role in _dms_names(dms, table).items()}
+    layout_text = ", ".join([*(shown[r] for r in before), *everything, *(shown[r] for r in after)])
     if len(shapes) == 1:
         (columns,) = shapes
         names = (*before, *columns, *after)
@@ -117,14 +123,14 @@ def headerless_layout(field_count: int, dms_file: DmsFile, table: TableSpec, dms
         example = "\n".join(f"        - {{name: <new column {i + 1}>, type: <type>}}" for i in range(extra))
         raise SchemaChangeError(
             f"{dms_file.key}: {field_count} fields, but the configuration of {table.name} accounts for "
-            f"{len(before) + len(everything) + len(after)} ({layout_text} with {len(everything)} columns): "
+            f"{len(before) + len(everything) + len(after)} fields ({layout_text}): "
             f"the source table gained {extra} column(s)? Headerless CSV carries no names, so add them at the "
             f"end of `columns` of {table.name} in the configuration, in the source's column order:\n{example}\n"
             "then deploy the configuration and run this file again (docs/schema-changes.md)"
         )
     raise SchemaChangeError(
-        f"{dms_file.key}: {field_count} fields do not fit {table.name} ({layout_text}; columns "
-        f"{', '.join(everything)}): too few for its primary key {table.primary_key}. A source column was "
+        f"{dms_file.key}: {field_count} fields do not fit {table.name} ({layout_text}): too few for its "
+        f"primary key {table.primary_key}. A source column was "
         "renamed or dropped without the configuration saying so (mark dropped columns `dropped: true`), or "
         "the file is not this table's; see docs/schema-changes.md"
     )

@@ -48,7 +48,7 @@ def test_run_trigger_and_export(tmp_path: Path):
     config.write_text(CONFIG)
     landing, warehouse, out = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "export"
     write_file(landing, "dms/shop/items/LOAD00000001.csv", '1,1.50,a\n2,2.00,"b, with comma"\n')
-    write_file(landing, "dms/shop/items/20250301-120000000.csv", "U,1,1.75,a2\nD,2,2.00,x\nI,3,0.10,\n")
+    write_file(landing, "dms/shop/items/20250301-120000000.csv", 'U,1,1.75,a2\nD,2,2.00,x\nI,3,0.10,""\n')
     done = cdc_lake("run", "-c", config, "-l", landing, "-w", warehouse)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 file(s) applied, 0 failed" in done.stdout

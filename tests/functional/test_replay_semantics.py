@@ -261,9 +261,9 @@ def test_types_nulls_and_empty_strings(spark, database, landing):
         landing,
         prefix + "LOAD00000001.csv",
         '1,a,-12.50,1970-01-01,2025-03-01 12:00:00.000001,1,0.5,"multi\nline, ""quoted"" é 日本 🎉"\n'
-        "1,b,0.00,2099-12-31,2025-03-01 23:59:59.999999,0,-1e-3,\n"
-        '2,a,NULL,NULL,NULL,NULL,NULL,""\n'
-        "2,b,9999999999.99,2025-03-01,2025-03-01 00:00:00,true,3,NULL\n",
+        '1,b,0.00,2099-12-31,2025-03-01 23:59:59.999999,0,-1.0000000000000000e-03,""\n'
+        '2,a,,,,,,""\n'
+        "2,b,9999999999.99,2025-03-01,2025-03-01 00:00:00,true,+3.0000000000000000e+00,\n",
     )
     apply(spark, cfg, database, landing, prefix + "LOAD00000001.csv")
     got = rows(spark, database, "shop_typed")

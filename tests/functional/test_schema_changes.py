@@ -69,7 +69,7 @@ def test_headerless_add_column_is_refused_until_configured_then_old_and_new_file
     with pytest.raises(SchemaChangeError) as refused:
         apply(spark, before, database, landing, new)
     message = str(refused.value)
-    assert f"{new}: 5 fields, but the configuration of shop.items accounts for 4" in message
+    assert f"{new}: 5 fields, but the configuration of shop.items accounts for 4 fields (Op, id, label, seq)" in message
     assert "add them at the end of `columns` of shop.items" in message
     assert "- {name: <new column 1>, type: <type>}" in message
     assert lake(spark, database) == (["id", "label"], [(1, "a2"), (2, "b")])
