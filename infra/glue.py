@@ -162,7 +162,8 @@ class GlueJobs(Construct):
             f"{name_prefix}-maintenance",
             scripts["maintenance"],
             MAINTENANCE,
-            extra_arguments=MAINTENANCE_ARGUMENTS,
+            # The raw bucket for --action reload, which rebuilds a table from its landed files.
+            extra_arguments={**MAINTENANCE_ARGUMENTS, "--bucket": storage.raw.bucket_name},
         )
         self.maintenance_trigger: glue.CfnTrigger | None = None
         if maintenance_schedule is not None:

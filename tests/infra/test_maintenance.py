@@ -62,7 +62,8 @@ def test_maintenance_defaults_are_the_stack_defaults_plus_action_and_retention(d
     glue = demo.stack.glue
     arguments = job_properties(demo, glue.maintenance)["DefaultArguments"]
     replay_arguments = job_properties(demo, glue.cdc_replay)["DefaultArguments"]
-    assert arguments == {**replay_arguments, **MAINTENANCE_DEFAULTS}
+    raw = demo.logical_id(demo.stack.storage.raw)
+    assert arguments == {**replay_arguments, **MAINTENANCE_DEFAULTS, "--bucket": {"Ref": raw}}
     lake = demo.logical_id(demo.stack.storage.lake)
     conf = render(arguments["--conf"])
     assert conf.startswith("spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
