@@ -18,7 +18,7 @@ from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import table_files
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.history import history_name
-from cdc_lake.record import APPLIED, CHANGES, HISTORY_SNAPSHOT, STATE, TRIGGER, snapshot_summaries
+from cdc_lake.record import APPLIED, CHANGES, HISTORY_SNAPSHOT, RELOAD, STATE, TRIGGER, snapshot_summaries
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.sql import quote, sql_string
 from cdc_lake.storage import ObjectStore
@@ -34,7 +34,7 @@ class Change:
     snapshot_id: int
     made_current_at: Any
     operation: str
-    kind: str  # "replay", "maintenance" or "created"
+    kind: str  # "replay", "reload", "maintenance" or "created"
     files: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     trigger: str | None = None
@@ -48,7 +48,9 @@ def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) 
     changes = []
     for snapshot in snapshot_summaries(spark, location, table):
         summary = snapshot["summary"] or {}
-        if STATE in summary:
+        if RELOAD in summary:
+            kind = "reload"
+        elif STATE in summary:
             kind = "replay"
         elif snapshot["operation"] == "append" and summary.get("added-data-files", "0") == "0":
             kind = "created"

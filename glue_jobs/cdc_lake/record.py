@@ -24,6 +24,8 @@ CHANGES = "cdc-lake.changes"
 TRIGGER = "cdc-lake.trigger"
 RUN_ID = "cdc-lake.run-id"
 HISTORY_SNAPSHOT = "cdc-lake.history-snapshot"
+# A reload commit: its boundary and what it left out (``reload.reload_table``).
+RELOAD = "cdc-lake.reload"
 
 
 def run_properties(plan: RunPlan, changes: Mapping[str, int] | None) -> dict[str, str]:

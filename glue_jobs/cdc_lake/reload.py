@@ -29,7 +29,7 @@ from cdc_lake.exceptions import DmsInputError
 from cdc_lake.history import ensure_history_table, history_name, merge_versions
 from cdc_lake.plan import ReloadPlan, plan_reload, show_position
 from cdc_lake.reader import DMS_TS, FILE, OP, ROW, file_layouts, read_changes
-from cdc_lake.record import HISTORY_SNAPSHOT, run_properties
+from cdc_lake.record import HISTORY_SNAPSHOT, RELOAD, run_properties
 from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.spark_types import lake_type
 from cdc_lake.sql import quote
@@ -38,8 +38,6 @@ from cdc_lake.tables import LakeLocation, ensure_table
 
 log = logging.getLogger(__name__)
 
-# Snapshot summary property of a reload commit: its boundary and what it left out.
-RELOAD = "cdc-lake.reload"
 _SOURCE = "_source"
 _ACTION = "_action"
 

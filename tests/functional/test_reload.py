@@ -17,8 +17,9 @@ from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import DmsInputError, JobArgumentError, ReplayOrderError
 from cdc_lake.jobs import MaintenanceOptions, run_maintenance
 from cdc_lake.local.cli import main
-from cdc_lake.record import read_state, snapshot_summaries
-from cdc_lake.reload import RELOAD, reload_table
+from cdc_lake.operations import list_changes
+from cdc_lake.record import RELOAD, read_state, snapshot_summaries
+from cdc_lake.reload import reload_table
 from cdc_lake.replay import apply_up_to
 from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
@@ -153,6 +154,7 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
     reload_snapshot = head(spark, database)
     summary = snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])[-1]
     assert summary["snapshot_id"] == reload_snapshot and RELOAD in summary["summary"]
+    assert list_changes(spark, LakeLocation("lake", database), cfg.tables[0])[-1].kind == "reload"
 
     # History: a version only for each key whose row changed (7 did not), from the change that made it.
     history = {
