@@ -213,7 +213,19 @@ def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool
     )
     typed_columns = []
     types = {c.name: c.type for c in table.columns}
-    befores = zip(before_image_columns(table, dms), dms.before_image_columns(table), table.primary_key, strict=False)
+    befores = list(
+        zip(before_image_columns(table, dms), dms.before_image_columns(table), table.primary_key, strict=False)
+    )
+    if full_load:
+        # Full-load rows change no key; a value here means the file lacks the before-image fields and a
+        # table column was read in their place.
+        checks += [
+            F.when(
+                F.col(_quote(role)).isNotNull(),
+                _problem(F.lit(label), F.lit("before-image value on a full-load row"), F.col(_quote(role))),
+            )
+            for role, label, _key in befores
+        ]
     for name, label, column_type in [
         *[(c.name, c.name, c.type) for c in table.columns],
         *[(role, label, types[key]) for role, label, key in befores],

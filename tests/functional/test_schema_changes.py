@@ -17,7 +17,7 @@ import pytest
 
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import SchemaChangeError
+from cdc_lake.exceptions import DmsInputError, SchemaChangeError
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
@@ -293,3 +293,11 @@ def test_null_marker_setting_null_text(spark, database, landing):
     last = write_file(landing, T + "LOAD00000001.csv", '1,NULL,NULL\n2,,2025-03-01\n3,"NULL",NULL\n')
     apply(spark, marker, database, landing, last)
     assert lake(spark, database)[1] == [(1, None, None), (2, "", dt.date(2025, 3, 1)), (3, None, None)]
+
+
+def test_load_file_without_before_image_fields_is_refused_not_misread(spark, database, landing):
+    cfg = config([ID, {"name": "qty", "type": "int"}], **BEFORE)
+    load = write_file(landing, T + "LOAD00000001.csv", "1,5\n")  # 2 fields: read as id + before_id
+    with pytest.raises(DmsInputError) as refused:
+        apply(spark, cfg, database, landing, load)
+    assert f"{load}: row 1, column before_id: before-image value on a full-load row (value '5')" in str(refused.value)
