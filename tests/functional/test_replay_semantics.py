@@ -13,7 +13,7 @@ import pytest
 
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import DmsInputError, ReplayOrderError
+from cdc_lake.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
 from cdc_lake.record import snapshot_summaries
 from cdc_lake.replay import apply_up_to
 from cdc_lake.storage import LocalFolderStore
@@ -346,3 +346,15 @@ def test_values_that_would_be_rounded_or_overflow_are_refused(spark, database, l
     assert f"{key}: row 2, column price: cannot parse as decimal(6,2) (value '1.005')" in message
     assert f"{key}: row 3, column id: cannot parse as smallint (value '40000')" in message
     assert f"{key}: row 4, column price: cannot parse as decimal(6,2) (value '12345.67')" in message
+
+
+@pytest.mark.parametrize("mode", ["cdc_inserts_only", "cdc_inserts_and_updates"])
+def test_cdc_files_without_op_are_upserts(spark, database, landing, mode):
+    cfg = config(**{mode: True})
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
+    key = write_file(landing, T + "20250301-120000000.csv", "3,c\n1,a2\n")
+    apply(spark, cfg, database, landing, key)
+    assert rows(spark, database) == [(1, "a2"), (2, "b"), (3, "c")]
+    with_op = write_file(landing, T + "20250301-120100000.csv", "I,4,d\n")  # Op present: one field too many
+    with pytest.raises(SchemaChangeError, match=r"3 fields, but the configuration of shop\.items accounts for 2"):
+        apply(spark, cfg, database, landing, with_op)
