@@ -8,7 +8,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lake.config import DmsSettings, TableSpec
-from cdc_lake.reader import CHANGE_SEQ, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_image_columns
+from cdc_lake.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_image_columns
 
 
 def dms_order(use_change_sequence: bool) -> Column:
@@ -86,6 +86,11 @@ class ChangeCounts:
     inserts: int
     updates: int
     deletes: int
+    newest_change: str | None = None  # the newest DMS timestamp-column value, when the column is configured
+
+    @property
+    def rows(self) -> int:
+        return self.inserts + self.updates + self.deletes
 
     def as_dict(self) -> dict[str, int]:
         return {"I": self.inserts, "U": self.updates, "D": self.deletes}
@@ -96,9 +101,10 @@ def count_changes(changes: DataFrame) -> ChangeCounts:
         F.count(F.when(F.col(OP) == "I", 1)).alias("I"),
         F.count(F.when(F.col(OP) == "U", 1)).alias("U"),
         F.count(F.when(F.col(OP) == "D", 1)).alias("D"),
+        F.max(DMS_TS).alias("newest"),
     ).first()
     assert row is not None
-    return ChangeCounts(inserts=row["I"], updates=row["U"], deletes=row["D"])
+    return ChangeCounts(inserts=row["I"], updates=row["U"], deletes=row["D"], newest_change=row["newest"])
 
 
 def describe_problems(changes: DataFrame, limit: int = 10) -> tuple[list[str], int]:

@@ -18,7 +18,7 @@ from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import table_files
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.history import history_name
-from cdc_lake.record import APPLIED, CHANGES, HISTORY_SNAPSHOT, RELOAD, STATE, TRIGGER, snapshot_summaries
+from cdc_lake.record import APPLIED, CHANGES, FRESHNESS, HISTORY_SNAPSHOT, RELOAD, STATE, TRIGGER, snapshot_summaries
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.sql import quote, sql_string
 from cdc_lake.storage import ObjectStore
@@ -39,6 +39,7 @@ class Change:
     counts: dict[str, int] = field(default_factory=dict)
     trigger: str | None = None
     history_snapshot: int | None = None
+    freshness: dict[str, Any] = field(default_factory=dict)  # record.freshness of a replay commit
 
 
 def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[Change]:
@@ -68,6 +69,7 @@ def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) 
                 counts=json.loads(summary[CHANGES]) if CHANGES in summary else {},
                 trigger=summary.get(TRIGGER),
                 history_snapshot=int(history) if history else None,
+                freshness=json.loads(summary[FRESHNESS]) if FRESHNESS in summary else {},
             )
         )
     return changes

@@ -7,6 +7,7 @@ record back with it.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +27,37 @@ RUN_ID = "cdc-lake.run-id"
 HISTORY_SNAPSHOT = "cdc-lake.history-snapshot"
 # A reload commit: its boundary and what it left out (``reload.reload_table``).
 RELOAD = "cdc-lake.reload"
+# How fresh the table is after a replay commit, and what the batch cost (``freshness``).
+FRESHNESS = "cdc-lake.freshness"
+
+
+def freshness(
+    plan: RunPlan, rows: int, newest_change: str | None, seconds: float, committing_at: dt.datetime
+) -> dict[str, float | int | None]:
+    """The batch a commit applies and how far behind the source it leaves the table, at ``committing_at`` (UTC).
+
+    ``change_lag_s``: from the newest change's DMS timestamp (the source commit time, UTC; None without a
+    timestamp column); ``landed_lag_s``: from the oldest applied file's landing (its LastModified).
+    """
+    landed = [t for t in (plan.objects[f.key].last_modified for f in plan.pending) if t is not None]
+    newest = _dms_time(newest_change)
+    return {
+        "files": len(plan.pending),
+        "rows": rows,
+        "bytes": sum(plan.objects[f.key].size for f in plan.pending),
+        "seconds": round(seconds, 3),
+        "change_lag_s": round((committing_at - newest).total_seconds(), 3) if newest else None,
+        "landed_lag_s": round((committing_at - min(landed)).total_seconds(), 3) if landed else None,
+    }
+
+
+def _dms_time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None  # not DMS's yyyy-MM-dd HH:mm:ss.SSSSSS: no lag rather than a failed run
 
 
 def run_properties(plan: RunPlan, changes: Mapping[str, int] | None) -> dict[str, str]:

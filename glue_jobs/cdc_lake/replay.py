@@ -8,6 +8,8 @@ for one table meet the commit's compare-and-swap, and the loser plans again from
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -24,7 +26,7 @@ from cdc_lake.exceptions import DmsInputError
 from cdc_lake.history import commit_history, ensure_history_table, history_name
 from cdc_lake.plan import RunPlan, plan_run
 from cdc_lake.reader import FILE, file_layouts, read_changes
-from cdc_lake.record import HISTORY_SNAPSHOT, read_state, run_properties
+from cdc_lake.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, read_state, run_properties
 from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.storage import ObjectStore, StoredObject
 from cdc_lake.tables import LakeLocation, ensure_table
@@ -72,7 +74,7 @@ def apply_up_to(
     applied, attempts = with_commit_retries(
         table.name,
         config.lake.commit_retries,
-        lambda: _attempt(spark, config, location, store, table, trigger),
+        lambda: _attempt(spark, config, location, store, table, trigger, started),
     )
     return RunResult(
         table=table.name,
@@ -94,6 +96,7 @@ def _attempt(
     store: ObjectStore,
     table: TableSpec,
     trigger: DmsFile,
+    started: float,
 ) -> Applied:
     listed = store.list(config.table_prefix(table))
     plan = _plan(spark, config, location, listed, table, trigger, table.lake_table)
@@ -104,7 +107,7 @@ def _attempt(
     if not plan.pending and not (history_plan and history_plan.pending):
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
         return Applied()
-    return _apply(spark, config, location, store, plan, history_plan)
+    return _apply(spark, config, location, store, plan, history_plan, started)
 
 
 def _apply(
@@ -114,6 +117,7 @@ def _apply(
     store: ObjectStore,
     plan: RunPlan,
     history_plan: RunPlan | None,
+    started: float,
 ) -> Applied:
     use_sequence = config.dms.change_sequence_column is not None
     history_pending = history_plan.pending if history_plan else []
@@ -155,6 +159,8 @@ def _apply(
     properties = run_properties(plan, {**counts.as_dict(), "keys": keys_changed})
     if history_snapshot is not None:
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)
+    facts = freshness(plan, counts.rows, counts.newest_change, time.monotonic() - started, dt.datetime.now(dt.UTC))
+    properties[FRESHNESS] = json.dumps(facts, separators=(",", ":"))
     snapshot_id = commit_changes(spark, location, table, last_changes, properties, plan.base_snapshot_id)
     return Applied(
         applied_files=[f.key for f in plan.pending],

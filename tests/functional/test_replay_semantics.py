@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
-from cdc_lake.record import snapshot_summaries
+from cdc_lake.record import FRESHNESS, snapshot_summaries
 from cdc_lake.replay import apply_up_to
 from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
@@ -358,3 +361,28 @@ def test_cdc_files_without_op_are_upserts(spark, database, landing, mode):
     with_op = write_file(landing, T + "20250301-120100000.csv", "I,4,d\n")  # Op present: one field too many
     with pytest.raises(SchemaChangeError, match=r"3 fields, but the configuration of shop\.items accounts for 2"):
         apply(spark, cfg, database, landing, with_op)
+
+
+def test_each_commit_records_its_batch_and_freshness(spark, database, landing):
+    cfg = config(timestamp_column="dms_ts")
+    write_file(landing, T + "LOAD00000001.csv", "2025-03-01 11:00:00.000000,1,a\n")
+    key = write_file(
+        landing,
+        T + "20250301-120000000.csv",
+        "U,2025-03-01 11:59:00.000000,1,b\nI,2025-03-01 11:59:30.500000,2,c\nD,2025-03-01 11:58:00.000000,3,\n",
+    )
+    landed = time.time() - 120
+    for name in ("LOAD00000001.csv", "20250301-120000000.csv"):
+        os.utime(landing / T / name, (landed, landed))
+    before = dt.datetime.now(dt.UTC)
+    apply(spark, cfg, database, landing, key)
+    after = dt.datetime.now(dt.UTC)
+    summary = snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])[-1]["summary"]
+    facts = json.loads(summary[FRESHNESS])
+    sizes = sum((landing / T / n).stat().st_size for n in ("LOAD00000001.csv", "20250301-120000000.csv"))
+    assert (facts["files"], facts["rows"], facts["bytes"]) == (2, 4, sizes)
+    newest = dt.datetime(2025, 3, 1, 11, 59, 30, 500000, tzinfo=dt.UTC)  # by timestamp, not row order
+    assert (before - newest).total_seconds() <= facts["change_lag_s"] <= (after - newest).total_seconds()
+    landed_at = dt.datetime.fromtimestamp(landed, dt.UTC)
+    assert (before - landed_at).total_seconds() - 0.01 <= facts["landed_lag_s"] <= (after - landed_at).total_seconds()
+    assert 0 < facts["seconds"] <= (after - before).total_seconds()

@@ -270,18 +270,28 @@ def cmd_changes(args: argparse.Namespace) -> int:
     if not changes:
         print(f"{table.name}: no lake table yet")
         return 0
-    columns = f"{'files':>5} {'I':>6} {'U':>6} {'D':>6} {'keys':>6}"
+    columns = f"{'files':>5} {'I':>6} {'U':>6} {'D':>6} {'keys':>6} {'bytes':>9} {'run s':>7} {'lag s':>8}"
+    columns += f" {'landed s':>8}"
     print(f"{'change (snapshot id)':<21} {'time (UTC)':<20} {'kind':<12} {columns}")
     for change in changes:
-        counts = change.counts
+        counts, fresh = change.counts, change.freshness
         when = change.made_current_at.strftime("%Y-%m-%d %H:%M:%S")
         print(
             f"{change.snapshot_id:<21} {when:<20} {change.kind:<12} {len(change.files):>5} {counts.get('I', ''):>6} "
-            f"{counts.get('U', ''):>6} {counts.get('D', ''):>6} {counts.get('keys', ''):>6}"
+            f"{counts.get('U', ''):>6} {counts.get('D', ''):>6} {counts.get('keys', ''):>6} "
+            f"{_shown(fresh.get('bytes')):>9} {_shown(fresh.get('seconds')):>7} "
+            f"{_shown(fresh.get('change_lag_s')):>8} {_shown(fresh.get('landed_lag_s')):>8}"
         )
         for key in change.files:
             print(f"{'':<21}   {key}")
     return 0
+
+
+def _shown(value: float | None) -> str:
+    """A figure of the changes table; blank when the commit did not record it."""
+    if value is None:
+        return ""
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
