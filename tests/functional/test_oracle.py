@@ -57,11 +57,12 @@ DMS_VARIANTS: dict[str, dict[str, Any]] = {
         "date_partition_enabled": True,
         "timestamp_column": "dms_timestamp",
     },
-    "csv-op-header-emptynull-changeseq": {
+    # DMS's default NULL (an empty field) is every other variant's; this one writes a CsvNullValue marker.
+    "csv-op-header-nullmarker-changeseq": {
         "format": "csv",
         "include_op_for_full_load": True,
         "add_column_name": True,
-        "csv_null_value": "",
+        "csv_null_value": "NULL",
         "change_sequence_column": "ar_h_change_seq",
     },
 }
