@@ -65,6 +65,15 @@ DMS_VARIANTS: dict[str, dict[str, Any]] = {
         "csv_null_value": "NULL",
         "change_sequence_column": "ar_h_change_seq",
     },
+    # Key UPDATEs (chains included) with DMS's before-image key columns: no old row may survive.
+    "csv-before-image-changeseq": {
+        "format": "csv",
+        "timestamp_column": "dms_timestamp",
+        "change_sequence_column": "ar_h_change_seq",
+        "before_image": {"column_prefix": "before_", "column_filter": "pk-only"},
+    },
+    # CdcInsertsAndUpdates: CDC files without Op, deletes never captured (the oracle keeps deleted rows).
+    "csv-inserts-and-updates": {"format": "csv", "cdc_inserts_and_updates": True},
 }
 
 
