@@ -24,11 +24,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cdc_lake
-from cdc_lake.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.config import ColumnSpec, PipelineConfig, TableSpec, load_config
 from cdc_lake.dms_files import FileKind, parse_key
 from cdc_lake.exceptions import ConfigError, UnknownTableError
 from cdc_lake.jsonl import json_row, read_jsonl, sort_key
-from cdc_lake.local.generator import GenerationResult, GeneratorSpec, csv_field, generate, land_order
+from cdc_lake.local.generator import (
+    GenerationResult,
+    GeneratorSpec,
+    SchemaChange,
+    csv_field,
+    generate,
+    land_order,
+)
 from cdc_lake.local.generator.values import double_text, real_text
 
 DEMO = load_config(Path(cdc_lake.__file__).parent / "demo.yaml")
@@ -147,8 +154,17 @@ def table_files(landing: Path, config: PipelineConfig, table: TableSpec) -> tupl
     return loads, cdcs
 
 
-def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: bool, postgres: bool) -> list[Record]:
+def read_csv_records(
+    path: Path,
+    config: PipelineConfig,
+    table: TableSpec,
+    cdc: bool,
+    postgres: bool,
+    columns: list[ColumnSpec] | None = None,
+) -> list[Record]:
+    """``columns``: the table's columns in the file, with their types then (default: the configured ones)."""
     dms = config.dms
+    columns = table.columns if columns is None else columns
     booleans = {"true": True, "false": False} if postgres else {"1": True, "0": False}
     raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
     text = raw.decode("utf-8")
@@ -160,7 +176,7 @@ def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: 
     names = [
         *(["Op"] if with_op else []),
         *([dms.timestamp_column] if dms.timestamp_column else []),
-        *table.column_names,
+        *(c.name for c in columns),
         *([dms.change_sequence_column] if dms.change_sequence_column else []),
         *befores,
     ]
@@ -173,7 +189,7 @@ def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: 
         by_name = dict(zip(names, fields, strict=True))
         values: dict[str, Any] = {}
         quoted_empty: list[bool] = []
-        for column in table.columns:
+        for column in columns:
             text_value, quoted = by_name[column.name]
             if text_value == dms.csv_null_value and not quoted:
                 values[column.name] = None
@@ -209,9 +225,18 @@ def read_csv_records(path: Path, config: PipelineConfig, table: TableSpec, cdc: 
 
 
 def read_parquet_records(
-    path: Path, config: PipelineConfig, table: TableSpec, cdc: bool, postgres: bool
+    path: Path,
+    config: PipelineConfig,
+    table: TableSpec,
+    cdc: bool,
+    postgres: bool,
+    columns: list[ColumnSpec] | None = None,
 ) -> list[Record]:
     dms = config.dms
+    columns = table.columns if columns is None else columns
+    names = [c.name for c in columns]
+    schema_names = pq.read_schema(path).names
+    assert [n for n in schema_names if n in table.column_names] == names, f"{path}: {schema_names}"
     with_op = dms.cdc_has_op if cdc else dms.include_op_for_full_load
     befores = dict(zip(table.primary_key, dms.before_image_columns(table), strict=True)) if dms.before_image else {}
     records = []
@@ -225,7 +250,7 @@ def read_parquet_records(
                 op=row["Op"] if with_op else "I",
                 ts=row[dms.timestamp_column] if dms.timestamp_column else "",
                 seq=row[dms.change_sequence_column] if dms.change_sequence_column else None,
-                values={c.name: row[c.name] for c in table.columns},
+                values={name: row[name] for name in names},
                 before=old_key if any(v is not None for v in old_key.values()) else None,
             )
         )
@@ -233,14 +258,35 @@ def read_parquet_records(
     return records
 
 
-def read_table(result: GenerationResult, config: PipelineConfig, name: str, postgres: bool = False) -> list[Record]:
+def file_columns(table: TableSpec, changes: tuple[SchemaChange, ...], cdc_index: int) -> list[ColumnSpec]:
+    """The columns (and their types then) of the file written after CDC file ``cdc_index - 1`` (-1: LOAD)."""
+    done = [c for c in changes if c.table == table.name and c.after_file < cdc_index]
+    pending = [c for c in changes if c.table == table.name and c.after_file >= cdc_index]
+    absent = {c.column for c in done if c.kind == "drop"} | {c.column for c in pending if c.kind == "add"}
+    narrow = {c.column: c.from_type for c in pending if c.kind == "widen"}
+    return [
+        c.model_copy(update={"type": narrow[c.name]}) if c.name in narrow else c
+        for c in table.columns
+        if c.name not in absent
+    ]
+
+
+def read_table(
+    result: GenerationResult,
+    config: PipelineConfig,
+    name: str,
+    postgres: bool = False,
+    changes: tuple[SchemaChange, ...] = (),
+) -> list[Record]:
     """All rows of one table, in DMS order: LOAD files by hex counter, CDC files by name, row position."""
     table = config.table(name)
     loads, cdcs = table_files(result.landing, config, table)
     read = read_parquet_records if config.dms.format == "parquet" else read_csv_records
     records = []
     for index, key in enumerate([*loads, *cdcs]):
-        for record in read(result.landing / key, config, table, cdc=index >= len(loads), postgres=postgres):
+        columns = file_columns(table, changes, index - len(loads))
+        cdc = index >= len(loads)
+        for record in read(result.landing / key, config, table, cdc=cdc, postgres=postgres, columns=columns):
             record.file_index = index
             records.append(record)
     return records
@@ -780,3 +826,135 @@ def test_spec_is_validated(bad: dict[str, Any]) -> None:
 def test_csv_field_round_trips_through_the_csv_module(text: str) -> None:
     line = ",".join(["a", csv_field(text), "z"]) + "\n"
     assert list(csv.reader(io.StringIO(line, newline=""))) == [["a", text, "z"]]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Schema changes mid-stream and key updates without before-image columns
+# ---------------------------------------------------------------------------------------------------
+
+LIVING: dict[str, Any] = {
+    "name": "lab.living",
+    "primary_key": ["item_id"],
+    "columns": [
+        {"name": "item_id", "type": "bigint"},
+        {"name": "title", "type": "string"},
+        {"name": "stock", "type": "bigint"},  # int before the widening
+        {"name": "score", "type": "double"},  # float before the widening
+        {"name": "legacy_note", "type": "string", "dropped": True},
+        {"name": "region", "type": "string"},  # added after CDC file 0
+        {"name": "points", "type": "decimal(8,2)"},  # added after CDC file 1
+    ],
+}
+LIVING_CHANGES = (
+    SchemaChange("lab.living", 0, "add", "region"),
+    SchemaChange("lab.living", 0, "widen", "stock", from_type="int"),
+    SchemaChange("lab.living", 1, "add", "points"),
+    SchemaChange("lab.living", 1, "drop", "legacy_note"),
+    SchemaChange("lab.living", 1, "widen", "score", from_type="float"),
+)
+LIVING_SPEC = GeneratorSpec(
+    initial_rows=40,
+    cdc_files=4,
+    changes_per_file=60,
+    load_file_rows=10,
+    cached_changes=8,
+    schema_changes=LIVING_CHANGES,
+)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"add_column_name": True, "csv_null_value": "NULL"}, {"format": "parquet", "change_sequence_column": "seq"}],
+)
+def test_schema_changes_mid_stream_shape_the_files_and_the_oracle(tmp_path: Path, options: dict[str, Any]) -> None:
+    config = make_config([LIVING], **options)
+    result = generate(config, tmp_path, LIVING_SPEC)
+    table = config.table("lab.living")
+    summary = next(t for t in result.tables if t.table == table.name)
+    loads, cdcs = summary.load_files, summary.cdc_files
+    assert len(cdcs) == 4
+    if config.dms.format == "parquet":
+        schemas = [pq.read_schema(result.landing / key) for key in (loads[0], *cdcs)]
+        names = [[n for n in s.names if n not in ("Op", "dms_timestamp", "seq")] for s in schemas]
+        assert names[0] == names[1] == ["item_id", "title", "stock", "score", "legacy_note"]
+        assert names[2] == ["item_id", "title", "stock", "score", "legacy_note", "region"]
+        assert names[3] == names[4] == ["item_id", "title", "stock", "score", "region", "points"]
+        stock = [str(s.field("stock").type) for s in schemas]
+        score = [str(s.field("score").type) for s in schemas]
+        assert stock == ["int32", "int32", "int64", "int64", "int64"]
+        assert score == ["float", "float", "float", "double", "double"]
+        assert str(schemas[3].field("points").type) == "decimal128(8, 2)"
+    else:
+        firsts = [(result.landing / key).read_text(encoding="utf-8").split("\n", 1)[0] for key in (loads[0], *cdcs)]
+        if config.dms.add_column_name:
+            assert firsts[1] == "Op,dms_timestamp,item_id,title,stock,score,legacy_note"
+            assert firsts[2] == "Op,dms_timestamp,item_id,title,stock,score,legacy_note,region"
+            assert firsts[3] == firsts[4] == "Op,dms_timestamp,item_id,title,stock,score,region,points"
+        raw = [(result.landing / key).read_text(encoding="utf-8") for key in cdcs]
+        assert re.search(r",[+-]\d\.\d{8}e[+-]\d\d,", raw[1]) and not re.search(r",[+-]\d\.\d{16}e", raw[1])  # REAL
+        assert re.search(r",[+-]\d\.\d{16}e[+-]\d\d,", raw[2])  # DOUBLE after the widening
+    records = read_table(result, config, table.name, changes=LIVING_CHANGES)
+    replay = reference_replay(records, table)
+    expected = oracle_rows(result, table)
+    assert as_json(replay.state, table) == expected
+    by_file = defaultdict(list)
+    for record in records:
+        by_file[record.file_index].append(record)
+    cdc_files = [by_file[i] for i in sorted(by_file)][len(loads) :]
+    assert {len(r.values) for f in cdc_files for r in f} == {5, 6}
+    assert all(-(2**31) <= r.values["stock"] < 2**31 for f in cdc_files[:1] for r in f if r.values["stock"] is not None)
+    assert any(r.values["stock"] == 2**31 for r in cdc_files[1])  # a value only the widened type holds
+    assert any(r.values["score"] == 123456789.123456 for r in cdc_files[2])
+    assert any(r.values["region"] is not None for r in cdc_files[1])  # new rows get values
+    final = {row["item_id"]: row for row in expected}
+    # ADD COLUMN without default: rows untouched since hold NULL; the dropped column keeps old values there
+    untouched = [row for row in expected if row["region"] is None and row["points"] is None]
+    assert untouched and any(row["legacy_note"] is not None for row in untouched)
+    written_after_drop = {r.values["item_id"] for f in cdc_files[2:] for r in f if r.op != "D"}
+    assert written_after_drop & final.keys()
+    assert all(final[key]["legacy_note"] is None for key in written_after_drop & final.keys())
+    assert any(row["points"] is not None for row in expected)
+
+
+def test_the_spec_of_a_schema_change_is_checked_against_the_configuration(tmp_path: Path) -> None:
+    def attempt(changes: tuple[SchemaChange, ...], table: dict[str, Any] = LIVING) -> None:
+        spec = GeneratorSpec(initial_rows=5, cdc_files=3, changes_per_file=5, schema_changes=changes)
+        generate(make_config([table]), tmp_path / str(len(list(tmp_path.iterdir()))), spec)
+
+    with pytest.raises(ConfigError, match=r"dropped.*script the drop"):
+        attempt(LIVING_CHANGES[:3])
+    with pytest.raises(ConfigError, match="last configured"):
+        attempt((*LIVING_CHANGES[1:], SchemaChange("lab.living", 0, "add", "title")))
+    with pytest.raises(ConfigError, match="not a widening"):
+        attempt((*LIVING_CHANGES[:4], SchemaChange("lab.living", 1, "widen", "score", from_type="bigint")))
+    with pytest.raises(ConfigError, match="no CDC file of the new shape"):
+        attempt((*LIVING_CHANGES[:4], SchemaChange("lab.living", 2, "widen", "score", from_type="float")))
+    with pytest.raises(ConfigError, match="order the source added them"):
+        attempt((*LIVING_CHANGES[1:2], *LIVING_CHANGES[3:], SchemaChange("lab.living", 1, "add", "region"),
+                 SchemaChange("lab.living", 0, "add", "points")))  # fmt: skip
+    with pytest.raises(ValueError, match="from_type"):
+        SchemaChange("lab.living", 0, "widen", "score")
+
+
+@pytest.mark.parametrize("options", [{}, {"format": "parquet"}])
+def test_key_updates_without_before_image_leave_the_old_rows(tmp_path: Path, options: dict[str, Any]) -> None:
+    """DMS writes a key UPDATE as U with the new key only: a key-based replay keeps the old row, so must the oracle."""
+    spec = GeneratorSpec(initial_rows=40, cdc_files=3, changes_per_file=60, key_updates=True)
+    config = make_config([ALL_TYPES], change_sequence_column="change_seq", **options)
+    with_images = make_config([ALL_TYPES], change_sequence_column="change_seq", before_image={}, **options)
+    result = generate(config, tmp_path / "plain", spec)
+    imaged = generate(with_images, tmp_path / "imaged", spec)
+    for table in config.tables:
+        records = read_table(result, config, table.name)
+        assert all(r.before is None for r in records)
+        replay = reference_replay(records, table)
+        expected = oracle_rows(result, table)
+        assert as_json(replay.state, table) == expected
+        moved = [r for r in read_table(imaged, with_images, table.name) if r.before is not None]
+        old_keys = {tuple(r.before[k] for k in table.primary_key) for r in moved}  # type: ignore[index]
+        assert len(old_keys) == 2
+        keys = {tuple(row[k] for k in table.primary_key) for row in expected}
+        keys_imaged = {tuple(row[k] for k in table.primary_key) for row in oracle_rows(imaged, table)}
+        as_keys = {tuple(json_row(dict(zip(table.primary_key, k, strict=True)), table)[c] for c in table.primary_key)
+                   for k in old_keys}  # fmt: skip
+        assert keys - keys_imaged == as_keys and keys_imaged <= keys

@@ -27,6 +27,15 @@ Choices where DMS is silent or unconfirmed (see the shared dms-format notes):
   NOT the source table (deleted rows stay, and with inserts only, updated rows keep older values).
 - With ``before_image``, every file carries the before-image key columns after the change sequence, empty except
   on UPDATEs that changed a key; a scripted edge case changes keys (twice in a row) so that they are exercised.
+  ``GeneratorSpec.key_updates`` scripts them without before-image columns too: DMS then writes ``U`` with the new
+  key only, and the expected table keeps the old-key rows (``oracle.stale_key_rows``), as a key-based replay must.
+- ``GeneratorSpec.schema_changes`` scripts ALTER TABLEs between CDC files (``SchemaChange``: add a column at the
+  end, widen a column, drop a column). The configuration is the one after the changes (added columns last,
+  widened types, dropped columns ``dropped: true``); files are written in the source's shape at the time
+  (headerless CSV: fewer or more fields; header and Parquet: the names and types then). Rows are as wide as the
+  configured columns: a column the source lacks is NULL in every row it writes, so rows existing at an ADD
+  COLUMN are NULL in it until changed, and rows written after a DROP are NULL in the dropped column (the
+  engine's documented behaviour: an UPDATE after the drop carries no value for it).
 """
 
 from __future__ import annotations
@@ -34,18 +43,78 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.config import PipelineConfig, TableSpec, normalize_type
 from cdc_lake.dms_files import order_key_for
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.local.generator.dms_output import TableWriter, csv_field
 from cdc_lake.local.generator.oracle import captured_changes, check_against_source, replay, write_expected
 from cdc_lake.local.generator.source import SourceSimulation, TablePlan, assign_change_sequences
-from cdc_lake.local.generator.spec import DEFAULT_SPEC, GenerationResult, GeneratorSpec, TableResult
+from cdc_lake.local.generator.spec import (
+    DEFAULT_SPEC,
+    GenerationResult,
+    GeneratorSpec,
+    SchemaChange,
+    TableResult,
+    widens,
+)
 from cdc_lake.local.generator.values import TableModel
 
-__all__ = ["DEFAULT_SPEC", "GenerationResult", "GeneratorSpec", "TableResult", "csv_field", "generate", "land_order"]
+__all__ = [
+    "DEFAULT_SPEC",
+    "GenerationResult",
+    "GeneratorSpec",
+    "SchemaChange",
+    "TableResult",
+    "csv_field",
+    "generate",
+    "land_order",
+]
 
 logger = logging.getLogger(__name__)
+
+
+def _check_schema_changes(config: PipelineConfig, spec: GeneratorSpec) -> None:
+    """Scripted ALTER TABLEs must fit the configuration, which describes the table after all of them."""
+    changed: set[tuple[str, str]] = set()
+    for change in spec.schema_changes:
+        table = config.table(change.table)
+        where = f"schema change {change.kind} {change.column} of {table.name}"
+        column = next((c for c in table.columns if c.name == change.column), None)
+        if column is None:
+            raise ConfigError(
+                f"{where}: the configuration has no column {change.column!r} (list it as after the change)"
+            )
+        if column.name in table.primary_key:
+            raise ConfigError(f"{where}: key columns cannot be changed")
+        if (table.name, column.name) in changed:
+            raise ConfigError(f"{where}: one schema change per column")
+        changed.add((table.name, column.name))
+        if change.after_file >= spec.cdc_files - 1:
+            raise ConfigError(f"{where}: after_file {change.after_file} leaves no CDC file of the new shape")
+        if change.kind == "add" and (column.dropped or not column.nullable):
+            raise ConfigError(f"{where}: an added column is nullable (existing rows hold NULL) and not dropped")
+        if change.kind == "drop" and not column.dropped:
+            raise ConfigError(f"{where}: mark the column `dropped: true` in the configuration")
+        if change.kind == "widen" and not widens(normalize_type(change.from_type or ""), column.type):
+            raise ConfigError(f"{where}: {change.from_type} -> {column.type} is not a widening")
+    for table in config.tables:
+        _check_table_shapes(table, spec, changed)
+
+
+def _check_table_shapes(table: TableSpec, spec: GeneratorSpec, changed: set[tuple[str, str]]) -> None:
+    """Added columns last, in the order added; every column marked dropped has a scripted drop."""
+    adds = [c for c in spec.schema_changes if c.table == table.name and c.kind == "add"]
+    added = {c.column for c in adds}
+    first = next((i for i, name in enumerate(table.column_names) if name in added), len(table.columns))
+    if set(table.column_names[first:]) != added:
+        raise ConfigError(f"table {table.name}: added columns {sorted(added)} must be the last configured ones")
+    when = {c.column: c.after_file for c in adds}
+    times = [when[name] for name in table.column_names[first:]]
+    if times != sorted(times):
+        raise ConfigError(f"table {table.name}: list added columns in the order the source added them")
+    undropped = [c.name for c in table.columns if c.dropped and (table.name, c.name) not in changed]
+    if undropped:
+        raise ConfigError(f"table {table.name}: column(s) {undropped} are dropped: script the drop (SchemaChange)")
 
 
 def _check_supported(config: PipelineConfig, tables: list[TableSpec], landing: Path) -> None:
@@ -74,6 +143,7 @@ def generate(
     selected = [config.table(name) for name in tables] if tables is not None else list(config.tables)
     landing, expected = out_dir / "landing", out_dir / "expected"
     _check_supported(config, selected, landing)
+    _check_schema_changes(config, spec)
     expected.mkdir(parents=True, exist_ok=True)
     captured_ops = captured_cdc_ops(config)
     work: list[tuple[TableResult, TableWriter, TablePlan]] = []
@@ -84,9 +154,9 @@ def generate(
         load_keys = [writer.load_file(i, load) for i, load in enumerate(plan.load_files)]
         if captured_ops != "IUD":
             captured_changes(plan, captured_ops)
-        replayed = replay(plan, model.key_of)
+        replayed = replay(plan, model.key_of, model.before_image)
         if captured_ops == "IUD":  # otherwise the lake is, by the user's choice, not the source
-            check_against_source(table.name, replayed, plan, model.key_of)
+            check_against_source(table.name, replayed, plan, model.key_of, model.before_image)
         write_expected(expected / f"{table.name}.jsonl", table, replayed)
         counts = dict.fromkeys("IUD", 0)
         for cdc in plan.cdc_files:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from cdc_lake.config import DmsSettings, PipelineConfig
 from cdc_lake.local.generator.source import CdcFile, LoadFile
 from cdc_lake.local.generator.spec import GeneratorSpec
-from cdc_lake.local.generator.values import Column, Row, TableModel, plain_text, timestamp_text
+from cdc_lake.local.generator.values import Column, Row, Shape, TableModel, plain_text, timestamp_text
 
 
 def csv_field(text: str, delimiter: str = ",") -> str:
@@ -61,7 +61,9 @@ class CsvRenderer:
                     texts[index] = '""'
         return texts
 
-    def text(self, header: list[str] | None, before: list[list[str]], rows: list[Row], after: list[list[Any]]) -> str:
+    def text(
+        self, header: list[str] | None, before: list[list[str]], rows: Sequence[Row], after: list[list[Any]]
+    ) -> str:
         columns = list(zip(*rows, strict=True)) if rows else [() for _ in self.columns]
         fields = [*before, *(self.column(p, values) for p, values in enumerate(columns)), *after]
         lines = [self.delimiter.join(header)] if header else []
@@ -90,7 +92,14 @@ class TableWriter:
         self.gzip = self.dms.compression == "gzip"
         self.parquet = self.dms.format == "parquet"
         self.extension = ".parquet" if self.parquet else ".csv.gz" if self.gzip else ".csv"
-        self.csv = None if self.parquet else CsvRenderer(model.columns, self.dms, spec.boolean_style)
+        self.boolean_style = spec.boolean_style
+        self.renderers: dict[Shape, CsvRenderer] = {}
+
+    def _renderer(self, shape: Shape) -> CsvRenderer:
+        """The CSV renderer of the table's columns in one shape (types differ before a widening)."""
+        if shape not in self.renderers:
+            self.renderers[shape] = CsvRenderer(list(shape.columns), self.dms, self.boolean_style)
+        return self.renderers[shape]
 
     def load_file(self, index: int, load: LoadFile) -> str:
         key = f"{self.prefix}LOAD{index + 1:08X}{self.extension}"
@@ -100,7 +109,7 @@ class TableWriter:
         if self.dms.timestamp_column:
             before.append([timestamp_text(load.ts)] * count)
         no_sequence = None if self.parquet else ""  # full-load rows carry no change sequence
-        self._write(key, with_op, before, load.rows, [no_sequence] * count, [None] * count)
+        self._write(key, load.shape, with_op, before, load.rows, [no_sequence] * count, [None] * count)
         return key
 
     def cdc_file(self, cdc: CdcFile) -> str:
@@ -117,14 +126,14 @@ class TableWriter:
             before.append([timestamp_text(change.ts) for change in cdc.changes])
         rows = [change.row for change in cdc.changes]
         sequences = [change.seq for change in cdc.changes]
-        self._write(key, with_op, before, rows, sequences, [change.before for change in cdc.changes])
+        self._write(key, cdc.shape, with_op, before, rows, sequences, [change.before for change in cdc.changes])
         return key
 
-    def _header(self, with_op: bool) -> list[str]:
+    def _header(self, with_op: bool, shape: Shape) -> list[str]:
         return [
             *(["Op"] if with_op else []),
             *([self.dms.timestamp_column] if self.dms.timestamp_column else []),
-            *self.model.table.column_names,
+            *(column.name for column in shape.columns),
             *([self.dms.change_sequence_column] if self.dms.change_sequence_column else []),
             *self.dms.before_image_columns(self.model.table),
         ]
@@ -138,6 +147,7 @@ class TableWriter:
     def _write(
         self,
         key: str,
+        shape: Shape,
         with_op: bool,
         before: list[list[str]],
         rows: list[Row],
@@ -148,14 +158,19 @@ class TableWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         after = [sequences] if self.dms.change_sequence_column else []
         old_keys = self._before_image(old_rows)
-        if self.csv is None:
-            table = self._arrow_table(self._header(with_op), [*before, *after], rows, len(before), old_keys)
+        written = shape.project(rows, len(self.model.columns))
+        header = self._header(with_op, shape)
+        if self.parquet:
+            table = self._arrow_table(header, shape, [*before, *after], written, len(before), old_keys)
             pq.write_table(table, path, compression="gzip" if self.gzip else "none", version="1.0")
             return
+        csv = self._renderer(shape)
         if old_keys:
-            after += [self.csv.column(p, keys) for p, keys in zip(self.model.key_positions, old_keys, strict=True)]
-        header = self._header(with_op) if self.dms.add_column_name else None
-        data = self.csv.text(header, before, rows, after).encode("utf-8")
+            after += [
+                csv.column(shape.positions.index(p), keys)
+                for p, keys in zip(self.model.key_positions, old_keys, strict=True)
+            ]
+        data = csv.text(header if self.dms.add_column_name else None, before, written, after).encode("utf-8")
         if self.gzip:
             with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
                 packed.write(data)
@@ -163,12 +178,18 @@ class TableWriter:
             path.write_bytes(data)
 
     def _arrow_table(
-        self, names: list[str], extra: list[list[Any]], rows: list[Row], split: int, old_keys: list[list[Any]]
+        self,
+        names: list[str],
+        shape: Shape,
+        extra: list[list[Any]],
+        rows: Sequence[Row],
+        split: int,
+        old_keys: list[list[Any]],
     ) -> pa.Table:
-        """Op and timestamp strings (extra[:split]), the typed columns, the change sequence (extra[split:]), then
-        the before-image key columns typed as the key columns."""
-        columns = list(zip(*rows, strict=True)) if rows else [() for _ in self.model.columns]
-        typed = [pa.array(values, type=c.arrow_type) for c, values in zip(self.model.columns, columns, strict=True)]
+        """Op and timestamp strings (extra[:split]), the typed columns of the shape, the change sequence
+        (extra[split:]), then the before-image key columns typed as the key columns."""
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in shape.columns]
+        typed = [pa.array(values, type=c.arrow_type) for c, values in zip(shape.columns, columns, strict=True)]
         strings = [pa.array(values, type=pa.string()) for values in extra]
         key_types = [self.model.columns[p].arrow_type for p in self.model.key_positions][: len(old_keys)]
         befores = [pa.array(values, type=t) for values, t in zip(old_keys, key_types, strict=True)]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
-from cdc_lake.local.generator.spec import DEFAULT_START_TIME, GeneratorSpec
-from cdc_lake.local.generator.values import Row, TableModel
+from cdc_lake.local.generator.spec import DEFAULT_START_TIME, GeneratorSpec, SchemaChange
+from cdc_lake.local.generator.values import Row, Shape, TableModel
 
 # Timeline of one table, relative to GeneratorSpec.start_time (when the full load and change capture start).
 _CACHED_FROM = timedelta(seconds=1)  # cached changes commit in [1 s, 9 s) ...
@@ -27,7 +27,9 @@ class Change:
     row: Row
     ts: datetime = DEFAULT_START_TIME  # commit time, set when the file's transactions get their timestamps
     seq: str = ""
-    before: Row | None = None  # the row before an UPDATE that changed its key (DMS before-image columns)
+    # The row before an UPDATE that changed its key: written in DMS's before-image columns when the endpoint
+    # has them, kept either way (without them the oracle keeps the old row: oracle.stale_key_rows).
+    before: Row | None = None
 
 
 @dataclass
@@ -44,12 +46,14 @@ class Step:
 class LoadFile:
     ts: datetime
     rows: list[Row]
+    shape: Shape
 
 
 @dataclass
 class CdcFile:
     written_at: datetime
     changes: list[Change]
+    shape: Shape  # the source's columns when DMS wrote the file
 
 
 @dataclass
@@ -74,6 +78,8 @@ class SourceSimulation:
         self.recent: deque[int] = deque(maxlen=32)
         self.ghost_rows: list[Row] = []
         self.next_ordinal = 0
+        self.schema_changes = [c for c in spec.schema_changes if c.table == model.table.name]
+        self.key_updates = model.before_image if spec.key_updates is None else spec.key_updates
 
     # -- the source database ------------------------------------------------------------------------
 
@@ -84,13 +90,14 @@ class SourceSimulation:
     def _insert(self, ordinal: int, row: Row | None = None) -> Change:
         if ordinal in self.rows:
             raise AssertionError(f"generator bug: insert of existing key {ordinal}")
-        self.rows[ordinal] = row if row is not None else self.model.new_row(ordinal, self.rng)
+        self.rows[ordinal] = self.model.conform(row) if row is not None else self.model.new_row(ordinal, self.rng)
         return Change("I", self.rows[ordinal])
 
     def _update(self, ordinal: int, row: Row | None = None) -> Change:
         if ordinal not in self.rows:
             raise AssertionError(f"generator bug: update of missing key {ordinal}")
-        self.rows[ordinal] = row if row is not None else self.model.changed_row(self.rows[ordinal], self.rng)
+        changed = row if row is not None else self.model.changed_row(self.rows[ordinal], self.rng)
+        self.rows[ordinal] = self.model.conform(changed)
         return Change("U", self.rows[ordinal])
 
     def _delete(self, ordinal: int) -> Change:
@@ -139,17 +146,21 @@ class SourceSimulation:
         load_files = self._load_files()
         load_end = start + _LOAD_FROM + len(load_files) * _LOAD_FILE_GAP
         steps = self._edge_steps() if self.spec.edge_cases and self.spec.cdc_files else []
+        steps += self._schema_steps()
         span_us = self.interval // timedelta(microseconds=1)
         name_offset = timedelta(milliseconds=_TABLE_NAME_OFFSET_MS * self.table_index)
         cdc_files = []
         for index in range(self.spec.cdc_files):
+            for change in self.schema_changes:
+                if change.after_file == index - 1:
+                    self.model.apply(change)
             window = load_end + index * self.interval
             transactions = self._file_transactions([s for s in steps if s.file == index])
             changes = self._stamp(transactions, window, span_us)
             if index == 0:
                 changes = cached + changes
             jitter = timedelta(milliseconds=self.rng.randint(0, 99))
-            cdc_files.append(CdcFile(window + self.interval + name_offset + jitter, changes))
+            cdc_files.append(CdcFile(window + self.interval + name_offset + jitter, changes, self.model.shape))
         return TablePlan(load_files, cdc_files, self.rows, self.ghost_rows)
 
     def _initial_state(self) -> None:
@@ -159,7 +170,7 @@ class SourceSimulation:
             for ordinal, values in enumerate(self.model.boundary_rows[:count]):
                 rows[ordinal] = self.model.with_values(rows[ordinal], values)
                 self.reserved.add(ordinal)
-        self.rows = dict(enumerate(rows))
+        self.rows = {ordinal: self.model.conform(row) for ordinal, row in enumerate(rows)}
         self.next_ordinal = count
 
     def _cached_transactions(self) -> list[list[Change]]:
@@ -218,7 +229,8 @@ class SourceSimulation:
         size = self.spec.load_file_rows or max(1, len(rows))
         start = self.spec.start_time + _LOAD_FROM
         chunks = [rows[i : i + size] for i in range(0, len(rows), size)]
-        return [LoadFile(start + index * _LOAD_FILE_GAP, chunk) for index, chunk in enumerate(chunks)]
+        shape = self.model.shape
+        return [LoadFile(start + index * _LOAD_FILE_GAP, chunk, shape) for index, chunk in enumerate(chunks)]
 
     def _file_transactions(self, steps: list[Step]) -> list[list[Change]]:
         """One CDC file: random transactions with the file's edge-case steps at random places, in step order."""
@@ -253,8 +265,27 @@ class SourceSimulation:
             Step(second, 1, self._ghost_update),
             Step(third, 1, self._ghost_delete),
             *self._null_then_empty(first, last),
-            *([Step(second, 3, self._key_changes, one_commit=True)] if self.model.before_image else []),
+            *([Step(second, 3, self._key_changes, one_commit=True)] if self.key_updates else []),
         ]
+
+    def _schema_steps(self) -> list[Step]:
+        """Right after a widening, a row takes a value the old type could not hold."""
+        return [
+            Step(change.after_file + 1, 2, partial(self._beyond_narrow, change))
+            for change in self.schema_changes
+            if change.kind == "widen" and change.after_file + 1 < self.spec.cdc_files
+        ]
+
+    def _beyond_narrow(self, change: SchemaChange) -> list[Change]:
+        changes: list[Change] = []
+        ordinal = self._pick_or_insert(changes)
+        value = self.model.beyond_narrow(change)
+        changes.append(
+            self._update(
+                ordinal, self.model.with_values(self.rows[ordinal], {self.model.position[change.column]: value})
+            )
+        )
+        return changes
 
     def _boundary_steps(self, first: int, second: int, third: int) -> list[Step]:
         """Insert rows of boundary values (kept to the end), update three loaded rows to them, delete one."""
@@ -380,7 +411,7 @@ class SourceSimulation:
             old = self.rows.pop(ordinal)
             ordinal = self._new_ordinal()
             new_key = dict(zip(self.model.key_positions, self.model.codec.values(ordinal), strict=True))
-            self.rows[ordinal] = self.model.with_values(old, new_key)
+            self.rows[ordinal] = self.model.conform(self.model.with_values(old, new_key))
             changes.append(Change("U", self.rows[ordinal], before=old))
         return changes
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from cdc_lake.config import DECIMAL_TYPE, DmsSettings, TableSpec
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.local.generator.spec import GeneratorSpec
+from cdc_lake.local.generator.spec import GeneratorSpec, SchemaChange
 
 Row = tuple[Any, ...]
 
@@ -70,6 +70,23 @@ class Column:
         if self.family == "decimal":
             return pa.decimal128(*self.precision_scale)
         return _ARROW_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The source table's columns when DMS wrote a file: positions in the (lake-wide) row and their types then."""
+
+    positions: tuple[int, ...]
+    columns: tuple[Column, ...]
+
+    def project(self, rows: Sequence[Row], width: int) -> Sequence[Row]:
+        """The rows cut to this shape's fields (the rows themselves when the shape has every column)."""
+        if self.positions == tuple(range(width)):
+            return rows
+        pick = operator.itemgetter(*self.positions)
+        if len(self.positions) == 1:
+            return [(pick(row),) for row in rows]
+        return [pick(row) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -371,10 +388,23 @@ def plain_text(column: Column, boolean_style: str) -> Callable[[Any], str]:
 
 
 class TableModel:
+    """One table's columns, value pools and rows; rows are as wide as the configured (lake) columns.
+
+    With scripted schema changes the model starts in the source's first shape (added columns absent, widened
+    columns narrow) and ``apply`` moves it on; absent columns are NULL in every row the source writes.
+    """
+
     def __init__(self, table: TableSpec, dms: DmsSettings, spec: GeneratorSpec) -> None:
         self.table = table
-        self.columns = [Column(c.name, c.type, c.nullable, c.name in table.primary_key) for c in table.columns]
+        changes = [c for c in spec.schema_changes if c.table == table.name]
+        first_types = {c.column: c.from_type for c in changes if c.from_type is not None}
+        self.columns = [
+            Column(c.name, first_types.get(c.name) or c.type, c.nullable, c.name in table.primary_key)
+            for c in table.columns
+        ]
         position = {c.name: index for index, c in enumerate(self.columns)}
+        self.position = position
+        self.absent = {position[c.column] for c in changes if c.kind == "add"}  # not in the source (yet, or now)
         self.key_positions = [position[name] for name in table.primary_key]
         self.value_positions = [index for index, c in enumerate(self.columns) if not c.is_key]
         self.string_positions = [p for p in self.value_positions if self.columns[p].family == "string"]
@@ -383,10 +413,12 @@ class TableModel:
         self._null_text = dms.csv_null_value
         self.before_image = dms.before_image is not None
         self._boolean_style = spec.boolean_style
-        context = ValueContext(id_range=max(1, spec.initial_rows), now=spec.start_time)
-        size = min(20_000, max(64, spec.initial_rows + spec.cdc_files * spec.changes_per_file + spec.cached_changes))
-        rng = random.Random(f"{spec.seed}/{table.name}/values")
-        self.pools = [self._pool(c, context, rng, size) for c in self.columns]
+        self._context = ValueContext(id_range=max(1, spec.initial_rows), now=spec.start_time)
+        self._pool_size = min(
+            20_000, max(64, spec.initial_rows + spec.cdc_files * spec.changes_per_file + spec.cached_changes)
+        )
+        self._pool_rng = random.Random(f"{spec.seed}/{table.name}/values")
+        self.pools = [self._pool(c, self._context, self._pool_rng, self._pool_size) for c in self.columns]
         boundaries = {p: self._acceptable(self.columns[p], _boundary_values(self.columns[p], dms.csv_delimiter))
                       for p in self.value_positions}  # fmt: skip
         width = max((len(values) for values in boundaries.values()), default=0)
@@ -396,6 +428,46 @@ class TableModel:
         ]
         if any(self.columns[p].nullable for p in self.value_positions):
             self.boundary_rows.append({p: None if self.columns[p].nullable else boundaries[p][0] for p in boundaries})
+
+    @property
+    def shape(self) -> Shape:
+        """The source's columns now, as DMS writes them."""
+        positions = tuple(p for p in range(len(self.columns)) if p not in self.absent)
+        return Shape(positions, tuple(self.columns[p] for p in positions))
+
+    @property
+    def live_value_positions(self) -> list[int]:
+        return [p for p in self.value_positions if p not in self.absent]
+
+    def conform(self, row: Row) -> Row:
+        """The row as the source holds it now: NULL in the columns it lacks (not added yet, or dropped)."""
+        if not self.absent or all(row[p] is None for p in self.absent):
+            return row
+        return tuple(None if p in self.absent else value for p, value in enumerate(row))
+
+    def apply(self, change: SchemaChange) -> None:
+        """The source runs ``change`` (ALTER TABLE): the files written from now on have the new shape."""
+        position = self.position[change.column]
+        if change.kind == "add":
+            self.absent.discard(position)
+        elif change.kind == "drop":
+            self.absent.add(position)
+        else:
+            old = self.columns[position]
+            wide = Column(old.name, self.table.columns[position].type, old.nullable, old.is_key)
+            self.columns[position] = wide
+            self.pools[position] = self._pool(wide, self._context, self._pool_rng, self._pool_size)
+
+    def beyond_narrow(self, change: SchemaChange) -> Any:
+        """A value of a widened column that its type before ``change`` could not hold."""
+        column = self.columns[self.position[change.column]]
+        narrow = Column(column.name, change.from_type or column.type, column.nullable, column.is_key)
+        if column.family == "int":
+            return _INT_RANGES[narrow.type][1] + 1
+        if column.family == "decimal":
+            precision, scale = narrow.precision_scale
+            return Decimal(10 ** (precision - scale))
+        return 123456789.123456  # a double no float holds
 
     def _acceptable(self, column: Column, values: list[Any]) -> list[Any]:
         """Drop values DMS would write as the NULL marker: nobody could tell them from NULL."""
@@ -419,22 +491,26 @@ class TableModel:
 
     def initial_rows(self, count: int, rng: random.Random) -> list[Row]:
         keys = dict(zip(self.key_positions, self.codec.bulk(count), strict=True))
-        columns = [keys[p] if p in keys else rng.choices(self.pools[p], k=count) for p in range(len(self.columns))]
+        columns = [
+            keys[p] if p in keys else [None] * count if p in self.absent else rng.choices(self.pools[p], k=count)
+            for p in range(len(self.columns))
+        ]
         return list(zip(*columns, strict=True))
 
     def new_row(self, ordinal: int, rng: random.Random) -> Row:
         row = [pool[rng.randrange(len(pool))] if pool else None for pool in self.pools]
         for position, value in zip(self.key_positions, self.codec.values(ordinal), strict=True):
             row[position] = value
-        return tuple(row)
+        return self.conform(tuple(row))
 
     def changed_row(self, row: Row, rng: random.Random) -> Row:
         """The row with one or two non-key values changed (when the table has any)."""
-        if not self.value_positions:
+        positions = self.live_value_positions
+        if not positions:
             return row
         for _ in range(8):
             changed = list(row)
-            for position in rng.sample(self.value_positions, min(2, len(self.value_positions))):
+            for position in rng.sample(positions, min(2, len(positions))):
                 pool = self.pools[position]
                 changed[position] = pool[rng.randrange(len(pool))]
             if tuple(changed) != row:
