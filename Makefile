@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-unit test-functional test-infra lint format typecheck bench synth clean
+.PHONY: help setup demo test test-unit test-functional test-infra soak lint format typecheck bench synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ test-functional: setup ## real Spark + Iceberg and moto tests
 
 test-infra: setup ## CDK template, cdk-nag and cfn-lint tests
 	$(BIN)/pytest tests/infra
+
+soak: setup ## the real-PostgreSQL check, longer: SOAK_TRANSACTIONS (default 30000) over SOAK_BATCHES (default 10)
+	CDC_LAKE_PG_TRANSACTIONS=$${SOAK_TRANSACTIONS:-30000} CDC_LAKE_PG_BATCHES=$${SOAK_BATCHES:-10} $(BIN)/pytest tests/pg -x
 
 lint: setup ## ruff lint and format check, mypy on the library and the Lambda
 	$(BIN)/ruff check .

@@ -24,6 +24,8 @@ missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 [ -f "$JARJAR" ] || missing+=(libjarjar-java)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+# tests/pg start a throwaway PostgreSQL cluster (initdb, pg_ctl, the test_decoding plugin)
+compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -1,0 +1,109 @@
+"""The check: every lake table equals ``SELECT *`` on the source, value by value and type by type, and
+pyiceberg reading the table's current metadata file returns exactly the rows Spark returns."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from pyiceberg.table import StaticTable
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.local.pg_capture import SESSION_SETTINGS
+from cdc_lake.tables import LakeLocation
+
+Row = dict[str, Any]
+SUMMARIES: list[str] = []  # one line per run, printed in pytest's terminal summary
+
+
+def _float32(value: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def normalized(rows: list[Row], table: TableSpec) -> list[tuple[Any, ...]]:
+    """Rows as tuples of the configured columns, REAL values as float32, sorted by primary key."""
+    floats = {c.name for c in table.columns if c.type == "float"}
+    out = [
+        tuple(
+            _float32(row[c]) if c in floats and row.get(c) is not None else row.get(c, None) for c in table.column_names
+        )
+        for row in rows
+    ]
+    key = [table.column_names.index(k) for k in table.primary_key]
+    return sorted(out, key=lambda r: tuple(r[i] for i in key))
+
+
+def source_rows(conninfo: str, table: TableSpec) -> list[Row]:
+    with psycopg.connect(conninfo) as connection:
+        for name, value in SESSION_SETTINGS.items():
+            connection.execute("SELECT set_config(%s, %s, false)", (name, value))
+        cursor = connection.execute(f"SELECT * FROM {table.name}")
+        names = [d.name for d in cursor.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def spark_rows(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[Row]:
+    return [r.asDict() for r in spark.table(location.table(table)).collect()]
+
+
+def iceberg_rows(warehouse: Path, location: LakeLocation, table: TableSpec) -> list[Row]:
+    """The table read by pyiceberg from its current metadata file in the Hadoop catalog's folder."""
+    metadata = warehouse / location.database / table.lake_table / "metadata"
+    version = (metadata / "version-hint.text").read_text().strip()
+    static = StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))
+    return static.scan().to_arrow().to_pylist()
+
+
+def differences(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], table: TableSpec) -> list[str]:
+    """Readable differences, by key: missing, unexpected and differing rows (value or Python type)."""
+    key = [table.column_names.index(k) for k in table.primary_key]
+
+    def by_key(rows: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        return {tuple(r[i] for i in key): r for r in rows}
+
+    want, got = by_key(expected), by_key(actual)
+    problems = [f"missing key {k}: {want[k]}" for k in want.keys() - got.keys()]
+    problems += [f"unexpected key {k}: {got[k]}" for k in got.keys() - want.keys()]
+    for k in want.keys() & got.keys():
+        for name, a, b in zip(table.column_names, want[k], got[k], strict=True):
+            if a != b or (a is not None and b is not None and type(a) is not type(b)):
+                problems.append(
+                    f"key {k} column {name}: source {a!r} ({type(a).__name__}), lake {b!r} ({type(b).__name__})"
+                )
+    if len(actual) != len(got):
+        problems.append(f"{len(actual) - len(got)} duplicate key(s) in the lake")
+    if not problems:
+        return []
+    differing = sum(1 for k in want.keys() & got.keys() if want[k] != got[k])
+    summary = (
+        f"{len(want.keys() - got.keys())} missing, {len(got.keys() - want.keys())} unexpected and {differing} "
+        f"differing of {len(want)} rows; the first differences:"
+    )
+    return [summary, *sorted(problems)[:20]]
+
+
+def check_tables(
+    spark: SparkSession, warehouse: Path, conninfo: str, config: PipelineConfig, location: LakeLocation, label: str
+) -> dict[str, int]:
+    """Assert lake == source and pyiceberg == Spark for every table; returns the row count per table."""
+    counts = {}
+    for table in config.tables:
+        expected = normalized(source_rows(conninfo, table), table)
+        by_spark = normalized(spark_rows(spark, location, table), table)
+        problems = differences(expected, by_spark, table)
+        assert not problems, f"{label}: {table.name}: the lake differs from the source:\n  " + "\n  ".join(problems)
+        by_iceberg = normalized(iceberg_rows(warehouse, location, table), table)
+        problems = differences(by_spark, by_iceberg, table)
+        assert not problems, f"{label}: {table.name}: pyiceberg differs from Spark:\n  " + "\n  ".join(problems)
+        counts[table.name] = len(expected)
+    return counts
+
+
+def delete_files(spark: SparkSession, location: LakeLocation, table: TableSpec) -> dict[str, int]:
+    """Position and equality delete files in the table's current snapshot, by kind."""
+    files = spark.sql(f"SELECT content, count(*) AS n FROM {location.metadata_table(table, 'files')} GROUP BY content")
+    kinds = {0: "data", 1: "position deletes", 2: "equality deletes"}
+    return {kinds[r["content"]]: r["n"] for r in files.collect()}
