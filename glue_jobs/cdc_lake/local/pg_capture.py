@@ -22,7 +22,6 @@ fills the before-image key columns when ``dms.before_image`` is configured.
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -36,7 +35,7 @@ import pyarrow.parquet as pq
 
 from cdc_lake.config import DECIMAL_TYPE, PipelineConfig, TableSpec
 from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.local.generator.dms_output import CsvRenderer
+from cdc_lake.local.generator.dms_output import CsvRenderer, write_csv_bytes
 from cdc_lake.local.generator.values import Column, timestamp_text
 
 log = logging.getLogger(__name__)
@@ -370,11 +369,7 @@ class _TableFiles:
         if dms.add_column_name:
             header = [n for n, _ in leading] + [c.name for c in shape] + [n for n, _ in trailing] + befores
         data = renderer.text(header, [values for _, values in leading], rows, after).encode("utf-8")
-        if dms.compression == "gzip":
-            with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
-                packed.write(data)
-        else:
-            path.write_bytes(data)
+        write_csv_bytes(path, data, dms.compression == "gzip")
 
     def _parquet(
         self,

@@ -16,6 +16,15 @@ from cdc_lake.local.generator.spec import GeneratorSpec
 from cdc_lake.local.generator.values import Column, Row, Shape, TableModel, plain_text, timestamp_text
 
 
+def write_csv_bytes(path: Path, data: bytes, gzip_compressed: bool) -> None:
+    """Write a CSV file's bytes as DMS lands them: plain, or gzip (``.csv.gz``) with a fixed mtime."""
+    if not gzip_compressed:
+        path.write_bytes(data)
+        return
+    with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+        packed.write(data)
+
+
 def csv_field(text: str, delimiter: str = ",") -> str:
     """Quote a string value as DMS does (RFC 4180): iff it holds the delimiter, a quote, CR, LF or edge spaces."""
     if delimiter in text or '"' in text or "\n" in text or "\r" in text or text != text.strip():
@@ -171,11 +180,7 @@ class TableWriter:
                 for p, keys in zip(self.model.key_positions, old_keys, strict=True)
             ]
         data = csv.text(header if self.dms.add_column_name else None, before, written, after).encode("utf-8")
-        if self.gzip:
-            with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
-                packed.write(data)
-        else:
-            path.write_bytes(data)
+        write_csv_bytes(path, data, self.gzip)
 
     def _arrow_table(
         self,
