@@ -250,9 +250,38 @@ class LakeSettings(_Model):
     commit_retries: int = Field(default=4, ge=0, le=20)
 
 
+class RunSettings(_Model):
+    """How job runs follow the data rather than the files (docs/runs.md).
+
+    coalesced: the Lambda starts a run only when no run of the job is still waiting or starting (such a
+    run lists the bucket after the new file landed), and each run applies everything landed for every
+    table, several tables at once, round after round while files keep landing, up to its time budget.
+    per_file: one run per file, applying its table's files up to it (the original behaviour).
+    """
+
+    mode: Literal["coalesced", "per_file"] = "coalesced"
+    parallel_tables: int = Field(default=4, ge=1, le=64, description="Tables applied at once within one run")
+    time_budget_seconds: int = Field(
+        default=900, ge=0, description="A run starts no new round after this; files landing later start the next run"
+    )
+    idle_seconds: int = Field(
+        default=30, ge=0, description="A run waits this long for new files after a round that found none"
+    )
+    poll_seconds: float = Field(default=5.0, gt=0, description="Pause between rounds while waiting for files")
+    workers: int = Field(default=2, ge=2, le=299, description="G.1X workers of the deployed replay job")
+    lag_alarm_seconds: int = Field(
+        default=900, ge=60, description="Alarm when a commit lands this long after its oldest file landed"
+    )
+
+    @property
+    def coalesced(self) -> bool:
+        return self.mode == "coalesced"
+
+
 class PipelineConfig(_Model):
     dms: DmsSettings = Field(default_factory=DmsSettings)
     lake: LakeSettings = Field(default_factory=LakeSettings)
+    runs: RunSettings = Field(default_factory=RunSettings)
     tables: list[TableSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

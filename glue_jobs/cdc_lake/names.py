@@ -16,3 +16,16 @@ GLUE_CATALOG = "glue_catalog"
 RETAIN_DAYS = 7
 RETAIN_LAST = 20
 ORPHAN_DAYS = 3
+
+# CloudWatch metrics the replay jobs emit (namespace, the one dimension, names) and the stack alarms on.
+# One dimension, the lake database, not one per table: a metric costs per month, and hundreds of tables
+# would multiply it; the per-table detail is in each commit's snapshot summary (cdc-lake.freshness).
+METRICS_NAMESPACE = "CdcLake"
+PIPELINE_DIMENSION = "Pipeline"
+CHANGE_LAG_METRIC = "ChangeLagSeconds"  # newest applied change's DMS timestamp -> commit
+LANDED_LAG_METRIC = "LandedLagSeconds"  # oldest applied file's landing -> commit
+FILES_APPLIED_METRIC = "FilesApplied"
+ROWS_APPLIED_METRIC = "RowsApplied"
+BYTES_APPLIED_METRIC = "BytesApplied"
+BATCH_SECONDS_METRIC = "BatchSeconds"  # one table's batch, plan to commit
+TABLE_FAILURES_METRIC = "TableFailures"  # tables a run left unapplied (bad input); their files stay

@@ -46,6 +46,7 @@ DEFAULT_METRICS_NAMESPACE = "CdcLake"
 
 # Metric names (Count).
 JOB_RUNS_STARTED = "JobRunsStarted"
+RUNS_COALESCED = "RunsCoalesced"
 JOB_START_FAILURES = "JobStartFailures"
 IGNORED_OBJECTS = "IgnoredObjects"
 UNKNOWN_TABLE_OBJECTS = "UnknownTableObjects"
@@ -67,6 +68,13 @@ RETRYABLE_ERROR_CODES = frozenset(
     }
 )
 MAX_RETRY_DELAY = 20.0
+
+# A run in these states has not yet run its script, so it lists the bucket after any file whose event
+# finds it there: it covers that file. A RUNNING run may already have listed for the last time, so it
+# covers nothing. (Glue reports RUNNING once the script starts; a run's first listing comes after.)
+NOT_YET_LISTED_STATES = frozenset({"WAITING", "STARTING"})
+# GetJobRuns returns the newest runs first; runs that have not started yet are among the newest.
+RECENT_RUNS = 50
 
 _log = logging.getLogger(__name__)
 
@@ -159,6 +167,22 @@ class GlueJobStarter:
                 self.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
+    def waiting_run(self, kind: JobKind) -> str | None:
+        """The id of a run of the job that is waiting or starting (it will list the bucket after now), or None.
+
+        Any error reading the runs is logged and answered with None: the caller then starts a run, which is
+        never wrong (a needless run finds nothing to do), whereas skipping one could leave a file unapplied.
+        """
+        try:
+            response = self.glue_client.get_job_runs(JobName=self.job_names[kind], MaxResults=RECENT_RUNS)
+        except (ClientError, BotoCoreError) as error:
+            _log.warning("could not read the runs of %s (%s); starting a run", self.job_names[kind], error)
+            return None
+        for run in response.get("JobRuns", []):
+            if run.get("JobRunState") in NOT_YET_LISTED_STATES:
+                return str(run["Id"])
+        return None
+
     def backoff(self, attempt: int) -> float:
         """Delay after the given failed attempt: exponential, capped, with equal jitter (between half and all)."""
         ceiling = min(MAX_RETRY_DELAY, self.base_delay * 2 ** (attempt - 1))
@@ -173,16 +197,21 @@ def handle(
     logger: LogSink | None = None,
     metrics: MetricSink | None = None,
 ) -> list[str]:
-    """Start one Glue job run per DMS data file in the event with ``starter``; return the JobRunIds started.
+    """Start the Glue job runs the event's DMS data files need with ``starter``; return the JobRunIds started.
+
+    ``runs.mode: coalesced`` (the default): per job, no run is started when one is already waiting or
+    starting, since that run lists the bucket after these files landed and every run applies everything
+    landed for every table; otherwise one run is started for all of the event's files of that job. No
+    wake-up is lost: a file is either covered by a run that has not listed yet, or it starts one.
+    ``runs.mode: per_file``: one run per file, applying its table's files up to it.
 
     Each ignored object gets one structured log line (a warning and the UnknownTableObjects metric for
     files of tables not in the configuration). If any run is still refused after the retries, the others
     are started anyway and JobStartError is raised, so the invocation fails and Lambda keeps the event.
 
     A duplicated or re-delivered event is harmless, and so is the re-run of the requests that succeeded
-    when Lambda retries a failed invocation: the CDC job applies every pending file of the table up to the
-    triggering one and records the applied files in the same Iceberg commit, so a second run for an
-    applied file finds nothing left to apply.
+    when Lambda retries a failed invocation: a run records the files it applied in the same Iceberg commit
+    as their changes, so a second run for an applied file finds nothing left to apply.
     """
     log: LogSink = logger if logger is not None else _log
     created, ignored = read_event(event)
@@ -190,6 +219,20 @@ def handle(
     ignored.extend(not_routed)
     for item in ignored:
         _log_ignored(log, item)
+
+    coalesced = 0
+    if config.runs.coalesced:
+        requests, covered = _coalesce(requests, starter)
+        for request, run_id in covered:
+            log.info(
+                "s3://%s/%s is covered by %s run %s, which has not listed the bucket yet",
+                request.bucket,
+                request.key,
+                request.job,
+                run_id,
+                extra={**_request_fields(request), "covered_by": run_id},
+            )
+        coalesced = len(covered)
 
     run_ids: list[str] = []
     failures: list[tuple[JobRunRequest, Exception]] = []
@@ -220,12 +263,34 @@ def handle(
     if metrics is not None:
         unknown = sum(1 for item in ignored if item.category == UNKNOWN_TABLE)
         metrics.add_metric(name=JOB_RUNS_STARTED, unit=MetricUnit.Count, value=len(run_ids))
+        metrics.add_metric(name=RUNS_COALESCED, unit=MetricUnit.Count, value=coalesced)
         metrics.add_metric(name=IGNORED_OBJECTS, unit=MetricUnit.Count, value=len(ignored))
         metrics.add_metric(name=UNKNOWN_TABLE_OBJECTS, unit=MetricUnit.Count, value=unknown)
         metrics.add_metric(name=JOB_START_FAILURES, unit=MetricUnit.Count, value=len(failures))
     if failures:
         raise JobStartError(failures) from failures[0][1]
     return run_ids
+
+
+def _coalesce(
+    requests: list[JobRunRequest], starter: GlueJobStarter
+) -> tuple[list[JobRunRequest], list[tuple[JobRunRequest, str]]]:
+    """The requests that still need a run of their own (at most one per job), and the covered ones with the
+    run that covers them: a waiting or starting run of the job, or the one run started for the event."""
+    to_start: list[JobRunRequest] = []
+    covered: list[tuple[JobRunRequest, str]] = []
+    for kind in JOB_KINDS:
+        of_kind = [r for r in requests if r.job == kind]
+        if not of_kind:
+            continue
+        waiting = starter.waiting_run(kind)
+        if waiting is None:
+            first, *rest = of_kind
+            to_start.append(first)
+            covered.extend((r, f"started for {first.key}") for r in rest)
+        else:
+            covered.extend((r, waiting) for r in of_kind)
+    return to_start, covered
 
 
 def _request_fields(request: JobRunRequest) -> dict[str, object]:

@@ -28,8 +28,10 @@ FULL_LOAD_JOB = "cdc-lake-full-load"
 CDC_REPLAY_JOB = "cdc-lake-cdc-replay"
 JOB_NAMES = {"full_load": FULL_LOAD_JOB, "cdc_replay": CDC_REPLAY_JOB}
 
+# One run per file: what these tests check (coalesced runs: test_coalescing.py).
 CONFIG_DATA: dict[str, Any] = {
     "dms": {"bucket_folder": "dms", "date_partition_enabled": True},
+    "runs": {"mode": "per_file"},
     "tables": [
         {
             "name": name,
@@ -373,7 +375,13 @@ def test_each_ignored_object_is_logged_once_and_unknown_tables_are_counted():
             "run_id": "jr_0001",
         }
     ]
-    assert metrics.values == {"JobRunsStarted": 1, "IgnoredObjects": 3, "UnknownTableObjects": 2, "JobStartFailures": 0}
+    assert metrics.values == {
+        "JobRunsStarted": 1,
+        "RunsCoalesced": 0,
+        "IgnoredObjects": 3,
+        "UnknownTableObjects": 2,
+        "JobStartFailures": 0,
+    }
 
 
 # --- lambda_handler end to end: environment, configuration loaded once per container, Powertools ---
