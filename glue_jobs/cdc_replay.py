@@ -1,4 +1,6 @@
-"""Glue job: replay a table's pending CDC files (I/U/D) up to the one named by --key, in one commit.
+"""Glue job: replay pending DMS files (I/U/D) into the lake, one commit per table and batch: every table's
+landed files, round after round up to the time budget (runs.mode coalesced), or --key's table up to --key
+(per_file). Fails, after applying the others, when a table's batch was refused.
 
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME].
 """

@@ -1,4 +1,5 @@
-"""Glue job: apply a table's full-load (LOAD) files up to the one named by --key.
+"""Glue job: apply full-load (LOAD) files and whatever landed after them: every table's landed files
+(runs.mode coalesced), or --key's table up to --key (per_file).
 
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME].
 """

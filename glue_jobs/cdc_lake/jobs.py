@@ -1,7 +1,8 @@
 """The Glue jobs as library functions: typed options in, one replay or maintenance run out.
 
-``full_load`` is started for LOAD files and ``cdc_replay`` for CDC files; both apply every pending file
-of the table up to the triggering one, so either recovers from the other's lost events. The maintenance
+``full_load`` is started for LOAD files and ``cdc_replay`` for CDC files. Coalesced (the default), a run of
+either applies every landed file of every table (``drain``); per file, the table's pending files up to the
+triggering one. Either way each job recovers from the other's lost events. The maintenance
 job's ``--action reload`` rebuilds one table after DMS reloaded it (``cdc_lake.reload``).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -17,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, load_config_uri
 from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
+from cdc_lake.drain import Budget, DrainResult, TableFailuresError, drain
 from cdc_lake.exceptions import JobArgumentError
 from cdc_lake.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
@@ -61,8 +63,16 @@ def run_job(
     *,
     config: PipelineConfig | None = None,
     store: ObjectStore | None = None,
-) -> RunResult:
-    """Run one job: check the file suits this job, then apply the table's pending files up to it."""
+    on_batch: Callable[[RunResult], None] | None = None,
+    idle_seconds: float | None = None,
+    on_round: Callable[[int, int], None] | None = None,
+) -> DrainResult:
+    """Run one job: check the file suits this job, then apply.
+
+    ``runs.mode: coalesced``: every table's landed files, the file's table first, round after round up to
+    the time budget (``drain``). ``per_file``: the file's table's pending files up to the file. A table
+    whose batch is refused is reported in the result's ``failures``; the caller fails the run.
+    """
     config = config or load_config_uri(options.config_uri)
     dms_file = parse_key(options.key, config)
     if dms_file.table != options.table:
@@ -71,29 +81,59 @@ def run_job(
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
     location = LakeLocation(options.catalog, options.database or config.lake.database)
     store = store or S3Store(options.bucket)
-    result = apply_up_to(spark, config, location, store, dms_file)
-    if result.already_applied:
-        log.info("%s: %s already applied", options.table, options.key)
-    else:
-        log.info(
-            "%s: applied %d file(s) up to %s in snapshot %s: %s, %d key(s) changed",
-            result.table,
-            len(result.applied_files),
-            options.key,
-            result.snapshot_id,
-            result.counts.as_dict() if result.counts else {},
-            result.keys_changed,
+    if config.runs.coalesced:
+        budget = Budget.of(config, idle_seconds=idle_seconds)
+        outcome = drain(
+            spark, config, location, store, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round
         )
-    return result
+    else:
+        single = apply_up_to(spark, config, location, store, dms_file)
+        if on_batch and not single.already_applied:
+            on_batch(single)
+        outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds)
+    for result in outcome.results:
+        if not result.already_applied:
+            log.info(
+                "%s: applied %d file(s) up to %s in snapshot %s: %s, %d key(s) changed",
+                result.table,
+                len(result.applied_files),
+                result.trigger,
+                result.snapshot_id,
+                result.counts.as_dict() if result.counts else {},
+                result.keys_changed,
+            )
+    log.info(
+        "run for %s: %d commit(s), %d file(s), %d round(s), %.1fs%s",
+        options.key,
+        len(outcome.commits),
+        len(outcome.applied_files),
+        outcome.rounds,
+        outcome.seconds,
+        f", {len(outcome.failures)} table(s) failed" if outcome.failures else "",
+    )
+    return outcome
 
 
-def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> RunResult:
-    """Entry point of the Glue scripts: resolve arguments, use Glue's Spark session, run."""
+def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> DrainResult:
+    """Entry point of the Glue scripts: resolve arguments, use Glue's Spark session, run, publish the metrics.
+
+    Fails the run (after every other table was applied) when a table's batch was refused, so the Glue
+    run's state and the TableFailures metric both say so.
+    """
+    import boto3
+
+    from cdc_lake.metrics import CloudWatchPublisher
     from cdc_lake.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    return run_job(kind, options, glue_spark_session())
+    config = load_config_uri(options.config_uri)
+    publisher = CloudWatchPublisher(boto3.client("cloudwatch"), options.database or config.lake.database)
+    outcome = run_job(kind, options, glue_spark_session(), config=config, on_batch=publisher.batch)
+    if outcome.failures:
+        publisher.table_failures(len(outcome.failures))
+        raise TableFailuresError(outcome.failures)
+    return outcome
 
 
 MAINTENANCE_REQUIRED = ("config_uri", "action")

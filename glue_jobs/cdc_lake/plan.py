@@ -55,6 +55,10 @@ class ReplayState:
     load_written: str | None = None  # ISO 8601 UTC: the newest LastModified among the applied LOAD files
     cdc_last: str | None = None
     cdc_count: int = 0
+    # The listing window: CDC files positioned before ``cdc_from`` (a CDC position, see ``cdc_position``)
+    # are ``cdc_before`` applied ones, so a run lists only from there on (``listing_start``).
+    cdc_from: str | None = None
+    cdc_before: int = 0
     snapshot_id: int | None = None
 
     @property
@@ -67,10 +71,10 @@ class ReplayState:
             load["written"] = self.load_written
         if not self.cdc_started:
             load["files"] = {k: [etag, size] for k, (etag, size) in sorted(self.load_files.items())}
-        return json.dumps(
-            {"v": STATE_VERSION, "load": load, "cdc": {"last": self.cdc_last, "count": self.cdc_count}},
-            separators=(",", ":"),
-        )
+        cdc: dict[str, Any] = {"last": self.cdc_last, "count": self.cdc_count}
+        if self.cdc_from is not None:
+            cdc |= {"from": self.cdc_from, "before": self.cdc_before}
+        return json.dumps({"v": STATE_VERSION, "load": load, "cdc": cdc}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str, snapshot_id: int | None) -> ReplayState:
@@ -86,6 +90,8 @@ class ReplayState:
             load_written=load.get("written"),
             cdc_last=data["cdc"]["last"],
             cdc_count=int(data["cdc"]["count"]),
+            cdc_from=data["cdc"].get("from"),
+            cdc_before=int(data["cdc"].get("before", 0)),
             snapshot_id=snapshot_id,
         )
 
@@ -150,13 +156,13 @@ def plan_run(
             continue
         pending.append(dms_file)
     if watermark is not None:
-        behind = [f for f in files if not f.is_full_load and f.order_key <= watermark]
+        behind = [f for f in files if not f.is_full_load and f.order_key <= watermark and _in_window(f, state)]
         # Lifecycle rules may expire applied files (fewer listed is fine); more means one landed late.
-        if len(behind) > state.cdc_count:
+        if state.cdc_before + len(behind) > state.cdc_count:
             raise ReplayOrderError(
-                f"{table.name}: {len(behind)} CDC files sort at or before the last applied one ({state.cdc_last}) "
-                f"but only {state.cdc_count} were applied: a file landed after later changes were applied; "
-                "applying it now would break DMS order"
+                f"{table.name}: {state.cdc_before + len(behind)} CDC files sort at or before the last applied one "
+                f"({state.cdc_last}) but only {state.cdc_count} were applied: a file landed after later changes "
+                "were applied; applying it now would break DMS order"
             )
     # Lifecycle rules may expire LOAD files; the same number with other content means a reload, and so do
     # fewer written after the applied ones (a reload into an emptied folder that needed fewer files).
@@ -170,7 +176,68 @@ def plan_run(
             f"{len(load_objects)} now listed): DMS reloaded the table or restarted with a full load. "
             + reload_hint(table.name)
         )
-    return RunPlan(table, trigger, pending, objects, _next_state(state, pending, objects), base_snapshot_id)
+    next_state = _next_state(state, pending, objects, _advance_window(config, state, files, pending))
+    return RunPlan(table, trigger, pending, objects, next_state, base_snapshot_id)
+
+
+def _in_window(dms_file: DmsFile, state: ReplayState) -> bool:
+    return state.cdc_from is None or dms_file.order_key[1] >= state.cdc_from
+
+
+def _advance_window(
+    config: PipelineConfig, state: ReplayState, files: Sequence[DmsFile], pending: Sequence[DmsFile]
+) -> tuple[str | None, int]:
+    """The listing window after applying ``pending``: it starts ``listing_lookback`` before the newest applied
+    CDC file (never earlier than before), and counts the applied CDC files it leaves behind."""
+    cdc = [f for f in pending if not f.is_full_load]
+    last = cdc[-1] if cdc else None
+    if last is None:
+        return state.cdc_from, state.cdc_before
+    start = cdc_position(_position_time(last.order_key[1]) - listing_lookback(config))
+    if state.cdc_from is not None and start <= state.cdc_from:
+        return state.cdc_from, state.cdc_before
+    left_behind = [
+        f
+        for f in files
+        if not f.is_full_load and _in_window(f, state) and f.order_key[1] < start and f.order_key <= last.order_key
+    ]
+    return start, state.cdc_before + len(left_behind)
+
+
+def _position_time(position: str) -> dt.datetime:
+    return dt.datetime.strptime(position[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
+
+
+def listing_lookback(config: PipelineConfig) -> dt.timedelta:
+    """How long before the newest applied CDC file a run still lists: a file listed later than this after its
+    name's time would not be seen. The same bound as the reload boundary (``reload_margin``)."""
+    return reload_margin(config)
+
+
+# Date folders whose names sort as time does, so a listing can start at one.
+_SORTABLE_DATE_PARTS = {"YYYYMMDD": ("%Y", "%m", "%d"), "YYYYMMDDHH": ("%Y", "%m", "%d"), "YYYYMM": ("%Y", "%m")}
+_DATE_DELIMITERS = {"SLASH": "/", "DASH": "-", "UNDERSCORE": "_", "NONE": ""}
+
+
+def listing_start(config: PipelineConfig, table: TableSpec, state: ReplayState) -> str | None:
+    """Where a run may start listing the table (S3 StartAfter), or None to list it all.
+
+    Keys sort as DMS order goes: CDC names and sortable date folders are times, and LOAD names sort after
+    both, so every LOAD file is always listed. The start is a day earlier in date-folder layouts, in case a
+    file's folder and name fall on either side of midnight.
+    """
+    if state.cdc_from is None:
+        return None
+    prefix = config.table_prefix(table)
+    moment = _position_time(state.cdc_from)
+    dms = config.dms
+    if not dms.date_partition_enabled:
+        return f"{prefix}{moment:%Y%m%d-%H}"
+    parts = _SORTABLE_DATE_PARTS.get(dms.date_partition_sequence)
+    if parts is None:
+        return None  # MMYYYYDD, DDMMYYYY: folder names do not sort as time
+    day_before = moment - dt.timedelta(days=1)
+    return prefix + _DATE_DELIMITERS[dms.date_partition_delimiter].join(day_before.strftime(p) for p in parts)
 
 
 def _written_after(objects: Sequence[StoredObject], written: str | None) -> bool:
@@ -180,7 +247,9 @@ def _written_after(objects: Sequence[StoredObject], written: str | None) -> bool
     return any(o.last_modified is not None and o.last_modified > applied for o in objects)
 
 
-def _next_state(state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject]) -> ReplayState:
+def _next_state(
+    state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject], window: tuple[str | None, int]
+) -> ReplayState:
     load_files = dict(state.load_files)
     for dms_file in pending:
         if dms_file.is_full_load:
@@ -198,6 +267,8 @@ def _next_state(state: ReplayState, pending: list[DmsFile], objects: dict[str, S
         load_written=written,
         cdc_last=cdc[-1].key if cdc else state.cdc_last,
         cdc_count=state.cdc_count + len(cdc),
+        cdc_from=window[0],
+        cdc_before=window[1],
     )
 
 

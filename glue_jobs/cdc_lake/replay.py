@@ -8,6 +8,7 @@ for one table meet the commit's compare-and-swap, and the loser plans again from
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -21,15 +22,15 @@ from pyspark.sql import functions as F
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
 from cdc_lake.commit import base_snapshot, commit_changes, with_commit_retries
 from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import DmsFile
+from cdc_lake.dms_files import DmsFile, table_files
 from cdc_lake.exceptions import DmsInputError
 from cdc_lake.history import commit_history, ensure_history_table, history_name
-from cdc_lake.plan import RunPlan, plan_run
+from cdc_lake.plan import ReplayState, RunPlan, listing_start, plan_run
 from cdc_lake.reader import FILE, file_layouts, read_changes
 from cdc_lake.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, read_state, run_properties
 from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
-from cdc_lake.storage import ObjectStore, StoredObject
-from cdc_lake.tables import LakeLocation, ensure_table
+from cdc_lake.storage import ObjectStore
+from cdc_lake.tables import LakeLocation, ensure_table, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ class Applied:
     counts: ChangeCounts | None = None
     keys_changed: int = 0
     snapshot_id: int | None = None
+    freshness: dict[str, float | int | None] | None = None
+    trigger: str = ""
+    listing_start: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class RunResult:
     snapshot_id: int | None = None
     attempts: int = 1
     seconds: float = 0.0
+    freshness: dict[str, float | int | None] | None = None  # as recorded in the commit (record.freshness)
+    listing_start: str | None = None  # where the next run may start listing the table (plan.listing_start)
 
     @property
     def already_applied(self) -> bool:
@@ -63,22 +69,35 @@ class RunResult:
 
 
 def apply_up_to(
-    spark: SparkSession, config: PipelineConfig, location: LakeLocation, store: ObjectStore, trigger: DmsFile
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    store: ObjectStore,
+    trigger: DmsFile | TableSpec,
 ) -> RunResult:
-    """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit."""
+    """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
+    instead of a file, every landed file of the table."""
     started = time.monotonic()
-    table = config.table(trigger.table)
+    if isinstance(trigger, TableSpec):
+        table, upto = trigger, None
+        # A configured table with no lake table yet is created only once a data file of it has landed.
+        if not table_exists(spark, location, table) and not table_files(
+            [o.key for o in store.list(config.table_prefix(table)) if o.size > 0], table, config
+        ):
+            return RunResult(table=table.name, trigger="")
+    else:
+        table, upto = config.table(trigger.table), trigger
     ensure_table(spark, location, table, config.lake)
     if table.history:
         ensure_history_table(spark, location, table, config.lake)
     applied, attempts = with_commit_retries(
         table.name,
         config.lake.commit_retries,
-        lambda: _attempt(spark, config, location, store, table, trigger, started),
+        lambda: _attempt(spark, config, location, store, table, upto, started),
     )
     return RunResult(
         table=table.name,
-        trigger=trigger.key,
+        trigger=applied.trigger,
         applied_files=applied.applied_files,
         history_files=applied.history_files,
         counts=applied.counts,
@@ -86,6 +105,8 @@ def apply_up_to(
         snapshot_id=applied.snapshot_id,
         attempts=attempts,
         seconds=time.monotonic() - started,
+        freshness=applied.freshness,
+        listing_start=applied.listing_start,
     )
 
 
@@ -95,19 +116,41 @@ def _attempt(
     location: LakeLocation,
     store: ObjectStore,
     table: TableSpec,
-    trigger: DmsFile,
+    trigger: DmsFile | None,
     started: float,
 ) -> Applied:
-    listed = store.list(config.table_prefix(table))
-    plan = _plan(spark, config, location, listed, table, trigger, table.lake_table)
+    # The base is read before the state: if they differ, the table moved on and the commit will be refused.
+    main = _recorded(spark, location, table.lake_table)
+    history = _recorded(spark, location, history_name(table)) if table.history else None
+    start = _common_start(config, table, [state for _base, state in filter(None, (main, history))])
+    if trigger is not None and start is not None and trigger.key <= start:
+        start = None  # an old file named by hand or by a late event: list all, and the plan says it is applied
+    listed = store.list(config.table_prefix(table), start_after=start)
+    if trigger is None:
+        landed = table_files([o.key for o in listed if o.size > 0], table, config)
+        if not landed:
+            return Applied(listing_start=start)
+        trigger = landed[-1]
+    plan = plan_run(config, table, trigger, listed, main[1], main[0])
     # History keeps its own record of applied files: after a stop between the two commits it is ahead.
-    history_plan = (
-        _plan(spark, config, location, listed, table, trigger, history_name(table)) if table.history else None
-    )
+    history_plan = plan_run(config, table, trigger, listed, history[1], history[0]) if history else None
+    plans = [p for p in (plan, history_plan) if p is not None]
+    next_start = _common_start(config, table, [p.next_state for p in plans])
     if not plan.pending and not (history_plan and history_plan.pending):
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
-        return Applied()
-    return _apply(spark, config, location, store, plan, history_plan, started)
+        return Applied(trigger=trigger.key, listing_start=next_start)
+    applied = _apply(spark, config, location, store, plan, history_plan, started)
+    return dataclasses.replace(applied, trigger=trigger.key, listing_start=next_start)
+
+
+def _recorded(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int, ReplayState]:
+    base = base_snapshot(spark, location, table_name)
+    return base, read_state(spark, location, table_name)
+
+
+def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[ReplayState]) -> str | None:
+    starts = [listing_start(config, table, state) for state in states]
+    return None if None in starts else min(s for s in starts if s is not None)
 
 
 def _apply(
@@ -168,21 +211,8 @@ def _apply(
         counts=counts,
         keys_changed=keys_changed,
         snapshot_id=snapshot_id,
+        freshness=facts,
     )
-
-
-def _plan(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    listed: Sequence[StoredObject],
-    table: TableSpec,
-    trigger: DmsFile,
-    table_name: str,
-) -> RunPlan:
-    # The base is read before the state: if they differ, the table moved on and the commit will be refused.
-    base = base_snapshot(spark, location, table_name)
-    return plan_run(config, table, trigger, listed, read_state(spark, location, table_name), base)
 
 
 def _only(changes: DataFrame, chosen: list[DmsFile], read: list[DmsFile]) -> DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,7 +24,10 @@ class StoredObject:
 class ObjectStore(Protocol):
     """The few object-store operations the jobs need, so they run the same on S3 and locally."""
 
-    def list(self, prefix: str) -> list[StoredObject]: ...
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
+        """The objects under ``prefix``, or only those whose key sorts after ``start_after`` (S3's StartAfter:
+        the listing then costs what is newer, not what the folder has kept)."""
+        ...
 
     def uri(self, key: str) -> str: ...
 
@@ -54,10 +58,11 @@ class S3Store:
             client = boto3.client("s3")
         self._client = client
 
-    def list(self, prefix: str) -> list[StoredObject]:
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
         objects = []
         paginator = self._client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+        after = {"StartAfter": start_after} if start_after else {}
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, **after):
             for item in page.get("Contents", []):
                 objects.append(
                     StoredObject(
@@ -86,8 +91,12 @@ class LocalFolderStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
         self._etags: dict[tuple[str, int, int], str] = {}
+        # What listing would cost on S3: requests, and objects returned (benchmarks read these).
+        self.listings = 0
+        self.listed_objects = 0
+        self._count = threading.Lock()
 
-    def list(self, prefix: str) -> list[StoredObject]:
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
         base = self.root / prefix if prefix else self.root
         start = base if base.is_dir() else base.parent
         if not start.exists():
@@ -97,8 +106,11 @@ class LocalFolderStore:
             for name in names:
                 path = Path(folder) / name
                 key = path.relative_to(self.root).as_posix()
-                if key.startswith(prefix):
+                if key.startswith(prefix) and (start_after is None or key > start_after):
                     objects.append(self.stat(key))
+        with self._count:
+            self.listings += 1
+            self.listed_objects += len(objects)
         return sorted(objects, key=lambda o: o.key)
 
     def stat(self, key: str) -> StoredObject:

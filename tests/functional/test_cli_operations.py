@@ -18,6 +18,7 @@ pytestmark = pytest.mark.spark
 
 CONFIG = """
 dms: {format: csv, bucket_folder: dms, timestamp_column: ts}
+runs: {mode: per_file}  # one commit per file: rollback points to step through
 tables:
   - name: shop.items
     primary_key: [id]

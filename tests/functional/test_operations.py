@@ -32,6 +32,7 @@ def shop_config(**dms: Any) -> PipelineConfig:
     return parse_config(
         {
             "dms": {"bucket_folder": "dms", "timestamp_column": "dms_ts", **dms},
+            "runs": {"mode": "per_file"},  # one commit per file: history and rollback points to step through
             "tables": [
                 {
                     "name": "shop.orders",

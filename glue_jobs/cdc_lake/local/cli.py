@@ -166,16 +166,20 @@ def _print_run(run: LocalJobRun) -> None:
         indented = run.error.replace("\n", "\n" + " " * 10)
         print(f"  FAILED  {key}  ({run.job}, {run.seconds:.1f}s)\n          {indented}")
         return
-    result = run.result
-    assert result is not None
-    if result.already_applied:
+    outcome = run.result
+    assert outcome is not None
+    if outcome.already_applied:
         print(f"  skip    {key}  (already applied)")
         return
-    counts = result.counts.as_dict() if result.counts else {}
-    print(
-        f"  applied {key}  {len(result.applied_files)} file(s), I {counts.get('I', 0)} U {counts.get('U', 0)} "
-        f"D {counts.get('D', 0)}, {result.keys_changed} key(s), {run.seconds:.1f}s"
-    )
+    for result in outcome.commits:
+        counts = result.counts.as_dict() if result.counts else {}
+        print(
+            f"  applied {result.table}  {len(result.applied_files)} file(s) up to {result.trigger}, "
+            f"I {counts.get('I', 0)} U {counts.get('U', 0)} D {counts.get('D', 0)}, {result.keys_changed} key(s), "
+            f"{result.seconds:.1f}s"
+        )
+    if len(outcome.commits) > 1 or outcome.rounds > 1:
+        print(f"  run {run.run_id}: {len(outcome.commits)} commit(s) in {outcome.rounds} round(s), {run.seconds:.1f}s")
 
 
 def _finish(runs: Sequence[LocalJobRun]) -> int:

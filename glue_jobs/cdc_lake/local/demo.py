@@ -99,12 +99,12 @@ class _Tally:
             self.failures.append(run)
             print(f"    FAILED {run.arguments.get('--key')}: {run.error}")
             return
-        result = run.result
-        if result and result.counts:
-            table_totals = self.totals[result.table]
-            table_totals["files"] += len(result.applied_files)
-            for op, count in result.counts.as_dict().items():
-                table_totals[op] += count
+        for result in run.result.commits if run.result else []:
+            if result.counts:
+                table_totals = self.totals[result.table]
+                table_totals["files"] += len(result.applied_files)
+                for op, count in result.counts.as_dict().items():
+                    table_totals[op] += count
 
 
 def _summary(

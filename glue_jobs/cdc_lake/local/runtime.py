@@ -9,6 +9,7 @@ import itertools
 import logging
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +19,11 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig
 from cdc_lake.dms_files import parse_key
+from cdc_lake.drain import DrainResult, TableFailuresError
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.jobs import JobOptions, run_job
 from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.names import JOB_KINDS
-from cdc_lake.replay import RunResult
 from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
 
@@ -33,24 +34,32 @@ LOCAL_BUCKET = "local-landing"
 
 @dataclass
 class LocalJobRun:
-    """A job run as Glue would report it: SUCCEEDED with its result, or FAILED with the error message."""
+    """A job run as Glue reports it: WAITING until the local Glue runs it, then SUCCEEDED with its result, or
+    FAILED with the error message (a run that left tables unapplied has both)."""
 
     run_id: str
     job: str
     arguments: dict[str, str]
-    result: RunResult | None = None
+    result: DrainResult | None = None
     error: str | None = None
     seconds: float = 0.0
+    started: bool = False
 
     @property
     def state(self) -> str:
+        if not self.started:
+            return "WAITING"
+        if self.result is None and self.error is None:
+            return "RUNNING"
         return "SUCCEEDED" if self.error is None else "FAILED"
 
 
 class LocalGlueClient:
-    """Implements the one Glue call the Lambda makes, ``start_job_run``, by running the job here.
+    """Implements the Glue calls the Lambda makes, ``start_job_run`` and ``get_job_runs``, and runs the jobs here.
 
-    Like Glue, starting a run succeeds even when the run then fails: the failure is on the run.
+    As on Glue, a started run waits (WAITING) until it can run: ``run_waiting`` runs the waiting runs one
+    after another (each job allows one run at a time here), including runs started while it works. Starting
+    a run succeeds even when the run then fails: the failure is on the run.
     """
 
     def __init__(
@@ -60,41 +69,72 @@ class LocalGlueClient:
         store: LocalFolderStore,
         location: LakeLocation,
         on_run: Callable[[LocalJobRun], None] | None = None,
+        on_round: Callable[[LocalJobRun, int, int], None] | None = None,
     ) -> None:
         self._spark = spark
         self._config = config
         self._store = store
         self._location = location
         self._on_run = on_run
+        self._on_round = on_round
         self._ids = itertools.count(1)
         self.runs: list[LocalJobRun] = []
+        self.calls: Counter[str] = Counter()
 
     def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
-        kind = next((k for k in JOB_KINDS if k == JobName), None)
-        if kind is None:
+        self.calls["start_job_run"] += 1
+        if JobName not in JOB_KINDS:
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
+        self.runs.append(run)
+        return {"JobRunId": run.run_id}
+
+    def get_job_runs(self, JobName: str, MaxResults: int = 100, **_: Any) -> dict[str, Any]:
+        self.calls["get_job_runs"] += 1
+        runs = [r for r in reversed(self.runs) if r.job == JobName][:MaxResults]
+        return {
+            "JobRuns": [
+                {"Id": r.run_id, "JobName": r.job, "JobRunState": r.state, "Arguments": r.arguments} for r in runs
+            ]
+        }
+
+    def run_waiting(self) -> list[LocalJobRun]:
+        """Run every waiting run, oldest first, until none waits; return them."""
+        done: list[LocalJobRun] = []
+        while waiting := next((r for r in self.runs if not r.started), None):
+            self._execute(waiting)
+            done.append(waiting)
+        return done
+
+    def _execute(self, run: LocalJobRun) -> None:
+        kind = next(k for k in JOB_KINDS if k == run.job)
+        run.started = True
         options = JobOptions.from_options(
             {
                 "config_uri": "(local)",
                 "catalog": self._location.catalog,
                 "database": self._location.database,
-                **Arguments,
+                **run.arguments,
             }
         )
+        hook = self._on_round
+        on_round = (lambda number, batches: hook(run, number, batches)) if hook else None
         started = time.monotonic()
         try:
-            run.result = run_job(kind, options, self._spark, config=self._config, store=self._store)
+            # Locally no file lands while a run works unless a test lands it: no waiting for more.
+            run.result = run_job(
+                kind, options, self._spark, config=self._config, store=self._store, idle_seconds=0, on_round=on_round
+            )
+            if run.result.failures:
+                run.error = str(TableFailuresError(run.result.failures))
         except CdcLakeError as error:
             run.error = str(error)
         except Exception as error:  # a Glue run fails on any error; the event that started it is kept
             run.error = f"{type(error).__name__}: {error}"
             log.debug("job run failed:\n%s", traceback.format_exc())
         run.seconds = time.monotonic() - started
-        self.runs.append(run)
         if self._on_run:
             self._on_run(run)
-        return {"JobRunId": run.run_id}
 
 
 class LocalPipeline:
@@ -108,28 +148,35 @@ class LocalPipeline:
         *,
         database: str | None = None,
         on_run: Callable[[LocalJobRun], None] | None = None,
+        on_round: Callable[[LocalJobRun, int, int], None] | None = None,
     ) -> None:
         self.config = config
         self.landing = Path(landing)
         self.store = LocalFolderStore(self.landing)
         self.location = LakeLocation(LOCAL_CATALOG, database or config.lake.database)
-        self.glue = LocalGlueClient(spark, config, self.store, self.location, on_run)
+        self.glue = LocalGlueClient(spark, config, self.store, self.location, on_run, on_round)
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
-        """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed)."""
+        """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed), then run the
+        job runs they started; return those runs."""
+        first = len(self.glue.runs)
+        for key in keys:
+            self.notify(key)
+        self.glue.run_waiting()
+        return self.glue.runs[first:]
+
+    def notify(self, key: str) -> list[str]:
+        """Deliver the ObjectCreated event of one landed file to the Lambda's handler; the runs it starts wait."""
         from dms_trigger.events import s3_object_created_event
         from dms_trigger.handler import GlueJobStarter, handle
 
+        path = self.landing / key
+        if not path.is_file():
+            raise CdcLakeError(f"{key}: no such file under {self.landing}")
+        stored = self.store.stat(key)
+        event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
         starter = GlueJobStarter(self.glue, {kind: kind for kind in JOB_KINDS})
-        first = len(self.glue.runs)
-        for key in keys:
-            path = self.landing / key
-            if not path.is_file():
-                raise CdcLakeError(f"{key}: no such file under {self.landing}")
-            stored = self.store.stat(key)
-            event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
-            handle(event, config=self.config, starter=starter)
-        return self.glue.runs[first:]
+        return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:
         """Every file in the landing folder, DMS data files in DMS order first, then the rest by name."""

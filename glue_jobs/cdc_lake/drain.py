@@ -1,0 +1,190 @@
+"""A coalesced run: apply everything landed for every table, several tables at once, round after round.
+
+The Lambda starts such a run only when no run of the job is still waiting or starting, so one run takes
+the place of one run per file (docs/runs.md). The first round takes every configured table; a later round
+lists each table from where its record says new files can be (``plan.listing_start``: S3's StartAfter,
+so a listing costs the new files, not the folder's history) and takes those with a file newer than their
+last batch saw. A table's batch is ``replay.apply_up_to`` everything landed: one commit. The run
+keeps going while files land, up to its time budget, so Glue's start-up and minimum billing are paid once
+per busy period. A table whose batch is refused (bad input, broken order) is left for the rest of the run,
+with its files in place; the other tables go on, and the run reports the failure at its end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.dms_files import DmsFile, parse_key, table_files
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.replay import RunResult, apply_up_to
+from cdc_lake.storage import ObjectStore
+from cdc_lake.tables import LakeLocation
+
+log = logging.getLogger(__name__)
+
+# Listing is waiting on S3, not work: more threads than tables applied at once.
+LISTING_THREADS = 16
+
+
+class TableFailuresError(CdcLakeError):
+    """Raised at the end of a run that left one or more tables unapplied; the others were applied."""
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        self.failures = dict(failures)
+        lines = [f"  {table}: {error}" for table, error in sorted(failures.items())]
+        super().__init__(
+            f"{len(failures)} table(s) left as they were, their files kept in place; the other tables were "
+            "applied:\n" + "\n".join(lines)
+        )
+
+
+@dataclass
+class DrainResult:
+    """What one run did: a result per table batch (no-op checks included), the failed tables, and its rounds."""
+
+    results: list[RunResult] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    rounds: int = 0
+    seconds: float = 0.0
+
+    @property
+    def applied_files(self) -> list[str]:
+        return [key for result in self.results for key in result.applied_files]
+
+    @property
+    def already_applied(self) -> bool:
+        return not self.failures and all(result.already_applied for result in self.results)
+
+    @property
+    def commits(self) -> list[RunResult]:
+        return [r for r in self.results if not r.already_applied]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a run goes on: rounds while files land, none started after ``seconds``."""
+
+    seconds: float
+    idle_seconds: float
+    poll_seconds: float
+    parallel_tables: int
+
+    @classmethod
+    def of(cls, config: PipelineConfig, *, idle_seconds: float | None = None) -> Budget:
+        runs = config.runs
+        idle = runs.idle_seconds if idle_seconds is None else idle_seconds
+        return cls(runs.time_budget_seconds, idle, runs.poll_seconds, runs.parallel_tables)
+
+
+def drain(
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    store: ObjectStore,
+    budget: Budget,
+    *,
+    first: str | None = None,
+    on_batch: Callable[[RunResult], None] | None = None,
+    on_round: Callable[[int, int], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DrainResult:
+    """Apply every table's landed files until a round commits nothing for ``idle_seconds`` or the budget is spent.
+
+    The first round takes every configured table (``first``, the trigger's table, before the others); later
+    rounds only the tables whose listing shows a file newer than their last batch saw. ``on_batch`` sees
+    every committed batch (the Glue job publishes its metrics from it); ``on_round(round, commits)`` sees
+    every finished round.
+    """
+    started = clock()
+    result = DrainResult()
+    newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
+    starts: dict[str, str | None] = {}  # per table: where its listing may start
+    last_work = started
+    tables = sorted(config.tables, key=lambda t: t.name != first)
+    with (
+        ThreadPoolExecutor(max_workers=budget.parallel_tables, thread_name_prefix="cdc-lake-table") as pool,
+        ThreadPoolExecutor(max_workers=LISTING_THREADS, thread_name_prefix="cdc-lake-list") as lister,
+    ):
+        while True:
+            if result.rounds == 0:
+                work = tables
+            else:
+                candidates = [t for t in tables if t.name not in result.failures]
+                found = lister.map(
+                    lambda t: _has_new(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
+                )
+                work = [t for t, new in zip(candidates, found, strict=True) if new]
+            done = _round(spark, config, location, store, pool, work, result, on_batch)
+            for batch in done:
+                starts[batch.table] = batch.listing_start
+                newest[batch.table] = parse_key(batch.trigger, config) if batch.trigger else None
+            commits = sum(1 for batch in done if not batch.already_applied)
+            result.rounds += 1
+            if on_round:
+                on_round(result.rounds, commits)
+            now = clock()
+            if commits:
+                last_work = now
+            if now - started >= budget.seconds:
+                log.info("time budget of %ss spent after %d round(s)", budget.seconds, result.rounds)
+                break
+            if commits:
+                continue
+            if now - last_work >= budget.idle_seconds:
+                break
+            sleep(budget.poll_seconds)
+    result.seconds = clock() - started
+    return result
+
+
+def _has_new(
+    config: PipelineConfig, store: ObjectStore, table: TableSpec, start: str | None, newest: DmsFile | None
+) -> bool:
+    """Whether the table's listing (from ``start``) shows a data file newer than ``newest``."""
+    keys = [o.key for o in store.list(config.table_prefix(table), start_after=start) if o.size > 0]
+    files = table_files(keys, table, config)
+    return bool(files) and (newest is None or files[-1].order_key > newest.order_key)
+
+
+def _round(
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    store: ObjectStore,
+    pool: ThreadPoolExecutor,
+    work: Sequence[TableSpec],
+    result: DrainResult,
+    on_batch: Callable[[RunResult], None] | None,
+) -> list[RunResult]:
+    """One batch per table in ``work``, ``parallel_tables`` at a time; returns their results (also appended to
+    ``result``), failed tables recorded in ``result.failures`` instead."""
+
+    def batch(table: TableSpec) -> tuple[TableSpec, RunResult | None, str | None]:
+        try:
+            return table, apply_up_to(spark, config, location, store, table), None
+        except CdcLakeError as error:
+            return table, None, str(error)
+        except Exception as error:  # one table's failure must not stop the others
+            log.exception("%s: batch failed", table.name)
+            return table, None, f"{type(error).__name__}: {error}"
+
+    results: list[RunResult] = []
+    for table, done, error in pool.map(batch, work):
+        if error is not None:
+            log.error("%s: left as it was, its files kept in place: %s", table.name, error)
+            result.failures[table.name] = error
+            continue
+        assert done is not None
+        results.append(done)
+        if on_batch and not done.already_applied:
+            on_batch(done)
+    result.results.extend(results)
+    return results

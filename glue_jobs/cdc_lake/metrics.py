@@ -1,0 +1,76 @@
+"""CloudWatch metrics of the replay jobs: each commit's freshness and batch, and the tables a run left.
+
+The stack alarms on them (lag above ``runs.lag_alarm_seconds``, any table failure). The only dimension is
+the pipeline (the lake database): see ``cdc_lake.names``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from cdc_lake.names import (
+    BATCH_SECONDS_METRIC,
+    BYTES_APPLIED_METRIC,
+    CHANGE_LAG_METRIC,
+    FILES_APPLIED_METRIC,
+    LANDED_LAG_METRIC,
+    METRICS_NAMESPACE,
+    PIPELINE_DIMENSION,
+    ROWS_APPLIED_METRIC,
+    TABLE_FAILURES_METRIC,
+)
+from cdc_lake.replay import RunResult
+
+log = logging.getLogger(__name__)
+
+# freshness() field -> (metric, unit)
+_BATCH_METRICS = {
+    "change_lag_s": (CHANGE_LAG_METRIC, "Seconds"),
+    "landed_lag_s": (LANDED_LAG_METRIC, "Seconds"),
+    "files": (FILES_APPLIED_METRIC, "Count"),
+    "rows": (ROWS_APPLIED_METRIC, "Count"),
+    "bytes": (BYTES_APPLIED_METRIC, "Bytes"),
+    "seconds": (BATCH_SECONDS_METRIC, "Seconds"),
+}
+
+
+class CloudWatchPublisher:
+    """Puts the metrics with a CloudWatch client; a failed put is logged, never fails the run (the data is
+    committed, and each commit's snapshot summary keeps the same figures)."""
+
+    def __init__(self, client: Any, pipeline: str) -> None:
+        self._client = client
+        self._dimensions = [{"Name": PIPELINE_DIMENSION, "Value": pipeline}]
+
+    def batch(self, result: RunResult) -> None:
+        facts = result.freshness or {}
+        now = dt.datetime.now(dt.UTC)
+        data = [
+            {"MetricName": name, "Dimensions": self._dimensions, "Timestamp": now, "Value": float(value), "Unit": unit}
+            for field, (name, unit) in _BATCH_METRICS.items()
+            if (value := facts.get(field)) is not None
+        ]
+        self._put(data)
+
+    def table_failures(self, count: int) -> None:
+        self._put(
+            [
+                {
+                    "MetricName": TABLE_FAILURES_METRIC,
+                    "Dimensions": self._dimensions,
+                    "Timestamp": dt.datetime.now(dt.UTC),
+                    "Value": float(count),
+                    "Unit": "Count",
+                }
+            ]
+        )
+
+    def _put(self, data: list[dict[str, Any]]) -> None:
+        if not data:
+            return
+        try:
+            self._client.put_metric_data(Namespace=METRICS_NAMESPACE, MetricData=data)
+        except Exception as error:  # metrics must not fail a committed run
+            log.warning("could not put %d metric(s) to CloudWatch: %s", len(data), error)

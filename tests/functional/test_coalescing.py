@@ -1,0 +1,270 @@
+"""Coalesced runs with real Spark and Iceberg: one run drains every table, files landing while a run works or
+finishes are applied exactly once, a refused table does not hold the others back, overlapping runs agree,
+a manual rerun with --key works, and the metrics reach CloudWatch (moto)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.drain import Budget, drain
+from cdc_lake.export import export_tables
+from cdc_lake.jobs import JobOptions, run_job
+from cdc_lake.jsonl import read_jsonl
+from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
+from cdc_lake.metrics import CloudWatchPublisher
+from cdc_lake.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.record import APPLIED, snapshot_summaries
+from cdc_lake.replay import RunResult
+from cdc_lake.storage import LocalFolderStore
+
+pytestmark = pytest.mark.spark
+
+TABLE_NAMES = ("app.accounts", "app.orders", "app.events")
+
+
+def make_config(**runs: Any) -> PipelineConfig:
+    tables = [
+        {
+            "name": name,
+            "primary_key": ["id"],
+            "columns": [
+                {"name": "id", "type": "bigint"},
+                {"name": "label", "type": "string"},
+                {"name": "amount", "type": "decimal(10,2)"},
+            ],
+        }
+        for name in TABLE_NAMES
+    ]
+    return parse_config({"dms": {"timestamp_column": "dms_timestamp"}, "runs": runs, "tables": tables})
+
+
+def generated_source(config: PipelineConfig, tmp_path: Path, cdc_files: int = 3):  # type: ignore[no-untyped-def]
+    spec = GeneratorSpec(seed=21, initial_rows=40, cdc_files=cdc_files, changes_per_file=15, cached_changes=0)
+    return generate(config, tmp_path / "source", spec)
+
+
+def land(source: Path, landing: Path, keys: list[str]) -> None:
+    for key in keys:
+        target = landing / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / key, target)
+
+
+def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected: Path, out: Path) -> None:
+    export_tables(spark, pipeline.config, pipeline.location, out)
+    for table in pipeline.config.tables:
+        assert read_jsonl(out / f"{table.name}.jsonl") == read_jsonl(expected / f"{table.name}.jsonl"), table.name
+
+
+def applied_records(spark: SparkSession, pipeline: LocalPipeline) -> list[str]:
+    """Every file named in any commit's applied-files record, over all tables (duplicates kept)."""
+    import json
+
+    keys: list[str] = []
+    for table in pipeline.config.tables:
+        for snapshot in snapshot_summaries(spark, pipeline.location, table):
+            record = (snapshot["summary"] or {}).get(APPLIED)
+            keys.extend(item["key"] for item in json.loads(record or "[]"))
+    return keys
+
+
+def test_one_run_drains_every_table_and_the_lake_equals_the_oracle(spark, database, tmp_path):
+    config = make_config()
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys)
+    pipeline = LocalPipeline(config, landing, spark, database=database)
+
+    runs = pipeline.deliver(keys)
+
+    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+    # One run per job (the full-load run drains the CDC files too; the CDC run then finds nothing).
+    assert [r.job for r in runs] == ["full_load", "cdc_replay"]
+    assert sorted(runs[0].result.applied_files) == sorted(keys)  # type: ignore[union-attr]
+    assert runs[1].result is not None and runs[1].result.already_applied
+    assert pipeline.glue.calls["start_job_run"] == 2
+    assert sorted(applied_records(spark, pipeline)) == sorted(keys)  # each file once
+    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+
+
+def test_files_landing_while_a_run_works_and_while_it_finishes_are_applied_once(spark, database, tmp_path):
+    """Round 1 lands a file (the run's next round takes it); the last round lands another, after the run's
+    final listing: its event sees the run RUNNING, starts a new run, and that run applies it."""
+    config = make_config()
+    generated = generated_source(config, tmp_path, cdc_files=3)
+    keys = land_order(generated)
+    held = [k for k in keys if "/LOAD" not in k][-2:]
+    first_keys = [k for k in keys if k not in held]
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, first_keys)
+    seen_states: list[str] = []
+
+    def on_round(run: LocalJobRun, number: int, batches: int) -> None:
+        if held and (number == 1 or batches == 0):
+            key = held.pop(0)
+            land(generated.landing, landing, [key])
+            seen_states.append(run.state)
+            pipeline.notify(key)
+
+    pipeline = LocalPipeline(config, landing, spark, database=database, on_round=on_round)
+    runs = pipeline.deliver(first_keys)
+
+    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+    assert seen_states == ["RUNNING", "RUNNING"]
+    assert sorted(applied_records(spark, pipeline)) == sorted(keys)
+    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    # The file landed after the final listing was applied by a run started for it.
+    last = runs[-1].result
+    assert last is not None and last.applied_files == [keys[-1]]
+
+
+def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
+    config = make_config()
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys)
+    bad = "app/orders/20250301-000000000.csv"  # sorts first among the CDC files
+    (landing / bad).write_text("I,2025-03-01 00:00:00.000000,not-a-number,x,1.00\n")
+    pipeline = LocalPipeline(config, landing, spark, database=database)
+
+    runs = pipeline.deliver([*keys, bad])
+
+    failed = failed_runs(runs)
+    assert failed and all("app.orders" in (r.error or "") and bad in (r.error or "") for r in failed)
+    assert (landing / bad).exists()
+    export_tables(spark, config, pipeline.location, tmp_path / "export")
+    for name in ("app.accounts", "app.events"):
+        assert read_jsonl(tmp_path / "export" / f"{name}.jsonl") == read_jsonl(generated.expected / f"{name}.jsonl")
+    # The batch held every landed file of the table (LOAD files too): none of it was applied.
+    assert [k for k in applied_records(spark, pipeline) if k.startswith("app/orders/")] == []
+
+
+def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_path):
+    config = make_config(parallel_tables=2)
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys)
+    pipeline = LocalPipeline(config, landing, spark, database=database)
+    budget = Budget.of(config, idle_seconds=0)
+    outcomes: list[Any] = []
+
+    def one_run() -> None:
+        outcomes.append(drain(spark, config, pipeline.location, LocalFolderStore(landing), budget))
+
+    threads = [threading.Thread(target=one_run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(outcomes) == 2 and not any(o.failures for o in outcomes), [o.failures for o in outcomes]
+    assert sorted(k for o in outcomes for k in o.applied_files) == sorted(keys)
+    assert sorted(applied_records(spark, pipeline)) == sorted(keys)
+    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+
+
+def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark, database, tmp_path):
+    config = make_config()
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys)
+    cdc_key = next(k for k in keys if "/LOAD" not in k)
+    table = cdc_key.split("/")[0] + "." + cdc_key.split("/")[1]
+    options = JobOptions.from_options(
+        {
+            "config_uri": "(local)",
+            "bucket": "b",
+            "key": cdc_key,
+            "table": table,
+            "catalog": "lake",
+            "database": database,
+        }
+    )
+    store = LocalFolderStore(landing)
+
+    first = run_job("cdc_replay", options, spark, config=config, store=store, idle_seconds=0)
+    again = run_job("cdc_replay", options, spark, config=config, store=store, idle_seconds=0)
+
+    assert sorted(first.applied_files) == sorted(keys) and first.results[0].table == table
+    assert again.already_applied and again.rounds == 1
+
+
+def test_a_zero_time_budget_runs_one_round(spark, database, tmp_path):
+    config = make_config(time_budget_seconds=0)
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys[:-1])
+    rounds: list[int] = []
+
+    def land_last(number: int, batches: int) -> None:
+        rounds.append(number)
+        land(generated.landing, landing, keys[-1:])
+
+    location = LocalPipeline(config, landing, spark, database=database).location
+    outcome = drain(
+        spark, config, location, LocalFolderStore(landing), Budget.of(config, idle_seconds=60), on_round=land_last
+    )
+    assert rounds == [1] and sorted(outcome.applied_files) == sorted(keys[:-1])
+
+
+def test_each_commit_publishes_its_freshness_to_cloudwatch(spark, database, tmp_path, monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    config = make_config()
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys)
+    batches: list[RunResult] = []
+    with mock_aws():
+        cloudwatch = boto3.client("cloudwatch")
+        publisher = CloudWatchPublisher(cloudwatch, "shop_lake")
+
+        def on_batch(result: RunResult) -> None:
+            batches.append(result)
+            publisher.batch(result)
+
+        options = JobOptions.from_options(
+            {"config_uri": "(local)", "bucket": "b", "key": keys[0], "table": "app.accounts", "catalog": "lake"}
+            | {"database": database}
+        )
+        run_job("full_load", options, spark, config=config, store=LocalFolderStore(landing), on_batch=on_batch)
+        publisher.table_failures(1)
+        metrics = cloudwatch.list_metrics(Namespace=METRICS_NAMESPACE)["Metrics"]
+        stats = cloudwatch.get_metric_statistics(
+            Namespace=METRICS_NAMESPACE,
+            MetricName=LANDED_LAG_METRIC,
+            Dimensions=[{"Name": PIPELINE_DIMENSION, "Value": "shop_lake"}],
+            StartTime="2000-01-01T00:00:00Z",
+            EndTime="2100-01-01T00:00:00Z",
+            Period=60,
+            Statistics=["SampleCount", "Maximum"],
+        )["Datapoints"]
+
+    assert len(batches) == len(TABLE_NAMES)
+    names = {m["MetricName"] for m in metrics}
+    assert {LANDED_LAG_METRIC, "ChangeLagSeconds", "FilesApplied", "RowsApplied", TABLE_FAILURES_METRIC} <= names
+    assert all(m["Dimensions"] == [{"Name": PIPELINE_DIMENSION, "Value": "shop_lake"}] for m in metrics)
+    assert sum(p["SampleCount"] for p in stats) == len(TABLE_NAMES)
+    assert max(p["Maximum"] for p in stats) == pytest.approx(
+        max(b.freshness["landed_lag_s"] for b in batches if b.freshness)  # type: ignore[type-var]
+    )
