@@ -4,7 +4,8 @@ maintenance job's schedule."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_glue as glue
@@ -14,8 +15,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.config import PipelineConfig
-from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.config import PipelineConfig, RunSettings
+from cdc_lake.names import GLUE_CATALOG, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from infra.packaging import PipelineAssets, pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 
@@ -34,21 +35,26 @@ class JobSizing:
     description: str
 
 
+# The sizes below are those of runs.mode per_file, one run per landed file. Runs for one table may then
+# overlap: each applies the table's pending files in DMS order and commits with Iceberg's optimistic
+# concurrency (retried), so concurrency is capped, not forced to 1. Runs beyond the cap are queued by Glue
+# (JobRunQueuingEnabled) instead of failing with ConcurrentRunsExceededException.
+# In coalesced mode (the default) job_sizes() replaces them: see there.
 FULL_LOAD = JobSizing(
     workers=10,
     timeout_minutes=480,
     max_concurrent_runs=10,
     description="Apply a table's DMS full-load (LOAD*) files up to --key into its Iceberg table",
 )
-# Runs for one table may overlap: each applies the table's pending files in DMS order and commits with
-# Iceberg's optimistic concurrency (retried), so concurrency is capped, not forced to 1. Runs beyond the
-# cap are queued by Glue (JobRunQueuingEnabled) instead of failing with ConcurrentRunsExceededException.
 CDC_REPLAY = JobSizing(
     workers=2,
     timeout_minutes=60,
     max_concurrent_runs=10,
     description="Replay a table's pending DMS CDC files (I/U/D) up to --key into its Iceberg table",
 )
+# A coalesced replay run starts no new round after its time budget, but the round under way (several
+# tables at once) still has to finish and commit: this much time is left for it on top of the budget.
+LAST_ROUND_MINUTES = 60
 # One maintenance run at a time (a second one, e.g. started by hand during the scheduled run, is queued).
 MAINTENANCE = JobSizing(
     workers=2,
@@ -65,6 +71,35 @@ MAINTENANCE_ARGUMENTS = {
     "--orphan_days": str(ORPHAN_DAYS),
 }
 SCHEDULED_MAINTENANCE_ARGUMENTS = {"--action": "all"}
+
+
+def job_sizes(runs: RunSettings) -> tuple[JobSizing, JobSizing]:
+    """Sizes of the full-load and CDC-replay jobs for the configured run mode.
+
+    coalesced: one run at a time per job. Each run drains every table with pending files, round after
+    round, so a second concurrent run would only compete for the same tables; a start while a run is
+    under way queues as WAITING (JobRunQueuingEnabled), and a WAITING or STARTING run is exactly what
+    the trigger Lambda looks for (glue:GetJobRuns) before starting another. The replay job gets the
+    configured workers, shared by the tables it applies at once, and a timeout beyond its time budget.
+    per_file: the per-file sizes above, unchanged.
+    """
+    if not runs.coalesced:
+        return FULL_LOAD, CDC_REPLAY
+    timeout_minutes = max(CDC_REPLAY.timeout_minutes, math.ceil(runs.time_budget_seconds / 60) + LAST_ROUND_MINUTES)
+    full_load = replace(
+        FULL_LOAD,
+        max_concurrent_runs=1,
+        description="Apply every table's landed DMS files, LOAD files first, into the Iceberg tables (one run at once)",
+    )
+    cdc_replay = replace(
+        CDC_REPLAY,
+        workers=runs.workers,
+        timeout_minutes=timeout_minutes,
+        max_concurrent_runs=1,
+        description="Replay every table's landed DMS CDC files (I/U/D) into the Iceberg tables, round after round "
+        "up to the time budget (one run at a time)",
+    )
+    return full_load, cdc_replay
 
 
 def iceberg_spark_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> str:
@@ -155,8 +190,11 @@ class GlueJobs(Construct):
             "--job-bookmark-option": "job-bookmark-disable",
             "--TempDir": storage.glue_temp_uri,
         }
-        self.full_load = self._job("FullLoadJob", f"{name_prefix}-full-load", scripts["full_load"], FULL_LOAD)
-        self.cdc_replay = self._job("CdcReplayJob", f"{name_prefix}-cdc-replay", scripts["cdc_replay"], CDC_REPLAY)
+        full_load_sizing, cdc_replay_sizing = job_sizes(config.runs)
+        self.full_load = self._job("FullLoadJob", f"{name_prefix}-full-load", scripts["full_load"], full_load_sizing)
+        self.cdc_replay = self._job(
+            "CdcReplayJob", f"{name_prefix}-cdc-replay", scripts["cdc_replay"], cdc_replay_sizing
+        )
         self.maintenance = self._job(
             "MaintenanceJob",
             f"{name_prefix}-maintenance",
@@ -291,6 +329,13 @@ class GlueJobs(Construct):
                 resources=["*"],
                 conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
             ),
+            # Freshness, volume and failures the replay jobs publish after each commit (the stack's alarms).
+            iam.PolicyStatement(
+                sid="PipelineMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+            ),
         ]
         policy = iam.Policy(self, "JobPolicy", statements=statements, roles=[role])
         self.policy = policy
@@ -323,8 +368,9 @@ class GlueJobs(Construct):
             ),
             (
                 "Resource::*",
-                "cloudwatch:PutMetricData has no resource-level permissions; the statement is limited to the "
-                "Glue metrics namespace by a cloudwatch:namespace condition.",
+                "cloudwatch:PutMetricData has no resource-level permissions; its two statements are limited by a "
+                f"cloudwatch:namespace condition, one to Glue's job metrics (Glue), one to the pipeline's "
+                f"freshness and failure metrics ({METRICS_NAMESPACE}).",
             ),
         ]
         NagSuppressions.add_resource_suppressions(

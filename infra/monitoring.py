@@ -1,5 +1,6 @@
-"""Monitoring: one encrypted SNS topic that hears about failed Glue runs, Lambda errors and events the
-trigger could not deliver (its on-failure queue)."""
+"""Monitoring: one encrypted SNS topic that hears about failed Glue runs, Lambda errors, events the
+trigger could not deliver (its on-failure queue), a lake falling behind its landed files and tables whose
+batch a replay run refused."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from cdc_lake.config import PipelineConfig
+from cdc_lake.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
 
 FAILED_GLUE_STATES = ["FAILED", "TIMEOUT", "ERROR"]
 ALARM_PERIOD = Duration.minutes(5)
@@ -30,6 +34,7 @@ class Monitoring(Construct):
         failure_queue: sqs.IQueue,
         function: lambda_.IFunction,
         alarm_email: str | None,
+        config: PipelineConfig,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name="cdc-lake alarms", master_key=key, enforce_ssl=True)
@@ -72,5 +77,47 @@ class Monitoring(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        for alarm in (self.failure_queue_alarm, self.lambda_errors_alarm):
+        # The replay jobs publish these after every commit, under one dimension: the lake database.
+        pipeline = {PIPELINE_DIMENSION: config.lake.database}
+        self.landed_lag_alarm = cloudwatch.Alarm(
+            self,
+            "LandedLagHigh",
+            alarm_description=f"A cdc-lake commit applied files that had landed more than "
+            f"{config.runs.lag_alarm_seconds} s earlier: the lake is falling behind DMS. Look for replay runs "
+            "waiting, failing or reaching their time budget (Glue job runs, the replay job's log); if runs are "
+            "busy all the time, raise runs.workers or runs.parallel_tables (docs/runs.md)",
+            metric=cloudwatch.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name=LANDED_LAG_METRIC,
+                dimensions_map=pipeline,
+                statistic="Maximum",
+                period=ALARM_PERIOD,
+            ),
+            threshold=config.runs.lag_alarm_seconds,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            # No commit, no datum: a lake with nothing landing is not late (a stalled run is caught by the
+            # failed-run rule and the job timeout).
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.table_failures_alarm = cloudwatch.Alarm(
+            self,
+            "TableFailures",
+            alarm_description="A cdc-lake replay run refused a table's batch (bad input); the table's files stay "
+            "unapplied in the raw bucket. Read the replay job's log for the file, row and column at fault, and "
+            "`cdc-lake changes` for what the table last applied",
+            metric=cloudwatch.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name=TABLE_FAILURES_METRIC,
+                dimensions_map=pipeline,
+                statistic="Sum",
+                period=ALARM_PERIOD,
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarms = (self.failure_queue_alarm, self.lambda_errors_alarm, self.landed_lag_alarm, self.table_failures_alarm)
+        for alarm in alarms:
             alarm.add_alarm_action(action)

@@ -64,6 +64,7 @@ class PipelineStack(Stack):
             full_load_job=self.glue.full_load.ref,
             cdc_replay_job=self.glue.cdc_replay.ref,
             powertools_layer_version=settings.powertools_layer_version,
+            coalesced=config.runs.coalesced,
         )
         self.monitoring = Monitoring(
             self,
@@ -73,6 +74,7 @@ class PipelineStack(Stack):
             failure_queue=self.trigger.failure_queue,
             function=self.trigger.function,
             alarm_email=settings.alarm_email,
+            config=config,
         )
         self._outputs()
         self._acknowledge_cdk_internals()

@@ -54,7 +54,10 @@ class DmsTrigger(Construct):
         full_load_job: str,
         cdc_replay_job: str,
         powertools_layer_version: int,
+        coalesced: bool,
     ) -> None:
+        """``coalesced``: the configuration's runs.mode is coalesced, so the function looks at the jobs'
+        recent runs (glue:GetJobRuns) before it starts one."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
 
@@ -89,9 +92,14 @@ class DmsTrigger(Construct):
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]
             )
         )
+        job_actions = ["glue:StartJobRun"]
+        if coalesced:
+            # A run still WAITING or STARTING will list the bucket after the new file landed, so the
+            # function starts no other: it reads the recent runs of the two jobs it may start, and no others.
+            job_actions.append("glue:GetJobRuns")
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=["glue:StartJobRun"],
+                actions=job_actions,
                 resources=[
                     stack.format_arn(service="glue", resource="job", resource_name=name)
                     for name in (full_load_job, cdc_replay_job)
