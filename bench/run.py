@@ -2,6 +2,10 @@
 
 1. Full load of one 1M-row LOAD file through the pipeline vs plain Spark CSV -> Parquet of the same file.
 2. Applying one 10k-change CDC file to the 1M-row table, and (scaling) to a 100k-row table.
+3. 50 busy tables: 50 x 4 CDC files land at once and drain through the Lambda's handler, one run per file
+   against coalesced runs (bench.drain).
+4. One day on AWS for 1 to 1,000 busy tables, old design against new, through the real Lambda handler with a
+   simulated Glue (bench.simulate), fed with the batch time measured in 3.
 
 Usage: python -m bench.run [--rows 1000000] [--changes 10000] [--out bench/results]
 """
@@ -17,6 +21,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from bench.drain import describe as describe_drain
+from bench.drain import run_drain_bench
+from bench.simulate import SimParams, print_table, simulate_all, write_results
 from cdc_lake.config import PipelineConfig, load_config
 from cdc_lake.dms_files import parse_key
 from cdc_lake.local.generator import GeneratorSpec, generate
@@ -27,6 +34,11 @@ from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
 
 HERE = Path(__file__).parent
+DRAIN_TABLES = 50
+DRAIN_FILES = 4
+# Glue's speed against this machine's for one table's batch: taken as equal. A G.1X worker has 4 vCPUs to
+# this machine's 2, but reads S3 and the Glue catalog over the network instead of a local disk.
+GLUE_SCALE = 1.0
 
 
 def timed(action):  # type: ignore[no-untyped-def]
@@ -100,6 +112,16 @@ def main() -> int:
         "small_table_rows": small_rows,
         "cdc_big_vs_small_ratio": round(cdc_big / cdc_small, 2),
     }
+    print(f"draining {DRAIN_TABLES} tables x {DRAIN_FILES} CDC files, one run per file and coalesced …", flush=True)
+    drain = run_drain_bench(spark, work, DRAIN_TABLES, DRAIN_FILES, lambda text: print(f"  {text}", flush=True))
+    results["drain"] = drain
+    (args.out / "drain.json").write_text(json.dumps(drain, indent=2) + "\n")
+    measured = drain["coalesced"]
+    params = SimParams(per_table_s=measured["batch_s_median"], check_s=measured["idle_check_s"], scale=GLUE_SCALE)
+    print(f"simulating one day on AWS (per-table batch {params.per_table_s:.2f}s x {GLUE_SCALE:g}) …", flush=True)
+    started = time.perf_counter()
+    simulation = simulate_all(params)
+    write_results(simulation, params, args.out, time.perf_counter() - started)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print()
     print(f"generator: {args.rows:,} rows + {args.changes:,} changes written in {generation:.1f}s")
@@ -111,6 +133,11 @@ def main() -> int:
         f"CDC file, {args.changes:,} changes:  into {args.rows:,} rows {cdc_big:.1f}s  vs into {small_rows:,} rows"
         f" {cdc_small:.1f}s  (ratio {cdc_big / cdc_small:.2f})"
     )
+    print()
+    print("\n".join(describe_drain(drain)))
+    print()
+    print_table(simulation)
+    print(f"(also in {args.out / 'simulation.md'}; assumptions in docs/cost-simulation.md)")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
