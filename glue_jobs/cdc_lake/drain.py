@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile, parse_key, table_files
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.exceptions import CdcLakeError, CommitConflictError
 from cdc_lake.replay import RunResult, apply_up_to
 from cdc_lake.storage import ObjectStore
 from cdc_lake.tables import LakeLocation
@@ -170,6 +170,11 @@ def _round(
     def batch(table: TableSpec) -> tuple[TableSpec, RunResult | None, str | None]:
         try:
             return table, apply_up_to(spark, config, location, store, table), None
+        except CommitConflictError:
+            # Another run (the other job's, or one started by hand) keeps committing this table: it is
+            # applying these files. Not a failure: the table is looked at again in the next round.
+            log.info("%s: another run is committing it; looking again in the next round", table.name)
+            return table, None, None
         except CdcLakeError as error:
             return table, None, str(error)
         except Exception as error:  # one table's failure must not stop the others
@@ -182,7 +187,8 @@ def _round(
             log.error("%s: left as it was, its files kept in place: %s", table.name, error)
             result.failures[table.name] = error
             continue
-        assert done is not None
+        if done is None:
+            continue
         results.append(done)
         if on_batch and not done.already_applied:
             on_batch(done)

@@ -53,6 +53,15 @@ def generated_source(config: PipelineConfig, tmp_path: Path, cdc_files: int = 3)
     return generate(config, tmp_path / "source", spec)
 
 
+def landed_source(config: PipelineConfig, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A generated source whose every file has landed: (generation, keys in DMS order, landing folder)."""
+    generated = generated_source(config, tmp_path)
+    keys = land_order(generated)
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, keys)
+    return generated, keys, landing
+
+
 def land(source: Path, landing: Path, keys: list[str]) -> None:
     for key in keys:
         target = landing / key
@@ -80,10 +89,7 @@ def applied_records(spark: SparkSession, pipeline: LocalPipeline) -> list[str]:
 
 def test_one_run_drains_every_table_and_the_lake_equals_the_oracle(spark, database, tmp_path):
     config = make_config()
-    generated = generated_source(config, tmp_path)
-    keys = land_order(generated)
-    landing = tmp_path / "landing"
-    land(generated.landing, landing, keys)
+    generated, keys, landing = landed_source(config, tmp_path)
     pipeline = LocalPipeline(config, landing, spark, database=database)
 
     runs = pipeline.deliver(keys)
@@ -131,10 +137,7 @@ def test_files_landing_while_a_run_works_and_while_it_finishes_are_applied_once(
 
 def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
     config = make_config()
-    generated = generated_source(config, tmp_path)
-    keys = land_order(generated)
-    landing = tmp_path / "landing"
-    land(generated.landing, landing, keys)
+    generated, keys, landing = landed_source(config, tmp_path)
     bad = "app/orders/20250301-000000000.csv"  # sorts first among the CDC files
     (landing / bad).write_text("I,2025-03-01 00:00:00.000000,not-a-number,x,1.00\n")
     pipeline = LocalPipeline(config, landing, spark, database=database)
@@ -153,10 +156,7 @@ def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
 
 def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_path):
     config = make_config(parallel_tables=2)
-    generated = generated_source(config, tmp_path)
-    keys = land_order(generated)
-    landing = tmp_path / "landing"
-    land(generated.landing, landing, keys)
+    generated, keys, landing = landed_source(config, tmp_path)
     pipeline = LocalPipeline(config, landing, spark, database=database)
     budget = Budget.of(config, idle_seconds=0)
     outcomes: list[Any] = []
@@ -178,10 +178,7 @@ def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_pat
 
 def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark, database, tmp_path):
     config = make_config()
-    generated = generated_source(config, tmp_path)
-    keys = land_order(generated)
-    landing = tmp_path / "landing"
-    land(generated.landing, landing, keys)
+    _generated, keys, landing = landed_source(config, tmp_path)
     cdc_key = next(k for k in keys if "/LOAD" not in k)
     table = cdc_key.split("/")[0] + "." + cdc_key.split("/")[1]
     options = JobOptions.from_options(
@@ -230,10 +227,7 @@ def test_each_commit_publishes_its_freshness_to_cloudwatch(spark, database, tmp_
     }.items():
         monkeypatch.setenv(name, value)
     config = make_config()
-    generated = generated_source(config, tmp_path)
-    keys = land_order(generated)
-    landing = tmp_path / "landing"
-    land(generated.landing, landing, keys)
+    _generated, keys, landing = landed_source(config, tmp_path)
     batches: list[RunResult] = []
     with mock_aws():
         cloudwatch = boto3.client("cloudwatch")
