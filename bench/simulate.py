@@ -584,12 +584,9 @@ def write_results(results: list[dict[str, Any]], params: SimParams, out: Path, w
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # pragma: no cover - rich is a dependency of the dev environment
-        print(render_markdown(results))
-        return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="One day of CDC on AWS: one run per file (old) vs coalesced runs (new)")
     for name, title in COLUMNS:
         table.add_column(title, justify="left" if name == "design" else "right")

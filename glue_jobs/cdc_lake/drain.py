@@ -122,6 +122,7 @@ def drain(
                     lambda t: _has_new(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
                 )
                 work = [t for t, new in zip(candidates, found, strict=True) if new]
+            log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
             done = _round(spark, config, location, store, pool, work, result, on_batch)
             for batch in done:
                 starts[batch.table] = batch.listing_start

@@ -174,6 +174,7 @@ def _apply(
     problems, total = describe_problems(read)
     if problems:
         raise DmsInputError(table.name, problems, total)
+    log.info("%s: read and checked %d change row(s) from %d file(s)", table.name, total, len(files))
     changes = split_key_updates(read, table, config.dms)
     # Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own.
     align_lake_table(spark, location, table.lake_table, table.columns)
@@ -199,6 +200,7 @@ def _apply(
     counts = count_changes(main_changes)
     last_changes = last_change_per_key(main_changes, table, use_sequence).localCheckpoint(eager=True)
     keys_changed = last_changes.count()
+    log.info("%s: merging %d key(s) into %s", table.name, keys_changed, table.lake_table)
     properties = run_properties(plan, {**counts.as_dict(), "keys": keys_changed})
     if history_snapshot is not None:
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from cdc_lake.config import PipelineConfig, load_config
 from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.local.progress import live_status
 from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 
 if TYPE_CHECKING:
@@ -196,13 +197,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipeline = _pipeline(args, config)
     keys = pipeline.landed_keys()
     print(f"delivering {len(keys)} landed file(s) from {args.landing}")
-    return _finish(pipeline.deliver(keys))
+    with live_status(f"applying {len(keys)} file(s)"):
+        runs = pipeline.deliver(keys)
+    return _finish(runs)
 
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     config = _config(args)
     pipeline = _pipeline(args, config)
-    return _finish(pipeline.deliver(args.keys))
+    with live_status(f"applying {len(args.keys)} file(s)"):
+        runs = pipeline.deliver(args.keys)
+    return _finish(runs)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ def demo_config_path() -> Path:
 
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
     from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+    from cdc_lake.local.progress import live_status
     from cdc_lake.local.runtime import LocalPipeline
     from cdc_lake.local.session import local_spark_session
 
@@ -58,7 +59,8 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
             target = workdir / "landing" / key
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(generated.landing / key, target)
-        pipeline.deliver(batch)
+        with live_status(f"applying {len(batch)} file(s)"):
+            pipeline.deliver(batch)
 
     step = time.monotonic()
     print(f"3/5 full load: landing {len(load_keys)} LOAD file(s) …")
