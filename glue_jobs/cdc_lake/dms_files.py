@@ -6,12 +6,13 @@ Layout: ``[<bucket_folder>/]<schema>/<table>/[<date folders>/]<file>`` (see shar
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 from cdc_lake.names import JobKind
 
@@ -24,6 +25,21 @@ _LOAD_NAME = re.compile(
 _CDC_NAME = re.compile(r"^(?P<date>\d{8})-(?P<time>\d{6,})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
 _DATE_FOLDER = re.compile(r"^\d{2,10}(?:[-_]\d{2,4}){0,3}$")
 _TIME_WIDTH = 24
+# How DMS names its date folders (DatePartitionSequence, DatePartitionDelimiter): strftime parts, joined.
+DATE_FOLDER_PARTS: Mapping[str, tuple[str, ...]] = {
+    "YYYYMMDD": ("%Y", "%m", "%d"),
+    "YYYYMMDDHH": ("%Y", "%m", "%d", "%H"),
+    "YYYYMM": ("%Y", "%m"),
+    "MMYYYYDD": ("%m", "%Y", "%d"),
+    "DDMMYYYY": ("%d", "%m", "%Y"),
+}
+DATE_FOLDER_DELIMITERS: Mapping[str, str] = {"SLASH": "/", "DASH": "-", "UNDERSCORE": "_", "NONE": ""}
+
+
+def date_folder(dms: DmsSettings, moment: dt.datetime, parts: Sequence[str] | None = None) -> str:
+    """The date folder DMS writes a file into at ``moment`` (no trailing slash); ``parts`` narrows the parts."""
+    chosen = DATE_FOLDER_PARTS[dms.date_partition_sequence] if parts is None else parts
+    return DATE_FOLDER_DELIMITERS[dms.date_partition_delimiter].join(moment.strftime(p) for p in chosen)
 
 
 class FileKind(enum.Enum):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import DmsFile, order_key_for, parse_key, table_files
+from cdc_lake.dms_files import DATE_FOLDER_PARTS, DmsFile, date_folder, order_key_for, parse_key, table_files
 from cdc_lake.exceptions import JobArgumentError, ReplayOrderError
 from cdc_lake.storage import StoredObject
 
@@ -215,8 +215,7 @@ def listing_lookback(config: PipelineConfig) -> dt.timedelta:
 
 
 # Date folders whose names sort as time does, so a listing can start at one.
-_SORTABLE_DATE_PARTS = {"YYYYMMDD": ("%Y", "%m", "%d"), "YYYYMMDDHH": ("%Y", "%m", "%d"), "YYYYMM": ("%Y", "%m")}
-_DATE_DELIMITERS = {"SLASH": "/", "DASH": "-", "UNDERSCORE": "_", "NONE": ""}
+_TIME_SORTED_DATE_FOLDERS = frozenset({"YYYYMMDD", "YYYYMMDDHH", "YYYYMM"})
 
 
 def listing_start(config: PipelineConfig, table: TableSpec, state: ReplayState) -> str | None:
@@ -233,11 +232,10 @@ def listing_start(config: PipelineConfig, table: TableSpec, state: ReplayState) 
     dms = config.dms
     if not dms.date_partition_enabled:
         return f"{prefix}{moment:%Y%m%d-%H}"
-    parts = _SORTABLE_DATE_PARTS.get(dms.date_partition_sequence)
-    if parts is None:
+    if dms.date_partition_sequence not in _TIME_SORTED_DATE_FOLDERS:
         return None  # MMYYYYDD, DDMMYYYY: folder names do not sort as time
-    day_before = moment - dt.timedelta(days=1)
-    return prefix + _DATE_DELIMITERS[dms.date_partition_delimiter].join(day_before.strftime(p) for p in parts)
+    days = DATE_FOLDER_PARTS[dms.date_partition_sequence][:3]  # down to the day: an hour folder adds nothing
+    return prefix + date_folder(dms, moment - dt.timedelta(days=1), days)
 
 
 def _written_after(objects: Sequence[StoredObject], written: str | None) -> bool:

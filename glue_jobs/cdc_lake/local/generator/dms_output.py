@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc_lake.config import DmsSettings, PipelineConfig
+from cdc_lake.dms_files import date_folder
 from cdc_lake.local.generator.source import CdcFile, LoadFile
 from cdc_lake.local.generator.spec import GeneratorSpec
 from cdc_lake.local.generator.values import Column, Row, Shape, TableModel, plain_text, timestamp_text
@@ -80,16 +81,6 @@ class CsvRenderer:
         return "\n".join(lines) + "\n" if lines else ""
 
 
-_DATE_PARTS = {
-    "YYYYMMDD": ("%Y", "%m", "%d"),
-    "YYYYMMDDHH": ("%Y", "%m", "%d", "%H"),
-    "YYYYMM": ("%Y", "%m"),
-    "MMYYYYDD": ("%m", "%Y", "%d"),
-    "DDMMYYYY": ("%d", "%m", "%Y"),
-}
-_DATE_DELIMITERS = {"SLASH": "/", "DASH": "-", "UNDERSCORE": "_", "NONE": ""}
-
-
 class TableWriter:
     """Writes one table's LOAD and CDC files under the landing folder, named and laid out as DMS does."""
 
@@ -126,8 +117,7 @@ class TableWriter:
         name = f"{written:%Y%m%d-%H%M%S}{written.microsecond // 1000:03d}{self.extension}"
         folder = ""
         if self.dms.date_partition_enabled:
-            parts = _DATE_PARTS[self.dms.date_partition_sequence]
-            folder = _DATE_DELIMITERS[self.dms.date_partition_delimiter].join(written.strftime(p) for p in parts) + "/"
+            folder = date_folder(self.dms, written) + "/"
         key = f"{self.prefix}{folder}{name}"
         with_op = self.dms.cdc_has_op  # no Op in the insert(/update)-only modes, unless IncludeOpForFullLoad
         before = [[change.op for change in cdc.changes]] if with_op else []
