@@ -53,71 +53,70 @@ class Monitoring(Construct):
             targets=[targets.SnsTopic(self.topic)],
         )
 
-        action = cloudwatch_actions.SnsAction(self.topic)
-        self.failure_queue_alarm = cloudwatch.Alarm(
-            self,
+        self.failure_queue_alarm = self._alarm(
             "FailureQueueNotEmpty",
-            alarm_description="S3 events the trigger Lambda gave up on are waiting in its on-failure queue; "
+            "S3 events the trigger Lambda gave up on are waiting in its on-failure queue; "
             "their files were not applied until a job run covers them (see docs/deploy.md)",
-            metric=failure_queue.metric_approximate_number_of_messages_visible(
-                period=ALARM_PERIOD, statistic="Maximum"
-            ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            failure_queue.metric_approximate_number_of_messages_visible(period=ALARM_PERIOD, statistic="Maximum"),
         )
-        self.lambda_errors_alarm = cloudwatch.Alarm(
-            self,
+        self.lambda_errors_alarm = self._alarm(
             "TriggerErrors",
-            alarm_description="The cdc-lake trigger Lambda raised errors (it retries twice, then uses the queue)",
-            metric=function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            "The cdc-lake trigger Lambda raised errors (it retries twice, then uses the queue)",
+            function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
         )
         # The replay jobs publish these after every commit, under one dimension: the lake database.
-        pipeline = {PIPELINE_DIMENSION: config.lake.database}
-        self.landed_lag_alarm = cloudwatch.Alarm(
-            self,
+        # No commit, no datum: a lake with nothing landing is not late (a stalled run is caught by the
+        # failed-run rule and the job timeout).
+        self.landed_lag_alarm = self._alarm(
             "LandedLagHigh",
-            alarm_description=f"A cdc-lake commit applied files that had landed more than "
+            f"A cdc-lake commit applied files that had landed more than "
             f"{config.runs.lag_alarm_seconds} s earlier: the lake is falling behind DMS. Look for replay runs "
             "waiting, failing or reaching their time budget (Glue job runs, the replay job's log); if runs are "
             "busy all the time, raise runs.workers or runs.parallel_tables (docs/runs.md)",
-            metric=cloudwatch.Metric(
-                namespace=METRICS_NAMESPACE,
-                metric_name=LANDED_LAG_METRIC,
-                dimensions_map=pipeline,
-                statistic="Maximum",
-                period=ALARM_PERIOD,
-            ),
+            _pipeline_metric(config, LANDED_LAG_METRIC, "Maximum"),
             threshold=config.runs.lag_alarm_seconds,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            # No commit, no datum: a lake with nothing landing is not late (a stalled run is caught by the
-            # failed-run rule and the job timeout).
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
-        self.table_failures_alarm = cloudwatch.Alarm(
-            self,
+        self.table_failures_alarm = self._alarm(
             "TableFailures",
-            alarm_description="A cdc-lake replay run refused a table's batch (bad input); the table's files stay "
+            "A cdc-lake replay run refused a table's batch (bad input); the table's files stay "
             "unapplied in the raw bucket. Read the replay job's log for the file, row and column at fault, and "
             "`cdc-lake changes` for what the table last applied",
-            metric=cloudwatch.Metric(
-                namespace=METRICS_NAMESPACE,
-                metric_name=TABLE_FAILURES_METRIC,
-                dimensions_map=pipeline,
-                statistic="Sum",
-                period=ALARM_PERIOD,
-            ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            _pipeline_metric(config, TABLE_FAILURES_METRIC, "Sum"),
         )
         alarms = (self.failure_queue_alarm, self.lambda_errors_alarm, self.landed_lag_alarm, self.table_failures_alarm)
+        action = cloudwatch_actions.SnsAction(self.topic)
         for alarm in alarms:
             alarm.add_alarm_action(action)
+
+    def _alarm(
+        self,
+        construct_id: str,
+        description: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float = 1,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    ) -> cloudwatch.Alarm:
+        """One period over the threshold alarms; no data is no alarm."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=comparison,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+
+def _pipeline_metric(config: PipelineConfig, name: str, statistic: str) -> cloudwatch.Metric:
+    """A metric the replay jobs put (cdc_lake.metrics), under the pipeline's one dimension."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={PIPELINE_DIMENSION: config.lake.database},
+        statistic=statistic,
+        period=ALARM_PERIOD,
+    )
