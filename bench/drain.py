@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.config import PipelineConfig, parse_config
 from cdc_lake.export import export_tables
 from cdc_lake.jsonl import read_jsonl
-from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 
 HERE = Path(__file__).parent
@@ -48,13 +48,6 @@ def many_tables_config(tables: int, mode: str) -> PipelineConfig:
             ],
         }
     )
-
-
-def land(source: Path, landing: Path, keys: list[str]) -> None:
-    for key in keys:
-        target = landing / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / key, target)
 
 
 def drain_once(spark: SparkSession, work: Path, tables: int, files: int, mode: str, progress: Any) -> dict[str, Any]:

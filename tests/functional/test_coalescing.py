@@ -4,7 +4,6 @@ a manual rerun with --key works, and the metrics reach CloudWatch (moto)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from cdc_lake.drain import Budget, drain
 from cdc_lake.export import export_tables
 from cdc_lake.jobs import JobOptions, run_job
 from cdc_lake.jsonl import read_jsonl
-from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.metrics import CloudWatchPublisher
 from cdc_lake.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
@@ -60,13 +59,6 @@ def landed_source(config: PipelineConfig, tmp_path: Path):  # type: ignore[no-un
     landing = tmp_path / "landing"
     land(generated.landing, landing, keys)
     return generated, keys, landing
-
-
-def land(source: Path, landing: Path, keys: list[str]) -> None:
-    for key in keys:
-        target = landing / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / key, target)
 
 
 def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected: Path, out: Path) -> None:

@@ -5,7 +5,6 @@ tables must equal the expected tables exactly."""
 from __future__ import annotations
 
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.config import PipelineConfig, RunSettings, parse_config
 from cdc_lake.export import export_tables
 from cdc_lake.jsonl import read_jsonl
-from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land_order
+from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 
 pytestmark = pytest.mark.spark
@@ -90,13 +89,6 @@ def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expe
         actual = read_jsonl(out / f"{table.name}.jsonl")
         assert len(actual) == len(expected), table.name
         assert actual == expected, f"{table.name}: lake differs from the oracle"
-
-
-def land(generated_landing: Path, landing: Path, keys: list[str]) -> None:
-    for key in keys:
-        target = landing / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(generated_landing / key, target)
 
 
 @pytest.mark.parametrize("variant", list(DMS_VARIANTS))

@@ -32,6 +32,7 @@ def demo_config_path() -> Path:
 
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
     from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+    from cdc_lake.local.generator import land as land_files
     from cdc_lake.local.progress import live_status
     from cdc_lake.local.runtime import LocalPipeline
     from cdc_lake.local.session import local_spark_session
@@ -55,10 +56,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
     pipeline = LocalPipeline(config, workdir / "landing", spark, on_run=tally.record)
 
     def land(batch: list[str]) -> None:
-        for key in batch:
-            target = workdir / "landing" / key
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(generated.landing / key, target)
+        land_files(generated.landing, workdir / "landing", batch)
         with live_status(f"applying {len(batch)} file(s)"):
             pipeline.deliver(batch)
 

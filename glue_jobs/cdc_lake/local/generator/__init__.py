@@ -41,6 +41,8 @@ Choices where DMS is silent or unconfirmed (see the shared dms-format notes):
 from __future__ import annotations
 
 import logging
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from cdc_lake.config import PipelineConfig, TableSpec, normalize_type
@@ -193,3 +195,11 @@ def land_order(result: GenerationResult) -> list[str]:
     keys = [key for table in result.tables for key in table.load_files]
     cdc = sorted((_cdc_time(key), index, key) for index, table in enumerate(result.tables) for key in table.cdc_files)
     return keys + [key for _, _, key in cdc]
+
+
+def land(source: Path, landing: Path, keys: Iterable[str]) -> None:
+    """Copy generated files (keys under ``source``) into a landing folder, as DMS writing them would."""
+    for key in keys:
+        target = landing / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / key, target)
