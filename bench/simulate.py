@@ -8,8 +8,9 @@ for the start-up time, RUNNING, SUCCEEDED), and the simulation plays each run's 
 
 - old design (``runs.mode: per_file``): a RUNNING run applies its table's files not yet applied, up to its
   trigger file, in one commit (nothing left: a no-op run, still billed);
-- new design (``runs.mode: coalesced``): a RUNNING run works in rounds; each round lists every landed,
-  unapplied file and applies the tables that have some, ``parallel_tables`` at a time, one commit per table;
+- new design (``runs.mode: coalesced``): a RUNNING run works in rounds; the first checks every table, a later
+  one lists each table from its listing window, and the tables with unapplied files are applied,
+  ``parallel_tables`` at a time, one commit per table;
   it starts another round while files are pending and its time budget is not spent, waits up to
   ``idle_seconds`` (checking every ``poll_seconds``) when none are, then ends.
 
@@ -380,8 +381,8 @@ class Simulation:
         self.glue.finish(run)
 
     def _round_start(self, run: GlueRun) -> None:
-        """One round of cdc_lake.drain: list the DMS folder, then one batch per table with files not yet taken,
-        ``parallel_tables`` at a time (the trigger's table first in the first round, then in name order)."""
+        """One round of cdc_lake.drain: the first checks every table (the trigger's first); a later one lists
+        each table from its window, then batches those with files not yet taken, ``parallel_tables`` at a time."""
         work = [i for i in range(self.tables) if self.claimed[i] < self.landed[i]] if self.pending else []
         if run.rounds == 0:
             # Every configured table is checked; the trigger's first.
