@@ -92,6 +92,12 @@ class ChangeCounts:
     def rows(self) -> int:
         return self.inserts + self.updates + self.deletes
 
+    def __add__(self, other: ChangeCounts) -> ChangeCounts:
+        newest = max(filter(None, (self.newest_change, other.newest_change)), default=None)
+        return ChangeCounts(
+            self.inserts + other.inserts, self.updates + other.updates, self.deletes + other.deletes, newest
+        )
+
     def as_dict(self) -> dict[str, int]:
         return {"I": self.inserts, "U": self.updates, "D": self.deletes}
 

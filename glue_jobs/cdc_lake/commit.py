@@ -5,21 +5,30 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.config import TableSpec
-from cdc_lake.exceptions import CommitConflictError
-from cdc_lake.iceberg_java import commit_properties, empty_commit
+from cdc_lake.exceptions import CommitConflictError, TableMovedError
+from cdc_lake.iceberg_java import (
+    branch_lineage,
+    commit_properties,
+    create_branch,
+    empty_commit,
+    fast_forward,
+    remove_branch,
+)
 from cdc_lake.reader import OP
 from cdc_lake.record import RUN_ID
 from cdc_lake.spark_types import lake_type
-from cdc_lake.sql import quote, sql_string
+from cdc_lake.sql import quote
 from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
@@ -51,8 +60,8 @@ def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Res
     for number in range(1, attempts + 1):
         try:
             return attempt(), number
-        except (Py4JJavaError, PySparkException) as error:
-            if not is_commit_conflict(error):
+        except (Py4JJavaError, PySparkException, TableMovedError) as error:
+            if not isinstance(error, TableMovedError) and not is_commit_conflict(error):
                 raise
             if number == attempts:
                 raise CommitConflictError(
@@ -61,6 +70,15 @@ def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Res
             log.warning("%s: concurrent commit, planning again (attempt %d/%d)", table_name, number, attempts)
             time.sleep(min(0.2 * 2**number, 5.0))
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One commit of a run on its branch: ``write`` given the branch's table name (None: a commit of properties
+    only) and the snapshot properties, asked for once the steps before have run."""
+
+    write: Callable[[str], object] | None
+    properties: Callable[[], Mapping[str, str]]
 
 
 def commit_changes(
@@ -75,10 +93,17 @@ def commit_changes(
 
     The commit lands only if the table is still at ``base_snapshot_id``, the snapshot the run planned from.
     """
+    with merge_step(spark, table, last_changes, lambda: properties) as step:
+        return commit_on_branch(spark, location, table.lake_table, base_snapshot_id, [step])
+
+
+@contextmanager
+def merge_step(
+    spark: SparkSession, table: TableSpec, last_changes: DataFrame, properties: Callable[[], Mapping[str, str]]
+) -> Iterator[Step]:
+    """The MERGE INTO of one row per key (``_op`` = I/U/D) as a commit step, valid inside the block."""
     view = f"cdc_lake_changes_{uuid.uuid4().hex}"
-    source = last_changes.select(
-        *[F.col(quote(c.name)).cast(lake_type(c.type)).alias(c.name) for c in table.columns], F.col(OP)
-    )
+    source = last_changes.select(*lake_columns(table), F.col(OP))
     source.createOrReplaceTempView(view)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
     clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"]
@@ -89,16 +114,17 @@ def commit_changes(
     values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
     clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
     try:
-        return commit_on_branch(
-            spark,
-            location,
-            table.lake_table,
-            base_snapshot_id,
-            lambda target: f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses),
+        yield Step(
+            lambda target: spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses)),
             properties,
         )
     finally:
         spark.catalog.dropTempView(view)
+
+
+def lake_columns(table: TableSpec) -> list[Column]:
+    """The table's columns, as the lake table types them."""
+    return [F.col(quote(c.name)).cast(lake_type(c.type)).alias(c.name) for c in table.columns]
 
 
 def commit_on_branch(
@@ -106,49 +132,55 @@ def commit_on_branch(
     location: LakeLocation,
     table_name: str,
     base_snapshot_id: int,
-    statement: Callable[[str], str],
-    properties: Mapping[str, str],
+    write: Callable[[str], object] | Sequence[Step],
+    properties: Mapping[str, str] | None = None,
 ) -> int:
-    """Run one write statement as a compare-and-swap on the table's main branch; returns its snapshot.
+    """Run one write (given the branch's table name), or several steps, as a compare-and-swap on the table's
+    main branch; returns the snapshot main moved to.
 
     Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
     this run planned from; a commit made in between would then be silently overwritten by a stale plan.
-    So the statement writes to a private branch created at ``base_snapshot_id``, and ``fast_forward``
-    moves main to it only if main is still there (otherwise it fails and the run plans again).
+    So the writes go to a private branch created at ``base_snapshot_id``, and main is fast-forwarded to it
+    only if main is still there (otherwise it fails and the run plans again): several steps land at once.
+    A step whose write changed nothing (e.g. only deletes of missing keys) still commits its properties.
     """
+    steps = write if isinstance(write, Sequence) else [Step(write, lambda: properties or {})]
     run_id = uuid.uuid4().hex
     branch = f"cdc_lake_run_{run_id}"
     table = location.named(table_name)
-    spark.sql(f"ALTER TABLE {table} CREATE BRANCH {quote(branch)} AS OF VERSION {int(base_snapshot_id)}")
+    dotted = location.dotted(table_name)
+    create_branch(spark, dotted, branch, base_snapshot_id)
+    head: int | None = base_snapshot_id
+    landed = False
     try:
-        with commit_properties(spark, {**properties, RUN_ID: run_id}):
-            spark.sql(statement(f"{table}.{quote('branch_' + branch)}"))
-        head = branch_head(spark, location, table_name, branch)
-        if head == base_snapshot_id or head is None:
-            # Nothing changed (e.g. only deletes of missing keys): still record the files as applied.
-            head = empty_commit(spark, location.dotted(table_name), {**properties, RUN_ID: run_id}, branch)
-        spark.sql(
-            f"CALL {quote(location.catalog)}.system.fast_forward("
-            f"{sql_string(location.database + '.' + table_name)}, 'main', {sql_string(branch)})"
-        ).collect()
+        for step in steps:
+            recorded = {**step.properties(), RUN_ID: run_id}
+            before = head
+            if step.write is not None:
+                with commit_properties(spark, recorded):
+                    step.write(f"{table}.{quote('branch_' + branch)}")
+                head = branch_head(spark, location, table_name, branch)
+            if step.write is None or head is None or head == before:
+                head = empty_commit(spark, dotted, recorded, branch)
+        assert head is not None
+        fast_forward(spark, dotted, branch, base_snapshot_id)
+        landed = True
         return head
     finally:
-        _drop_branch(spark, table, branch)
+        if not landed:
+            _drop_branch(spark, dotted, branch)
 
 
-def _drop_branch(spark: SparkSession, table: str, branch: str) -> None:
+def _drop_branch(spark: SparkSession, dotted: str, branch: str) -> None:
     # Whether the commit landed or not is already decided; a leftover branch only costs a ref.
     try:
-        spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
+        remove_branch(spark, dotted, branch)
     except (Py4JJavaError, PySparkException) as error:  # must not mask the run's own outcome
-        log.warning("could not drop branch %s of %s (remove it by hand): %s", branch, table, str(error)[:300])
+        log.warning("could not drop branch %s of %s (remove it by hand): %s", branch, dotted, str(error)[:300])
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:
-    rows = spark.sql(
-        f"SELECT snapshot_id FROM {location.metadata(table_name, 'refs')} WHERE name = {sql_string(branch)}"
-    ).collect()
-    return int(rows[0]["snapshot_id"]) if rows else None
+    return next((snapshot_id for snapshot_id, _ in branch_lineage(spark, location.dotted(table_name), branch)), None)
 
 
 def base_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:

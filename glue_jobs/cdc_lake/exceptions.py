@@ -49,6 +49,10 @@ class CommitConflictError(CdcLakeError):
     """Raised when concurrent runs kept conflicting on the table after every retry."""
 
 
+class TableMovedError(CdcLakeError):
+    """Raised when another commit moved the table's main branch after a run planned from it: the run plans again."""
+
+
 class SchemaChangeError(CdcLakeError):
     """Raised when the source's schema changed in a way the lake cannot follow, or not without configuration;
     the message says what changed and what to do. The table is left untouched."""

@@ -60,6 +60,7 @@ def ensure_history_table(spark: SparkSession, location: LakeLocation, table: Tab
         settings,
         {"cdc-lake.history-of": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
         identifier_fields=None,
+        sort_by=[*table.primary_key, "version"],
     )
 
 
@@ -168,8 +169,8 @@ def merge_versions(
     all_columns = [*table.column_names, *(name for name, _ in VERSION_COLUMNS)]
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
 
-    def statement(target: str) -> str:
-        return (
+    def merge(target: str) -> object:
+        return spark.sql(
             f"MERGE INTO {target} t USING {view} s "
             f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
             "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
@@ -178,7 +179,7 @@ def merge_versions(
         )
 
     try:
-        return commit_on_branch(spark, location, history_name(table), base_snapshot_id, statement, properties)
+        return commit_on_branch(spark, location, history_name(table), base_snapshot_id, merge, properties)
     finally:
         spark.catalog.dropTempView(view)
 

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.history import history_name
+from cdc_lake.iceberg_java import has_write_order
 from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.record import STATE
 from cdc_lake.sql import quote, sql_string
@@ -51,11 +52,16 @@ def lake_tables(location: LakeLocation, table: TableSpec) -> list[tuple[str, str
 
 
 def compact(spark: SparkSession, location: LakeLocation, database: str, name: str) -> dict[str, int]:
-    """Rewrite small data files and apply position deletes, then drop delete files no longer needed."""
+    """Rewrite small data files and apply position deletes, then drop delete files no longer needed.
+
+    Files are rewritten in the table's write order (its key), so each keeps a narrow key range and a MERGE
+    can skip it; a table made before tables had one is rewritten as it is (binpack).
+    """
     target = sql_string(f"{database}.{name}")
     catalog = quote(location.catalog)
+    strategy = "sort" if has_write_order(spark, f"{location.catalog}.{database}.{name}") else "binpack"
     data = spark.sql(
-        f"CALL {catalog}.system.rewrite_data_files(table => {target}, "
+        f"CALL {catalog}.system.rewrite_data_files(table => {target}, strategy => {sql_string(strategy)}, "
         "options => map('min-input-files', '2', 'delete-file-threshold', '1'))"
     ).first()
     deletes = spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => {target})").first()

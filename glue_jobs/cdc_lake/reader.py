@@ -4,7 +4,7 @@ The result has the table's columns plus:
   ``_op``          I / U / D (full-load rows are I),
   ``_phase``       0 for full-load rows, 1 for CDC rows,
   ``_file``        the file's key, ``_file_seq`` its position in the batch (DMS file order),
-  ``_row``         a position inside the file that increases with row order,
+  ``_row``         a position inside the file that increases with row order (with ``split``, only a unique id),
   ``_change_seq``  the AR_H_CHANGE_SEQ value when configured (orders CDC rows), else NULL,
   ``_dms_ts``      the DMS timestamp column as written, when configured,
   ``_before_<i>``  the before-image of the i-th key column when DMS writes them (NULL unless the key changed),
@@ -49,6 +49,7 @@ class _Group(NamedTuple):
     uri_of: Callable[[str], str]
     full_load: bool
     layout: FileLayout
+    split: bool
 
 
 def read_changes(
@@ -58,16 +59,20 @@ def read_changes(
     dms: DmsSettings,
     uri_of: Callable[[str], str],
     layouts: Mapping[str, FileLayout],
+    *,
+    split: bool = False,
 ) -> DataFrame:
     """Typed change rows of ``files`` (already in DMS order), with ``_problem`` flags for bad rows.
 
     ``layouts`` (``file_layouts``) gives each file's fields; ``table`` holds every column any of them has.
+    ``split`` reads CSV files in parallel parts, as lines: only for rows whose order does not matter, from files
+    with no value spanning lines (``has_multiline_values``); ``_row`` then orders nothing.
     """
     if not files:
         raise ValueError("read_changes needs at least one file")
     read = _read_parquet if dms.format == "parquet" else _read_csv
     parts = [
-        read(spark, _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key]))
+        read(spark, _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key], split))
         for group in group_by_layout(files, layouts)
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
@@ -90,6 +95,19 @@ def file_layouts(
         types = [config_type(f.dataType) for f in schema.fields]
         layouts[dms_file.key] = named_layout(names, types, dms_file, table, dms)
     return layouts
+
+
+def has_multiline_values(spark: SparkSession, uris: Sequence[str]) -> bool:
+    """Whether a value in these CSV files spans lines, decided exactly from the text, in parallel.
+
+    DMS quotes a value holding the delimiter, a quote or a line break, and doubles the quotes inside it, so
+    the quotes of a record pair up within its line unless a line break falls inside a quoted value: some
+    line then holds an odd number of quote characters.
+    """
+    line = F.col("value")
+    quotes = F.length(line) - F.length(F.translate(line, '"', ""))
+    odd = spark.read.option("lineSep", "\n").text(list(uris)).where(line.contains('"') & (quotes % 2 == 1))
+    return bool(odd.limit(1).count())
 
 
 def before_image_columns(table: TableSpec, dms: DmsSettings) -> list[str]:
@@ -115,7 +133,7 @@ def _quote(name: str) -> str:
 
 
 def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
-    files, table, dms, uri_of, full_load, layout = group
+    files, table, dms, uri_of, full_load, layout, split = group
     schema = T.StructType([T.StructField(n, T.StringType()) for n in [*layout.names, CORRUPT]])
     raw = (
         spark.read.schema(schema)
@@ -124,7 +142,7 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         .option("quote", '"')
         .option("escape", '"')
         # Values may hold line breaks; a multi-line CSV file is read whole by one task, in order.
-        .option("multiLine", True)
+        .option("multiLine", not split)
         # DMS ends rows with "\n" (the stack sets CsvRowDelimiter); left to guess, Spark takes a CRLF inside
         # the file's first quoted value for the row separator and merges the rows after it.
         .option("lineSep", "\n")
@@ -163,7 +181,7 @@ def _decode_csv_value(token: Column, null_marker: str) -> Column:
 
 
 def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
-    files, table, dms, uri_of, full_load, layout = group
+    files, table, dms, uri_of, full_load, layout, _split = group
     raw = spark.read.option("mergeSchema", False).parquet(*[uri_of(f.key) for f in files])
 
     def column(role: str) -> Column:

@@ -15,8 +15,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc_lake.config import TableSpec
+from cdc_lake.iceberg_java import branch_lineage
 from cdc_lake.plan import ReplayState, RunPlan
-from cdc_lake.sql import sql_string
 from cdc_lake.tables import LakeLocation
 
 STATE = "cdc-lake.state"
@@ -29,6 +29,9 @@ HISTORY_SNAPSHOT = "cdc-lake.history-snapshot"
 RELOAD = "cdc-lake.reload"
 # How fresh the table is after a replay commit, and what the batch cost (``freshness``).
 FRESHNESS = "cdc-lake.freshness"
+# Marks the snapshot of a full load's rows appended (``load_append``) on a run's branch; main moves straight
+# to the replay commit after it, which records the files.
+LOAD_APPEND = "cdc-lake.load-append"
 
 
 def freshness(
@@ -75,17 +78,18 @@ def run_properties(plan: RunPlan, changes: Mapping[str, int] | None) -> dict[str
 
 def read_state(spark: SparkSession, location: LakeLocation, table_name: str) -> ReplayState:
     """The replay state recorded by the newest cdc-lake commit among the current snapshot's ancestors."""
-    history = location.metadata(table_name, "history")
-    snapshots = location.metadata(table_name, "snapshots")
-    rows = spark.sql(
-        f"SELECT h.snapshot_id, s.summary[{sql_string(STATE)}] AS state FROM {history} h "
-        f"JOIN {snapshots} s ON h.snapshot_id = s.snapshot_id "
-        f"WHERE h.is_current_ancestor AND s.summary[{sql_string(STATE)}] IS NOT NULL "
-        "ORDER BY h.made_current_at DESC LIMIT 1"
-    ).collect()
-    if not rows:
-        return ReplayState()
-    return ReplayState.from_json(rows[0]["state"], rows[0]["snapshot_id"])
+    return recorded_state(spark, location, table_name)[1]
+
+
+def recorded_state(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int | None, ReplayState]:
+    """The table's current snapshot and the replay state recorded in it or its nearest ancestor, read together."""
+    head: int | None = None
+    for snapshot_id, summary in branch_lineage(spark, location.dotted(table_name)):
+        head = snapshot_id if head is None else head
+        state = summary.get(STATE)
+        if state is not None:
+            return head, ReplayState.from_json(state, snapshot_id)
+    return head, ReplayState()
 
 
 def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> list[dict[str, Any]]:

@@ -8,27 +8,31 @@ for one table meet the commit's compare-and-swap, and the loser plans again from
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.commit import base_snapshot, commit_changes, with_commit_retries
+from cdc_lake.commit import Step, base_snapshot, commit_on_branch, merge_step, with_commit_retries
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile, table_files
 from cdc_lake.exceptions import DmsInputError
 from cdc_lake.history import commit_history, ensure_history_table, history_name
+from cdc_lake.load_append import LoadAppend, RepeatedKey, appendable_loads
 from cdc_lake.plan import ReplayState, RunPlan, listing_start, plan_run
 from cdc_lake.reader import FILE, file_layouts, read_changes
-from cdc_lake.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, read_state, run_properties
+from cdc_lake.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
 from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
+from cdc_lake.shapes import FileLayout
 from cdc_lake.storage import ObjectStore
 from cdc_lake.tables import LakeLocation, ensure_table, table_exists
 
@@ -139,13 +143,14 @@ def _attempt(
     if not plan.pending and not (history_plan and history_plan.pending):
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
         return Applied(trigger=trigger.key, listing_start=next_start)
-    applied = _apply(spark, config, location, store, plan, history_plan, started)
+    applied = _apply(spark, config, location, store, plan, history_plan, main[1], started)
     return dataclasses.replace(applied, trigger=trigger.key, listing_start=next_start)
 
 
 def _recorded(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int, ReplayState]:
-    base = base_snapshot(spark, location, table_name)
-    return base, read_state(spark, location, table_name)
+    # The state is read from the base's own lineage: if the table moves on, the commit will be refused.
+    base, state = recorded_state(spark, location, table_name)
+    return (base, state) if base is not None else (base_snapshot(spark, location, table_name), state)
 
 
 def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[ReplayState]) -> str | None:
@@ -160,27 +165,47 @@ def _apply(
     store: ObjectStore,
     plan: RunPlan,
     history_plan: RunPlan | None,
+    state: ReplayState,
     started: float,
 ) -> Applied:
-    use_sequence = config.dms.change_sequence_column is not None
     history_pending = history_plan.pending if history_plan else []
     files = sorted({f.key: f for f in [*plan.pending, *history_pending]}.values(), key=lambda f: f.order_key)
     log.info("%s: applying %d file(s) up to %s", plan.table.name, len(files), plan.trigger.key)
     layouts = file_layouts(spark, files, plan.table, config.dms, store)
-    schema = plan_schema(config, plan.table, layouts, lake_fields(spark, location, plan.table.lake_table))
-    table = schema.table
-    # Materialized once: row positions are then fixed, and MERGE gets a deterministic source.
-    read = read_changes(spark, files, table, config.dms, store.uri, layouts).localCheckpoint(eager=True)
-    problems, total = describe_problems(read)
-    if problems:
-        raise DmsInputError(table.name, problems, total)
-    log.info("%s: read and checked %d change row(s) from %d file(s)", table.name, total, len(files))
-    changes = split_key_updates(read, table, config.dms)
+    table = plan_schema(config, plan.table, layouts, lake_fields(spark, location, plan.table.lake_table)).table
+    loads = appendable_loads(plan.pending, state, history_plan is not None)
+    if loads:
+        load = LoadAppend(spark, config.dms, store, table, loads, layouts)
+        try:
+            return _commit(
+                spark, config, location, store, plan, None, table, layouts, files[len(loads) :], load, started
+            )
+        except RepeatedKey as error:
+            log.warning("%s; merging the batch in DMS order instead", error)
+    return _commit(spark, config, location, store, plan, history_plan, table, layouts, files, None, started)
+
+
+def _commit(
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    store: ObjectStore,
+    plan: RunPlan,
+    history_plan: RunPlan | None,
+    table: TableSpec,
+    layouts: Mapping[str, FileLayout],
+    merged: list[DmsFile],
+    load: LoadAppend | None,
+    started: float,
+) -> Applied:
+    """Commit the batch: ``load`` appended (when given), then ``merged`` files' changes merged, on one branch."""
+    use_sequence = config.dms.change_sequence_column is not None
+    changes = _checked_changes(spark, config, store, table, merged, layouts) if merged else None
     # Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own.
     align_lake_table(spark, location, table.lake_table, table.columns)
     history_snapshot: int | None = None
     history_files: list[str] = []
-    if history_plan is not None:
+    if history_plan is not None and changes is not None:
         history_snapshot = history_plan.base_snapshot_id
         align_lake_table(spark, location, history_name(table), table.columns)
         if history_plan.pending:
@@ -188,7 +213,7 @@ def _apply(
                 spark,
                 location,
                 table,
-                _only(changes, history_plan.pending, files),
+                _only(changes, history_plan.pending, merged),
                 use_sequence,
                 run_properties(history_plan, None),
                 history_plan.base_snapshot_id,
@@ -196,25 +221,62 @@ def _apply(
             history_files = [f.key for f in history_plan.pending]
     if not plan.pending:
         return Applied(history_files=history_files)
-    main_changes = _only(changes, plan.pending, files)
-    counts = count_changes(main_changes)
-    last_changes = last_change_per_key(main_changes, table, use_sequence).localCheckpoint(eager=True)
-    keys_changed = last_changes.count()
-    log.info("%s: merging %d key(s) into %s", table.name, keys_changed, table.lake_table)
-    properties = run_properties(plan, {**counts.as_dict(), "keys": keys_changed})
-    if history_snapshot is not None:
-        properties[HISTORY_SNAPSHOT] = str(history_snapshot)
-    facts = freshness(plan, counts.rows, counts.newest_change, time.monotonic() - started, dt.datetime.now(dt.UTC))
-    properties[FRESHNESS] = json.dumps(facts, separators=(",", ":"))
-    snapshot_id = commit_changes(spark, location, table, last_changes, properties, plan.base_snapshot_id)
+    counts = ChangeCounts(0, 0, 0)
+    keys_changed = 0
+    last_changes = None
+    if changes is not None:
+        main_changes = _only(changes, [f for f in plan.pending if f in merged], merged)
+        counts = count_changes(main_changes)
+        last_changes = last_change_per_key(main_changes, table, use_sequence).localCheckpoint(eager=True)
+        keys_changed = last_changes.count()
+        log.info("%s: merging %d key(s) into %s", table.name, keys_changed, table.lake_table)
+    recorded: dict[str, Any] = {}
+
+    def record() -> dict[str, str]:
+        total = counts + load.counts if load is not None else counts
+        keys = keys_changed + (load.counts.rows if load is not None else 0)
+        properties = run_properties(plan, {**total.as_dict(), "keys": keys})
+        if history_snapshot is not None:
+            properties[HISTORY_SNAPSHOT] = str(history_snapshot)
+        now = dt.datetime.now(dt.UTC)
+        facts = freshness(plan, total.rows, total.newest_change, time.monotonic() - started, now)
+        properties[FRESHNESS] = json.dumps(facts, separators=(",", ":"))
+        recorded.update(counts=total, keys=keys, facts=facts)
+        return properties
+
+    with contextlib.ExitStack() as stack:
+        steps = [load.step()] if load is not None else []
+        if last_changes is not None:
+            steps.append(stack.enter_context(merge_step(spark, table, last_changes, record)))
+        else:
+            steps.append(Step(None, record))
+        snapshot_id = commit_on_branch(spark, location, table.lake_table, plan.base_snapshot_id, steps)
     return Applied(
         applied_files=[f.key for f in plan.pending],
         history_files=history_files,
-        counts=counts,
-        keys_changed=keys_changed,
+        counts=recorded["counts"],
+        keys_changed=recorded["keys"],
         snapshot_id=snapshot_id,
-        freshness=facts,
+        freshness=recorded["facts"],
     )
+
+
+def _checked_changes(
+    spark: SparkSession,
+    config: PipelineConfig,
+    store: ObjectStore,
+    table: TableSpec,
+    files: list[DmsFile],
+    layouts: Mapping[str, FileLayout],
+) -> DataFrame:
+    """The files' change rows in DMS order, refused with every bad row named; key updates split in two."""
+    # Materialized once: row positions are then fixed, and MERGE gets a deterministic source.
+    read = read_changes(spark, files, table, config.dms, store.uri, layouts).localCheckpoint(eager=True)
+    problems, total = describe_problems(read)
+    if problems:
+        raise DmsInputError(table.name, problems, total)
+    log.info("%s: read and checked %d file(s)", table.name, len(files))
+    return split_key_updates(read, table, config.dms)
 
 
 def _only(changes: DataFrame, chosen: list[DmsFile], read: list[DmsFile]) -> DataFrame:

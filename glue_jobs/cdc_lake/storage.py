@@ -8,7 +8,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 @dataclass(frozen=True)
@@ -85,12 +85,14 @@ class S3Store:
 class LocalFolderStore:
     """A folder standing in for the raw bucket; keys are paths relative to it.
 
-    ETags are MD5 digests of the content, as S3 gives for single-part uploads, cached by size and mtime.
+    ETags are MD5 digests of the content, as S3 gives for single-part uploads, cached for the process by path,
+    size and mtime: S3 lists them for free, so a run should not pay for reading a large LOAD file again.
     """
+
+    _etags: ClassVar[dict[tuple[str, int, int], str]] = {}
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
-        self._etags: dict[tuple[str, int, int], str] = {}
         # What listing would cost on S3: requests, and objects returned (benchmarks read these).
         self.listings = 0
         self.listed_objects = 0
@@ -116,7 +118,7 @@ class LocalFolderStore:
     def stat(self, key: str) -> StoredObject:
         path = self.root / key
         info = path.stat()
-        cache_key = (key, info.st_size, info.st_mtime_ns)
+        cache_key = (str(path), info.st_size, info.st_mtime_ns)
         etag = self._etags.get(cache_key)
         if etag is None:
             digest = hashlib.md5(usedforsecurity=False)

@@ -6,9 +6,21 @@ fails obscurely.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from cdc_lake.iceberg_java import COMMIT_METADATA_CLASS, COMMIT_PROPERTIES_FIELD, commit_properties, empty_commit
+from cdc_lake.exceptions import TableMovedError
+from cdc_lake.iceberg_java import (
+    COMMIT_METADATA_CLASS,
+    COMMIT_PROPERTIES_FIELD,
+    branch_lineage,
+    commit_properties,
+    create_branch,
+    empty_commit,
+    fast_forward,
+    remove_branch,
+)
 from cdc_lake.sql import quote
 
 pytestmark = pytest.mark.spark
@@ -54,3 +66,61 @@ def test_empty_commit_makes_a_snapshot_with_only_properties(spark, database: str
     assert latest["summary"]["cdc-lake.probe"] == "empty"
     assert latest["summary"].get("added-records", "0") == "0"
     assert sorted(tuple(r) for r in spark.table(table).collect()) == [(1, "a")]
+
+
+def test_branch_lineage_walks_from_the_head_through_ancestors(spark, database: str, table: str) -> None:
+    dotted = f"lake.{database}.probe"
+    assert list(branch_lineage(spark, dotted)) == []
+    for value in ("a", "b"):
+        with commit_properties(spark, {"cdc-lake.probe": value}):
+            spark.sql(f"INSERT INTO {table} VALUES (1, '{value}')")
+    lineage = list(branch_lineage(spark, dotted))
+    ids = [row["snapshot_id"] for row in spark.sql(f"SELECT snapshot_id FROM {table}.history").collect()]
+    assert [snapshot_id for snapshot_id, _ in lineage] == list(reversed(ids))
+    assert [summary.get("cdc-lake.probe") for _, summary in lineage] == ["b", "a"]
+
+
+def test_fast_forward_moves_main_only_from_the_expected_snapshot(spark, database: str, table: str) -> None:
+    dotted = f"lake.{database}.probe"
+    base = empty_commit(spark, dotted, {}, None)
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH run AS OF VERSION {base}")
+    spark.sql(f"INSERT INTO {table}.branch_run VALUES (1, 'run')")
+    spark.sql(f"INSERT INTO {table} VALUES (2, 'concurrent')")  # main moves on
+    with pytest.raises(TableMovedError):
+        fast_forward(spark, dotted, "run", base)
+    moved = next(branch_lineage(spark, dotted))[0]
+    assert sorted(tuple(r) for r in spark.table(table).collect()) == [(2, "concurrent")]
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH run2 AS OF VERSION {moved}")
+    spark.sql(f"INSERT INTO {table}.branch_run2 VALUES (3, 'run2')")
+    fast_forward(spark, dotted, "run2", moved)
+    assert sorted(tuple(r) for r in spark.table(table).collect()) == [(2, "concurrent"), (3, "run2")]
+    refs = {row["name"] for row in spark.sql(f"SELECT name FROM {table}.refs").collect()}
+    assert refs == {"main", "run"}  # the landed branch is removed with the same commit
+
+
+def test_branches_made_while_main_moves_never_move_main_back(spark, database: str, table: str) -> None:
+    """Runs create and remove their branches while other runs move main: main must only move forward."""
+    dotted = f"lake.{database}.probe"
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('commit.retry.num-retries'='10')")
+    base = empty_commit(spark, dotted, {}, None)
+    errors: list[BaseException] = []
+
+    def branches(worker: int) -> None:
+        try:
+            for number in range(6):
+                create_branch(spark, dotted, f"w{worker}_{number}", base)
+                remove_branch(spark, dotted, f"w{worker}_{number}")
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    workers = [threading.Thread(target=branches, args=(w,)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for value in range(12):
+        empty_commit(spark, dotted, {"cdc-lake.probe": str(value)}, None)
+    for worker in workers:
+        worker.join()
+    assert not errors, errors
+    head_summary = next(branch_lineage(spark, dotted))[1]
+    assert head_summary.get("cdc-lake.probe") == "11"
+    assert {row["name"] for row in spark.sql(f"SELECT name FROM {table}.refs").collect()} == {"main"}

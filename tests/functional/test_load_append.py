@@ -1,0 +1,127 @@
+"""A table's full load appended (``cdc_lake.load_append``): read in parallel parts, checked, laid out by key.
+
+Each test reads the files through real Spark and Iceberg and checks the lake table against what the files
+say, so a fast path that drops, repeats or misplaces a row fails here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.exceptions import DmsInputError
+from cdc_lake.iceberg_java import has_write_order
+from cdc_lake.operations import list_changes
+from cdc_lake.tables import LakeLocation
+from tests.conftest import write_file
+from tests.functional.test_replay_semantics import T, apply, config, rows, snapshot_count
+
+pytestmark = pytest.mark.spark
+
+ROWS = 3000
+
+
+@pytest.fixture
+def small_splits(spark):
+    """Read files in parts of 4 KiB, so one LOAD file is read by many tasks, as a large one is on Glue."""
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")
+    yield
+    spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    spark.conf.unset("spark.sql.files.openCostInBytes")
+
+
+def load_text(first: int, last: int) -> str:
+    return "".join(f'{i},"item {i}, in stock"\n' for i in range(first, last + 1))
+
+
+def data_files(spark, database: str) -> list[tuple[int, int, int]]:
+    """(lowest key, highest key, rows) of each data file of the table's current snapshot."""
+    found = spark.sql(
+        f"SELECT lower_bounds[1] AS lo, upper_bounds[1] AS hi, record_count FROM lake.{database}.shop_items.data_files"
+    ).collect()
+    return sorted(
+        (int.from_bytes(r["lo"], "little"), int.from_bytes(r["hi"], "little"), r["record_count"]) for r in found
+    )
+
+
+def test_a_large_load_file_is_read_in_parts_and_each_data_file_holds_a_key_range(
+    spark, database: str, landing: Path, small_splits
+) -> None:
+    load = write_file(landing, T + "LOAD00000001.csv", load_text(1, ROWS))
+    result = apply(spark, config(), database, landing, load)
+    assert result.applied_files == [load]
+    assert result.counts is not None and result.counts.inserts == ROWS
+    assert rows(spark, database) == [(i, f"item {i}, in stock") for i in range(1, ROWS + 1)]
+    files = data_files(spark, database)
+    assert len(files) > 1  # read in parts: one task, one file each
+    assert sum(count for *_, count in files) == ROWS
+    for (_, high, _), (low, _, _) in itertools.pairwise(files):
+        assert high < low  # key ranges do not overlap: a MERGE of recent keys touches one file
+    assert has_write_order(spark, f"lake.{database}.shop_items")
+
+
+def test_a_load_file_in_no_key_order_is_still_sorted_within_each_data_file(
+    spark, database: str, landing: Path, small_splits
+) -> None:
+    keys = [(i * 7919) % ROWS + 1 for i in range(ROWS)]  # every key once, scattered
+    load = write_file(landing, T + "LOAD00000001.csv", "".join(f"{k},v{k}\n" for k in keys))
+    apply(spark, config(), database, landing, load)
+    assert rows(spark, database) == [(k, f"v{k}") for k in range(1, ROWS + 1)]
+    for path in spark.sql(f"SELECT file_path FROM lake.{database}.shop_items.data_files").collect():
+        ids = [r["id"] for r in spark.read.parquet(path["file_path"]).collect()]
+        assert ids == sorted(ids)
+
+
+def test_load_and_cdc_files_in_one_batch_are_one_replay_commit(spark, database: str, landing: Path) -> None:
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
+    write_file(landing, T + "LOAD00000002.csv", "3,c\n")
+    last = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nD,2,\nI,4,d\n")
+    result = apply(spark, config(), database, landing, last)
+    assert rows(spark, database) == [(1, "a1"), (3, "c"), (4, "d")]
+    assert snapshot_count(spark, config(), database) == 1
+    assert result.counts is not None and (result.counts.inserts, result.counts.updates) == (4, 1)
+    kinds = [c.kind for c in list_changes(spark, LakeLocation("lake", database), config().tables[0])]
+    assert kinds == ["created", "replay"]  # the append's own snapshot is never main's: main moved past it
+
+
+def test_later_load_files_are_appended_to_the_earlier_ones(spark, database: str, landing: Path) -> None:
+    first = write_file(landing, T + "LOAD00000001.csv", load_text(1, 10))
+    apply(spark, config(), database, landing, first)
+    second = write_file(landing, T + "LOAD00000002.csv", load_text(11, 20))
+    apply(spark, config(), database, landing, second)
+    assert rows(spark, database) == [(i, f"item {i}, in stock") for i in range(1, 21)]
+
+
+def test_a_key_repeated_across_load_files_is_merged_in_dms_order(spark, database: str, landing: Path) -> None:
+    first = write_file(landing, T + "LOAD00000001.csv", "1,old\n2,two\n")
+    apply(spark, config(), database, landing, first)
+    second = write_file(landing, T + "LOAD00000002.csv", "1,new\n3,three\n")
+    apply(spark, config(), database, landing, second)
+    assert rows(spark, database) == [(1, "new"), (2, "two"), (3, "three")]
+
+
+def test_a_value_spanning_lines_sends_the_file_to_the_ordered_reader(
+    spark, database: str, landing: Path, small_splits
+) -> None:
+    # With a split read, the record holding the line break would be cut in two: both halves malformed.
+    text = load_text(1, 1500) + '1501,"first line\nsecond, line"\n' + load_text(1502, ROWS)
+    load = write_file(landing, T + "LOAD00000001.csv", text)
+    apply(spark, config(), database, landing, load)
+    got = dict(rows(spark, database))
+    assert len(got) == ROWS
+    assert got[1501] == "first line\nsecond, line"
+
+
+def test_a_bad_row_read_in_parts_is_named_by_its_place_in_the_file(
+    spark, database: str, landing: Path, small_splits
+) -> None:
+    text = load_text(1, 2000) + "oops,bad key\n" + load_text(2002, ROWS)
+    load = write_file(landing, T + "LOAD00000001.csv", text)
+    with pytest.raises(DmsInputError) as refused:
+        apply(spark, config(), database, landing, load)
+    assert f"{load}: row 2001, column id: cannot parse as bigint (value 'oops')" in str(refused.value)
+    assert rows(spark, database) == []  # nothing landed
+    assert snapshot_count(spark, config(), database) == 0
