@@ -197,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipeline = _pipeline(args, config)
     keys = pipeline.landed_keys()
     print(f"delivering {len(keys)} landed file(s) from {args.landing}")
-    with live_status(f"applying {len(keys)} file(s)"):
+    with live_status(f"applying {len(keys)} file(s)", spark=pipeline.spark):
         runs = pipeline.deliver(keys)
     return _finish(runs)
 
@@ -205,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_trigger(args: argparse.Namespace) -> int:
     config = _config(args)
     pipeline = _pipeline(args, config)
-    with live_status(f"applying {len(args.keys)} file(s)"):
+    with live_status(f"applying {len(args.keys)} file(s)", spark=pipeline.spark):
         runs = pipeline.deliver(args.keys)
     return _finish(runs)
 

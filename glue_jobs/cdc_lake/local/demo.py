@@ -57,7 +57,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
 
     def land(batch: list[str]) -> None:
         land_files(generated.landing, workdir / "landing", batch)
-        with live_status(f"applying {len(batch)} file(s)"):
+        with live_status(f"applying {len(batch)} file(s)", spark=spark):
             pipeline.deliver(batch)
 
     step = time.monotonic()

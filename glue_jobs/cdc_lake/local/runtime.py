@@ -151,6 +151,7 @@ class LocalPipeline:
         on_round: Callable[[LocalJobRun, int, int], None] | None = None,
     ) -> None:
         self.config = config
+        self.spark = spark
         self.landing = Path(landing)
         self.store = LocalFolderStore(self.landing)
         self.location = LakeLocation(LOCAL_CATALOG, database or config.lake.database)
