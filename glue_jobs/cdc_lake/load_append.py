@@ -8,15 +8,17 @@ checked on the run's private branch, before main moves (``commit.commit_on_branc
   not unique in the source, parallel-load segments that overlap) raises ``RepeatedKey``, and the run merges
   the batch instead, which keeps each key's last row in DMS order, as it always did.
 CDC files in the same batch are merged on the same branch right after the append: still one change of main.
-LOAD rows need no row order, so uncompressed CSV files are read split across cores, unless a value spans
-lines (``reader.has_multiline_values``: decided from the text, never guessed).
+LOAD rows need no row order, so uncompressed CSV files fewer than the cores are read split across them,
+unless a value spans lines (``reader.has_multiline_values``: decided from the text, never guessed).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -32,8 +34,12 @@ from cdc_lake.plan import ReplayState
 from cdc_lake.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
 from cdc_lake.record import LOAD_APPEND
 from cdc_lake.shapes import FileLayout
+from cdc_lake.spark_types import lake_type
 from cdc_lake.sql import quote
 from cdc_lake.storage import ObjectStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +77,10 @@ class LoadAppend:
     ) -> None:
         self._spark = spark
         self._table = table
-        split = dms.format == "csv" and not any(f.gzip for f in files)  # Parquet is read in parts anyway
+        # Parquet is read in parts anyway, a gzip file cannot be split, and with a file for every core splitting
+        # gains nothing that the extra pass over the text (has_multiline_values) would not cost again.
+        split = dms.format == "csv" and not any(f.gzip for f in files)
+        split = split and len(files) < spark.sparkContext.defaultParallelism
         split = split and not has_multiline_values(spark, [store.uri(f.key) for f in files])
         log.info("%s: appending %d LOAD file(s)%s", table.name, len(files), ", read in parallel parts" if split else "")
         self._observation = Observation(f"cdc_lake_load_{uuid.uuid4().hex}")
@@ -103,6 +112,50 @@ class LoadAppend:
             problems, total = describe_problems(self._ordered())
             raise DmsInputError(self._table.name, problems, total) from None
         log.info("%s: appended %d row(s); checking that each key is held once", self._table.name, self.counts.rows)
-        keys = ", ".join(quote(k) for k in self._table.primary_key)
-        if self._spark.sql(f"SELECT 1 FROM {target} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1").collect():
+        if not _keys_unique_by_order(self._spark, target, self._table) and _repeats_a_key(
+            self._spark, target, self._table
+        ):
             raise RepeatedKey(f"{self._table.name}: a key is held twice in the LOAD files")
+
+
+def _keys_unique_by_order(spark: SparkSession, target: str, table: TableSpec) -> bool:
+    """Whether the table's keys are shown unique by their order alone: one columnar scan, no shuffle.
+
+    Each data file is written sorted by key, so the key column, read in order, comes as runs that rise
+    strictly; if no two runs overlap, no key can repeat. False means not shown (the aggregate decides):
+    a composite key, or LOAD files whose key ranges overlap.
+    """
+    if len(table.primary_key) != 1:
+        return False
+    key = table.primary_key[0]
+    key_type = lake_type(next(c.type for c in table.columns if c.name == key)).simpleString()
+    runs = (
+        spark.table(target)
+        .select(quote(key))
+        .mapInArrow(_rising_runs, f"low {key_type}, high {key_type}, rises boolean")
+    )
+    found = sorted((r["low"], r["high"], r["rises"]) for r in runs.collect())
+    return all(rises for *_, rises in found) and all(
+        high < low for (_, high, _), (low, _, _) in itertools.pairwise(found)
+    )
+
+
+def _rising_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each batch of keys as a run: its first and last key, and whether every key is above the one before."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lows, highs, rises = [], [], []
+    for batch in batches:
+        keys = batch.column(0)
+        if len(keys) == 0:
+            continue
+        lows.append(keys[0].as_py())
+        highs.append(keys[len(keys) - 1].as_py())
+        rises.append(len(keys) == 1 or bool(pc.all(pc.greater(keys.slice(1), keys.slice(0, len(keys) - 1))).as_py()))
+    yield pa.RecordBatch.from_pydict({"low": lows, "high": highs, "rises": rises})
+
+
+def _repeats_a_key(spark: SparkSession, target: str, table: TableSpec) -> bool:
+    keys = ", ".join(quote(k) for k in table.primary_key)
+    return bool(spark.sql(f"SELECT 1 FROM {target} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1").collect())

@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from cdc_lake.config import DmsSettings, TableSpec
 from cdc_lake.dms_files import DmsFile
 from cdc_lake.shapes import CHANGE_SEQ, DMS_TS, OP, FileLayout, before_role, csv_layouts, group_by_layout, named_layout
-from cdc_lake.spark_types import config_type, parse_type, strict_parse
+from cdc_lake.spark_types import config_type, parse_type, staged_parse
 from cdc_lake.storage import ObjectStore
 
 FILE = "_file"
@@ -34,6 +34,7 @@ PHASE = "_phase"
 ROW = "_row"
 PROBLEM = "_problem"
 CORRUPT = "_corrupt_record"
+PARSED = "_cdc_lake_parsed_"  # columns holding each cast once, before the checks read them
 # Spark turns an unquoted empty CSV field into NULL whatever nullValue is; a sentinel that cannot occur
 # in DMS output keeps the NULL marker ("NULL") apart from empty strings, which we then decode ourselves.
 NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
@@ -244,6 +245,7 @@ def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool
             )
             for role, label, _key in befores
         ]
+    casts: list[Column] = []
     for name, label, column_type in [
         *[(c.name, c.name, c.type) for c in table.columns],
         *[(role, label, types[key]) for role, label, key in befores],
@@ -252,9 +254,13 @@ def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool
         if isinstance(parse_type(column_type), T.StringType):
             typed_columns.append(raw.alias(name))
         else:
-            typed, fault = strict_parse(name, column_type)
+            # Cast once, in a projection of its own: the value and its check both read the cast column.
+            column_casts, typed, fault = staged_parse(name, column_type, f"{PARSED}{len(casts)}")
+            casts += column_casts
             typed_columns.append(typed.alias(name))
             checks.append(F.when(fault, _problem(F.lit(label), F.lit(f"cannot parse as {column_type}"), raw)))
+    if casts:
+        frame = frame.select("*", *casts)
     for spec in table.columns:
         raw = F.col(_quote(spec.name))
         if spec.name in table.primary_key:

@@ -150,7 +150,10 @@ def _attempt(
 def _recorded(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int, ReplayState]:
     # The state is read from the base's own lineage: if the table moves on, the commit will be refused.
     base, state = recorded_state(spark, location, table_name)
-    return (base, state) if base is not None else (base_snapshot(spark, location, table_name), state)
+    while base is None:  # a new table gets an empty first snapshot; read both again, another run may be ahead
+        base_snapshot(spark, location, table_name)
+        base, state = recorded_state(spark, location, table_name)
+    return base, state
 
 
 def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[ReplayState]) -> str | None:

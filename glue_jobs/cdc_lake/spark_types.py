@@ -66,12 +66,28 @@ def strict_parse(column_name: str, column_type: str) -> tuple[Column, Column]:
 
     A value is never silently truncated or rounded: "1.5" is no bigint, "1.005" no decimal(12,2).
     """
-    value = try_cast(column_name, parse_type(column_type))
-    fault = F.col("`" + column_name.replace("`", "``") + "`").isNotNull() & value.isNull()
+    _casts, value, fault = staged_parse(column_name, column_type, None)
+    return value, fault
+
+
+def staged_parse(column_name: str, column_type: str, stem: str | None) -> tuple[list[Column], Column, Column]:
+    """``strict_parse`` in two steps, so that each value is cast once: the casts (to select first, named from
+    ``stem``), then the parsed value and whether parsing failed, both reading those columns.
+
+    With ``stem`` None the casts are not named and the value and fault hold them inline (one step).
+    """
+    quoted = "`" + column_name.replace("`", "``") + "`"
+    raw = F.col(quoted)
+    cast = try_cast(column_name, parse_type(column_type))
+    casts = [cast if stem is None else cast.alias(f"{stem}_value")]
+    value = cast if stem is None else F.col(f"`{stem}_value`")
+    fault = raw.isNotNull() & value.isNull()
     match = DECIMAL_TYPE.match(column_type)
     if match:
         # A cast rounds extra decimal places; parse with more of them too, so rounding shows up as a fault.
         precision, scale = int(match[1]), int(match[2])
-        wide = try_cast(column_name, T.DecimalType(38, scale + 38 - precision))
+        wide_cast = try_cast(column_name, T.DecimalType(38, scale + 38 - precision))
+        casts.append(wide_cast if stem is None else wide_cast.alias(f"{stem}_wide"))
+        wide = wide_cast if stem is None else F.col(f"`{stem}_wide`")
         fault = fault | (value.isNotNull() & (wide.isNull() | (wide != value)))
-    return value, fault
+    return casts, value, fault

@@ -125,3 +125,9 @@ def test_a_bad_row_read_in_parts_is_named_by_its_place_in_the_file(
     assert f"{load}: row 2001, column id: cannot parse as bigint (value 'oops')" in str(refused.value)
     assert rows(spark, database) == []  # nothing landed
     assert snapshot_count(spark, config(), database) == 0
+
+
+def test_a_key_repeated_inside_one_load_file_keeps_its_last_row(spark, database: str, landing: Path) -> None:
+    load = write_file(landing, T + "LOAD00000001.csv", "2,two\n1,first\n3,three\n1,last\n")
+    apply(spark, config(), database, landing, load)
+    assert rows(spark, database) == [(1, "last"), (2, "two"), (3, "three")]

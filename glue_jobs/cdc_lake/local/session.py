@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -26,6 +27,8 @@ def local_spark_session(warehouse: str | Path, *, app_name: str = "cdc-lake", co
         if current != warehouse_uri:
             raise RuntimeError(f"a Spark session with warehouse {current} is already running in this process")
         return active
+    # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     classpath = os.pathsep.join(str(j) for j in spark_jars())
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
