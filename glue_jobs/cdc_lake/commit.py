@@ -8,12 +8,13 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from cdc_lake.config import TableSpec
 from cdc_lake.exceptions import CommitConflictError, TableMovedError
@@ -51,6 +52,7 @@ def is_commit_conflict(error: BaseException) -> bool:
 
 
 Result = TypeVar("Result")
+_RANGED_TYPES = (T.IntegerType, T.LongType, T.DecimalType, T.StringType, T.DateType)
 
 
 def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Result]) -> tuple[Result, int]:
@@ -93,19 +95,56 @@ def commit_changes(
 
     The commit lands only if the table is still at ``base_snapshot_id``, the snapshot the run planned from.
     """
-    with merge_step(spark, table, last_changes, lambda: properties) as step:
+    keys = changed_keys(last_changes, table)
+    with merge_step(spark, table, last_changes, keys, lambda: properties) as step:
         return commit_on_branch(spark, location, table.lake_table, base_snapshot_id, [step])
+
+
+@dataclass(frozen=True)
+class ChangedKeys:
+    """How many keys a batch changes, and each key column's lowest and highest value among them."""
+
+    count: int
+    bounds: Mapping[str, tuple[Any, Any]]
+
+
+def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
+    """One aggregation over the batch's keys: their number, and the range of each key column whose values
+    bind as parameters without a conversion (numbers, text, dates; not timestamps, which a zone could shift)."""
+    types = {c.name: lake_type(c.type) for c in table.columns}
+    ranged = [k for k in table.primary_key if isinstance(types[k], _RANGED_TYPES)]
+    aggregates = [F.count(F.lit(1)).alias("keys")]
+    for index, key in enumerate(ranged):
+        aggregates += [F.min(quote(key)).alias(f"lo{index}"), F.max(quote(key)).alias(f"hi{index}")]
+    row = last_changes.agg(*aggregates).first()
+    assert row is not None
+    bounds = {key: (row[f"lo{i}"], row[f"hi{i}"]) for i, key in enumerate(ranged)}
+    return ChangedKeys(int(row["keys"]), bounds if row["keys"] else {})
 
 
 @contextmanager
 def merge_step(
-    spark: SparkSession, table: TableSpec, last_changes: DataFrame, properties: Callable[[], Mapping[str, str]]
+    spark: SparkSession,
+    table: TableSpec,
+    last_changes: DataFrame,
+    keys: ChangedKeys,
+    properties: Callable[[], Mapping[str, str]],
 ) -> Iterator[Step]:
-    """The MERGE INTO of one row per key (``_op`` = I/U/D) as a commit step, valid inside the block."""
+    """The MERGE INTO of one row per key (``_op`` = I/U/D) as a commit step, valid inside the block.
+
+    The batch's key range joins the match condition (as bound parameters, never pasted into the text): a
+    target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
+    outside it, so changes to recent keys read the newest files only (tables are written in key order).
+    """
     view = f"cdc_lake_changes_{uuid.uuid4().hex}"
     source = last_changes.select(*lake_columns(table), F.col(OP))
     source.createOrReplaceTempView(view)
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
+    conditions = [f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key]
+    arguments: dict[str, Any] = {}
+    for index, (key, (low, high)) in enumerate(keys.bounds.items()):
+        conditions.append(f"t.{quote(key)} BETWEEN :low{index} AND :high{index}")
+        arguments |= {f"low{index}": low, f"high{index}": high}
+    on = " AND ".join(conditions)
     clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"]
     if table.value_columns:
         assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table.value_columns)
@@ -113,11 +152,9 @@ def merge_step(
     names = ", ".join(quote(c) for c in table.column_names)
     values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
     clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
+    statement = f"MERGE INTO {{target}} t USING {view} s ON {on} " + " ".join(clauses)
     try:
-        yield Step(
-            lambda target: spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses)),
-            properties,
-        )
+        yield Step(lambda target: spark.sql(statement.format(target=target), arguments), properties)
     finally:
         spark.catalog.dropTempView(view)
 
@@ -142,7 +179,8 @@ def commit_on_branch(
     this run planned from; a commit made in between would then be silently overwritten by a stale plan.
     So the writes go to a private branch created at ``base_snapshot_id``, and main is fast-forwarded to it
     only if main is still there (otherwise it fails and the run plans again): several steps land at once.
-    A step whose write changed nothing (e.g. only deletes of missing keys) still commits its properties.
+    When the last step's write changed nothing (e.g. only deletes of missing keys), its properties are still
+    committed; earlier steps that wrote nothing leave no snapshot.
     """
     steps = write if isinstance(write, Sequence) else [Step(write, lambda: properties or {})]
     run_id = uuid.uuid4().hex
@@ -153,15 +191,15 @@ def commit_on_branch(
     head: int | None = base_snapshot_id
     landed = False
     try:
-        for step in steps:
+        for number, step in enumerate(steps, start=1):
             recorded = {**step.properties(), RUN_ID: run_id}
             before = head
             if step.write is not None:
                 with commit_properties(spark, recorded):
                     step.write(f"{table}.{quote('branch_' + branch)}")
                 head = branch_head(spark, location, table_name, branch)
-            if step.write is None or head is None or head == before:
-                head = empty_commit(spark, dotted, recorded, branch)
+            if number == len(steps) and (step.write is None or head is None or head == before):
+                head = empty_commit(spark, dotted, recorded, branch)  # the record lands even when no row changed
         assert head is not None
         fast_forward(spark, dotted, branch, base_snapshot_id)
         landed = True

@@ -32,7 +32,7 @@ from cdc_lake.dms_files import DmsFile
 from cdc_lake.exceptions import DmsInputError
 from cdc_lake.plan import ReplayState
 from cdc_lake.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
-from cdc_lake.record import LOAD_APPEND
+from cdc_lake.record import PART
 from cdc_lake.shapes import FileLayout
 from cdc_lake.spark_types import lake_type
 from cdc_lake.sql import quote
@@ -92,7 +92,7 @@ class LoadAppend:
         self._ordered = lambda: read_changes(spark, files, table, dms, store.uri, layouts)
 
     def step(self) -> Step:
-        return Step(self._write, lambda: {LOAD_APPEND: "data"})
+        return Step(self._write, lambda: {PART: "load appended"})
 
     @property
     def counts(self) -> ChangeCounts:

@@ -29,9 +29,9 @@ HISTORY_SNAPSHOT = "cdc-lake.history-snapshot"
 RELOAD = "cdc-lake.reload"
 # How fresh the table is after a replay commit, and what the batch cost (``freshness``).
 FRESHNESS = "cdc-lake.freshness"
-# Marks the snapshot of a full load's rows appended (``load_append``) on a run's branch; main moves straight
-# to the replay commit after it, which records the files.
-LOAD_APPEND = "cdc-lake.load-append"
+# Marks a snapshot a run makes on its branch before the one that records its files (a full load's rows
+# appended before the merge or the record); main moves past it to that record in one step.
+PART = "cdc-lake.part"
 
 
 def freshness(

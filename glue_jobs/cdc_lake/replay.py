@@ -22,7 +22,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.commit import Step, base_snapshot, commit_on_branch, merge_step, with_commit_retries
+from cdc_lake.commit import (
+    ChangedKeys,
+    Step,
+    base_snapshot,
+    changed_keys,
+    commit_on_branch,
+    merge_step,
+    with_commit_retries,
+)
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile, table_files
 from cdc_lake.exceptions import DmsInputError
@@ -225,32 +233,32 @@ def _commit(
     if not plan.pending:
         return Applied(history_files=history_files)
     counts = ChangeCounts(0, 0, 0)
-    keys_changed = 0
+    keys = ChangedKeys(0, {})
     last_changes = None
     if changes is not None:
         main_changes = _only(changes, [f for f in plan.pending if f in merged], merged)
         counts = count_changes(main_changes)
         last_changes = last_change_per_key(main_changes, table, use_sequence).localCheckpoint(eager=True)
-        keys_changed = last_changes.count()
-        log.info("%s: merging %d key(s) into %s", table.name, keys_changed, table.lake_table)
+        keys = changed_keys(last_changes, table)
+        log.info("%s: merging %d key(s) into %s", table.name, keys.count, table.lake_table)
     recorded: dict[str, Any] = {}
 
     def record() -> dict[str, str]:
         total = counts + load.counts if load is not None else counts
-        keys = keys_changed + (load.counts.rows if load is not None else 0)
-        properties = run_properties(plan, {**total.as_dict(), "keys": keys})
+        changed = keys.count + (load.counts.rows if load is not None else 0)
+        properties = run_properties(plan, {**total.as_dict(), "keys": changed})
         if history_snapshot is not None:
             properties[HISTORY_SNAPSHOT] = str(history_snapshot)
         now = dt.datetime.now(dt.UTC)
         facts = freshness(plan, total.rows, total.newest_change, time.monotonic() - started, now)
         properties[FRESHNESS] = json.dumps(facts, separators=(",", ":"))
-        recorded.update(counts=total, keys=keys, facts=facts)
+        recorded.update(counts=total, keys=changed, facts=facts)
         return properties
 
     with contextlib.ExitStack() as stack:
         steps = [load.step()] if load is not None else []
         if last_changes is not None:
-            steps.append(stack.enter_context(merge_step(spark, table, last_changes, record)))
+            steps.append(stack.enter_context(merge_step(spark, table, last_changes, keys, record)))
         else:
             steps.append(Step(None, record))
         snapshot_id = commit_on_branch(spark, location, table.lake_table, plan.base_snapshot_id, steps)
