@@ -41,7 +41,7 @@ format: setup ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: setup ## 1M-row full load vs plain Spark; 10k changes into 1M rows; 50 tables x 4 files drained; one simulated day on AWS
+bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS
 	$(PY) -m bench.run
 
 synth: setup ## synthesize offline into cdk.out; required values not in cdk.json get placeholders (check only)
