@@ -146,14 +146,18 @@ def _rising_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     import pyarrow.compute as pc
 
     lows, highs, rises = [], [], []
+    key_type = None
     for batch in batches:
         keys = batch.column(0)
         if len(keys) == 0:
             continue
-        lows.append(keys[0].as_py())
-        highs.append(keys[len(keys) - 1].as_py())
+        key_type = keys.type
+        lows.append(keys[0])
+        highs.append(keys[len(keys) - 1])
         rises.append(len(keys) == 1 or bool(pc.all(pc.greater(keys.slice(1), keys.slice(0, len(keys) - 1))).as_py()))
-    yield pa.RecordBatch.from_pydict({"low": lows, "high": highs, "rises": rises})
+    if key_type is not None:  # the key's own Arrow type: Spark reads the result by the declared schema
+        columns = [pa.array([v.as_py() for v in lows], key_type), pa.array([v.as_py() for v in highs], key_type)]
+        yield pa.RecordBatch.from_arrays([*columns, pa.array(rises, pa.bool_())], names=["low", "high", "rises"])
 
 
 def _repeats_a_key(spark: SparkSession, target: str, table: TableSpec) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType
 from pyspark.sql.utils import AnalysisException
@@ -107,10 +110,22 @@ def create_iceberg_table(
         return  # a concurrent run created it first
     if identifier_fields:
         fields = ", ".join(quote(k) for k in identifier_fields)
-        spark.sql(f"ALTER TABLE {location.named(name)} SET IDENTIFIER FIELDS {fields}")
+        _alter(spark, f"ALTER TABLE {location.named(name)} SET IDENTIFIER FIELDS {fields}")
     # LOCALLY: WRITE ORDERED BY would also switch the table to range distribution, a shuffle on every write.
     ordered = ", ".join(quote(k) for k in sort_by)
-    spark.sql(f"ALTER TABLE {location.named(name)} WRITE LOCALLY ORDERED BY {ordered}")
+    _alter(spark, f"ALTER TABLE {location.named(name)} WRITE LOCALLY ORDERED BY {ordered}")
+
+
+def _alter(spark: SparkSession, statement: str, attempts: int = 10) -> None:
+    """An ALTER of a table just created, tried again when a run that found the table first committed to it."""
+    for attempt in range(1, attempts + 1):
+        try:
+            spark.sql(statement)
+            return
+        except (Py4JJavaError, PySparkException) as error:
+            if "CommitFailedException" not in str(error) or attempt == attempts:
+                raise
+            time.sleep(0.05 * attempt)
 
 
 def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> bool:
