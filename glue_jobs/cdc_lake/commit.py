@@ -169,11 +169,10 @@ def commit_on_branch(
     location: LakeLocation,
     table_name: str,
     base_snapshot_id: int,
-    write: Callable[[str], object] | Sequence[Step],
-    properties: Mapping[str, str] | None = None,
+    steps: Sequence[Step],
 ) -> int:
-    """Run one write (given the branch's table name), or several steps, as a compare-and-swap on the table's
-    main branch; returns the snapshot main moved to.
+    """Run a run's steps (writes given the branch's table name) as one compare-and-swap on the table's main
+    branch; returns the snapshot main moved to.
 
     Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
     this run planned from; a commit made in between would then be silently overwritten by a stale plan.
@@ -182,7 +181,6 @@ def commit_on_branch(
     When the last step's write changed nothing (e.g. only deletes of missing keys), its properties are still
     committed; earlier steps that wrote nothing leave no snapshot.
     """
-    steps = write if isinstance(write, Sequence) else [Step(write, lambda: properties or {})]
     run_id = uuid.uuid4().hex
     branch = f"cdc_lake_run_{run_id}"
     table = location.named(table_name)

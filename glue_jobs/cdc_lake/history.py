@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.changes import dms_order
-from cdc_lake.commit import commit_on_branch
+from cdc_lake.commit import Step, commit_on_branch
 from cdc_lake.config import LakeSettings, TableSpec
 from cdc_lake.reader import DMS_TS, FILE, OP, ROW
 from cdc_lake.spark_types import lake_type
@@ -179,7 +179,9 @@ def merge_versions(
         )
 
     try:
-        return commit_on_branch(spark, location, history_name(table), base_snapshot_id, merge, properties)
+        return commit_on_branch(
+            spark, location, history_name(table), base_snapshot_id, [Step(merge, lambda: properties)]
+        )
     finally:
         spark.catalog.dropTempView(view)
 
