@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-setup: ## create .venv, install packages, build the Iceberg Jackson jar, install the CDK CLI
+setup: ## create .venv, install packages, the jars Glue runs (Maven Central, checked), the CDK CLI
 	@bash scripts/setup.sh
 
 demo: setup ## generate a shop database, replicate it through the local pipeline, check the lake

@@ -15,12 +15,12 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from cdc_lake.catalogs import glue_catalog_conf, render_conf
 from cdc_lake.config import PipelineConfig, RunSettings
-from cdc_lake.names import GLUE_CATALOG, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.names import GLUE_CATALOG, GLUE_VERSION, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from infra.packaging import PipelineAssets, pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 
-GLUE_VERSION = "5.1"
 WORKER_TYPE = "G.1X"
 PYDANTIC_FALLBACK = "pydantic==2.*"
 
@@ -104,17 +104,7 @@ def job_sizes(runs: RunSettings) -> tuple[JobSizing, JobSizing]:
 
 def iceberg_spark_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> str:
     """The Iceberg/Glue-catalog settings as ONE ``--conf`` value (Glue accepts the key only once)."""
-    settings = [
-        "spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        f"spark.sql.catalog.{catalog}=org.apache.iceberg.spark.SparkCatalog",
-        f"spark.sql.catalog.{catalog}.warehouse={warehouse_uri}",
-        f"spark.sql.catalog.{catalog}.catalog-impl=org.apache.iceberg.aws.glue.GlueCatalog",
-        f"spark.sql.catalog.{catalog}.io-impl=org.apache.iceberg.aws.s3.S3FileIO",
-        # Concurrent runs for one table must each plan from the latest commit, never a cached table.
-        f"spark.sql.catalog.{catalog}.cache-enabled=false",
-        "spark.sql.session.timeZone=UTC",
-    ]
-    return " --conf ".join(settings)
+    return render_conf(glue_catalog_conf(warehouse_uri, catalog))
 
 
 class GlueJobs(Construct):

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Idempotent setup: system packages, .venv with the project, the relocated Jackson jar Iceberg needs,
-# and the CDK CLI. Each step is skipped when its inputs have not changed, so a second run takes a second.
+# Idempotent setup: system packages, .venv with the project, the jars Glue runs (from Maven Central, pinned
+# and checked), and the CDK CLI. Each step is skipped when its inputs have not changed, so a second run takes a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 VENV=.venv
-JAR_DIR=$VENV/share/cdc-lake/jars
-JARJAR=/usr/share/java/jarjar.jar
 
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -22,7 +20,7 @@ apt_install() {
 
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
-[ -f "$JARJAR" ] || missing+=(libjarjar-java)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 # tests/pg start a throwaway PostgreSQL cluster (initdb, pg_ctl, the test_decoding plugin)
 compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || missing+=(postgresql)
@@ -45,11 +43,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# Iceberg's runtime jar from PyPI lacks its relocated Jackson classes; relocate Spark's own Jackson jars.
-if [ ! -f "$JAR_DIR/iceberg-shaded-jackson.jar" ]; then
-  echo "setup: building the relocated Jackson jar for Iceberg"
-  "$VENV/bin/python" -m cdc_lake.local.jars --build "$JAR_DIR" --jarjar "$JARJAR"
-fi
+# Iceberg's Spark runtime and AWS bundle at Glue's version, and S3A for s3:// (cdc_lake.local.jars pins them).
+"$VENV/bin/python" -m cdc_lake.local.jars --install >/dev/null
 
 if [ -f package.json ]; then
   pstamp=node_modules/.package.sha

@@ -129,7 +129,8 @@ def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> DrainResult:
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
     config = load_config_uri(options.config_uri)
     publisher = CloudWatchPublisher(boto3.client("cloudwatch"), options.database or config.lake.database)
-    outcome = run_job(kind, options, glue_spark_session(), config=config, on_batch=publisher.batch)
+    spark = glue_spark_session(options.catalog)
+    outcome = run_job(kind, options, spark, config=config, on_batch=publisher.batch)
     if outcome.failures:
         publisher.table_failures(len(outcome.failures))
         raise TableFailuresError(outcome.failures)
@@ -280,4 +281,4 @@ def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[Maintenance
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = MaintenanceOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    return run_maintenance(options, glue_spark_session())
+    return run_maintenance(options, glue_spark_session(options.catalog))

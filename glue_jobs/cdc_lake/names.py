@@ -7,6 +7,9 @@ from typing import Literal
 JobKind = Literal["full_load", "cdc_replay"]
 JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay")
 
+# The Glue version the stack's jobs run; cdc_lake.local.jars maps it to the local runtime that reproduces it.
+GLUE_VERSION = "5.1"
+
 # The Spark catalog name the Glue jobs register the Glue Data Catalog under (job --conf and --catalog).
 GLUE_CATALOG = "glue_catalog"
 

@@ -1,100 +1,174 @@
-"""The jars a local Spark session needs for Iceberg, found or built once per virtual environment.
+"""The jars a local Spark session needs to run what a Glue version runs, taken from Maven Central and checked.
 
-Glue ships Iceberg itself (``--datalake-formats iceberg``); locally the runtime jar comes from the PyPI
-package ``snowpark-connect-deps-iceberg``, whose jar lacks the relocated Jackson classes it refers to.
-We relocate Spark's own Jackson jars to ``org.apache.iceberg.shaded.com.fasterxml.jackson`` with jarjar.
+``GLUE_RUNTIMES`` is the one place that maps a Glue version to its local runtime: the PyPI ``pyspark`` it pairs
+with, and the jars, each pinned by version and SHA-256. Glue itself loads Iceberg with ``--datalake-formats
+iceberg``; locally the same Iceberg Spark runtime and AWS bundle come from Maven Central, plus what Glue has
+and plain Spark lacks: a Hadoop file system for ``s3://`` (Glue's EMRFS; locally ``hadoop-aws``'s S3A, at the
+Hadoop version of pyspark's own client jars, with the AWS SDK bundle that version declares).
+
+``make setup`` runs ``python -m cdc_lake.local.jars --install``: Maven (the ordinary client, with strict
+checksums) copies each missing jar, then its SHA-256 is checked against the pin here.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.names import GLUE_VERSION
 
-ICEBERG_RUNTIME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-SHADED_JACKSON = "iceberg-shaded-jackson.jar"
-JACKSON_JARS = ("jackson-core", "jackson-databind", "jackson-annotations")
-RELOCATION_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\n"
 JAR_DIR_ENV = "CDC_LAKE_JAR_DIR"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+_VERIFIED = ".verified"
+
+
+@dataclass(frozen=True)
+class MavenJar:
+    group: str
+    artifact: str
+    version: str
+    sha256: str
+
+    @property
+    def coordinate(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}:jar"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.artifact}-{self.version}.jar"
+
+
+@dataclass(frozen=True)
+class GlueRuntime:
+    """What one Glue version runs, as a local session reproduces it."""
+
+    glue_version: str
+    spark_version: str
+    iceberg_version: str
+    jars: tuple[MavenJar, ...]
+
+
+GLUE_RUNTIMES: dict[str, GlueRuntime] = {
+    "5.1": GlueRuntime(
+        glue_version="5.1",
+        spark_version="3.5.6",
+        iceberg_version="1.10.0",
+        jars=(
+            MavenJar(
+                "org.apache.iceberg",
+                "iceberg-spark-runtime-3.5_2.12",
+                "1.10.0",
+                "70f9471870b2d456167d703c829f098a446b86bb1379eee338c0efa03a341026",
+            ),
+            MavenJar(
+                "org.apache.iceberg",
+                "iceberg-aws-bundle",
+                "1.10.0",
+                "172370cfc32a5f1ae5399b210e86fc04a366dc29a112d97ac8ffc74df7525596",
+            ),
+            # pyspark 3.5.6 ships Hadoop 3.3.4's client; S3A must match it.
+            MavenJar(
+                "org.apache.hadoop",
+                "hadoop-aws",
+                "3.3.4",
+                "53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a",
+            ),
+            MavenJar(
+                "com.amazonaws",
+                "aws-java-sdk-bundle",
+                "1.12.262",
+                "873fe7cf495126619997bec21c44de5d992544aea7e632fdc77adb1a0915bae5",
+            ),
+        ),
+    ),
+}
+
+
+def runtime(glue_version: str = GLUE_VERSION) -> GlueRuntime:
+    try:
+        return GLUE_RUNTIMES[glue_version]
+    except KeyError:
+        known = ", ".join(sorted(GLUE_RUNTIMES))
+        raise CdcLakeError(f"Glue version {glue_version!r} has no local runtime; use one of {known}") from None
 
 
 def default_jar_dir() -> Path:
     return Path(os.environ.get(JAR_DIR_ENV) or Path(sys.prefix) / "share" / "cdc-lake" / "jars")
 
 
-def iceberg_runtime_jar() -> Path:
-    import snowpark_connect_deps_iceberg
-
-    jar = Path(snowpark_connect_deps_iceberg.__file__).parent / "jars" / ICEBERG_RUNTIME
-    if not jar.is_file():
-        raise CdcLakeError(f"Iceberg runtime jar not found at {jar}; run `make setup`")
-    return jar
+def runtime_dir(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None) -> Path:
+    return (jar_dir or default_jar_dir()) / f"glue-{glue_version}"
 
 
-def spark_jars(jar_dir: Path | None = None) -> list[Path]:
-    """Jars to put on the local Spark session's classpath, in order."""
-    shaded = (jar_dir or default_jar_dir()) / SHADED_JACKSON
-    if not shaded.is_file():
-        raise CdcLakeError(f"relocated Jackson jar missing at {shaded}; run `make setup`")
-    return [iceberg_runtime_jar(), shaded]
+def spark_jars(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None) -> list[Path]:
+    """Jars to put on the local Spark session's classpath, in order; refused when ``make setup`` has not run."""
+    folder = runtime_dir(glue_version, jar_dir)
+    jars = [folder / jar.file_name for jar in runtime(glue_version).jars]
+    missing = [jar.name for jar in jars if not jar.is_file()]
+    if missing:
+        raise CdcLakeError(f"jars for Glue {glue_version} missing in {folder}: {', '.join(missing)}; run `make setup`")
+    return jars
 
 
-def build_shaded_jackson(jar_dir: Path, jarjar: Path) -> Path:
-    """Merge Spark's Jackson jars and relocate them under Iceberg's shaded package."""
-    import pyspark
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
-    spark_jar_dir = Path(pyspark.__file__).parent / "jars"
-    sources = []
-    for name in JACKSON_JARS:
-        found = sorted(spark_jar_dir.glob(f"{name}-2.*.jar"))
-        if not found:
-            raise CdcLakeError(f"{name} jar not found in {spark_jar_dir}")
-        sources.append(found[-1])
-    jar_dir.mkdir(parents=True, exist_ok=True)
-    target = jar_dir / SHADED_JACKSON
-    with tempfile.TemporaryDirectory() as work:
-        merged = Path(work) / "jackson-merged.jar"
-        seen: set[str] = set()
-        with zipfile.ZipFile(merged, "w", zipfile.ZIP_DEFLATED) as out:
-            for source in sources:
-                with zipfile.ZipFile(source) as jar:
-                    for entry in jar.infolist():
-                        if entry.filename.startswith("META-INF/") or entry.filename in seen:
-                            continue
-                        seen.add(entry.filename)
-                        out.writestr(entry, jar.read(entry))
-        rules = Path(work) / "rules.txt"
-        rules.write_text(RELOCATION_RULE)
-        partial = Path(work) / SHADED_JACKSON
-        subprocess.run(
-            [
-                "java",
-                "-cp",
-                str(jarjar),
-                "com.tonicsystems.jarjar.Main",
-                "process",
-                str(rules),
-                str(merged),
-                str(partial),
-            ],
-            check=True,
-        )
-        os.replace(partial, target)
-    return target
+
+def _pins(glue_runtime: GlueRuntime) -> str:
+    return "".join(f"{jar.sha256}  {jar.file_name}\n" for jar in glue_runtime.jars)
+
+
+def install(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None, *, mvn: str = "mvn") -> list[Path]:
+    """Copy the runtime's jars from Maven Central into its folder and check each against its pin.
+
+    Done once: the folder then records the pins it was checked against, and a later call with the same pins
+    only looks at the files' presence.
+    """
+    glue_runtime = runtime(glue_version)
+    folder = runtime_dir(glue_version, jar_dir)
+    marker = folder / _VERIFIED
+    pins = _pins(glue_runtime)
+    jars = [folder / jar.file_name for jar in glue_runtime.jars]
+    if marker.is_file() and marker.read_text() == pins and all(j.is_file() for j in jars):
+        return jars
+    if shutil.which(mvn) is None:
+        raise CdcLakeError("Maven (mvn) is not installed; install it (Debian: apt-get install maven)")
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.unlink(missing_ok=True)
+    for jar, path in zip(glue_runtime.jars, jars, strict=True):
+        if not path.is_file() or _sha256(path) != jar.sha256:
+            path.unlink(missing_ok=True)
+            command = [mvn, "-B", "-q", "-C", "-Dstyle.color=never", f"{DEPENDENCY_PLUGIN}:copy"]
+            command += [f"-Dartifact={jar.coordinate}", f"-DoutputDirectory={folder}"]
+            print(f"setup: {jar.coordinate} from Maven Central", file=sys.stderr)
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        actual = _sha256(path)
+        if actual != jar.sha256:
+            path.unlink()
+            raise CdcLakeError(f"{jar.coordinate}: SHA-256 {actual} is not the pinned {jar.sha256}; removed it")
+    marker.write_text(pins)
+    return jars
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--build", type=Path, required=True, help="folder to write the relocated jar into")
-    parser.add_argument("--jarjar", type=Path, default=Path("/usr/share/java/jarjar.jar"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--install", action="store_true", help="copy and check the jars (idempotent)")
+    parser.add_argument("--glue-version", default=GLUE_VERSION, choices=sorted(GLUE_RUNTIMES))
+    parser.add_argument("--jar-dir", type=Path, default=None, help=f"default: ${JAR_DIR_ENV} or <venv>/share/…")
     args = parser.parse_args(argv)
-    print(build_shaded_jackson(args.build, args.jarjar))
+    jars = install(args.glue_version, args.jar_dir) if args.install else spark_jars(args.glue_version, args.jar_dir)
+    print("\n".join(str(j) for j in jars))
     return 0
 
 

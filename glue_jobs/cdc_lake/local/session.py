@@ -1,53 +1,84 @@
-"""The local Spark session: Iceberg with a Hadoop catalog on a folder, the laptop's stand-in for Glue's."""
+"""The local Spark session: Glue's Spark with the jars a Glue version runs, a Hadoop catalog on a folder (the
+quick path), and, when given, the Glue job's own catalog settings against an AWS endpoint (the deployed path)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from cdc_lake.catalogs import endpoint_conf, glue_catalogs
 from cdc_lake.local.jars import spark_jars
+from cdc_lake.names import GLUE_VERSION
 
 LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
+DEFAULT_REGION = "us-east-1"
 
 
-def local_spark_session(warehouse: str | Path, *, app_name: str = "cdc-lake", cores: int | str = "*") -> SparkSession:
-    """A local Spark session with Iceberg and a Hadoop catalog named ``lake`` at ``warehouse``.
+def local_spark_session(
+    warehouse: str | Path | None = None,
+    *,
+    app_name: str = "cdc-lake",
+    cores: int | str = "*",
+    conf: Mapping[str, str] | None = None,
+    aws_endpoint: str | None = None,
+    glue_version: str = GLUE_VERSION,
+) -> SparkSession:
+    """A local Spark session with Iceberg: a Hadoop catalog named ``lake`` at ``warehouse`` when given, and the
+    catalogs of ``conf`` (a Glue job's ``--conf`` settings), whose Glue and S3 clients reach ``aws_endpoint``.
 
-    Spark allows one session per process: a second call returns the first session, whose warehouse
-    must match.
+    ``s3://`` is read through S3A, as Glue reads it through EMRFS. Spark allows one session per process: a
+    second call returns the first session, whose warehouse must match.
     """
-    warehouse_uri = Path(warehouse).resolve().as_posix()
+    warehouse_uri = Path(warehouse).resolve().as_posix() if warehouse is not None else None
     active = SparkSession.getActiveSession()
     if active is not None:
         current = active.conf.get(f"spark.sql.catalog.{LOCAL_CATALOG}.warehouse", None)
-        if current != warehouse_uri:
+        if warehouse_uri is not None and current != warehouse_uri:
             raise RuntimeError(f"a Spark session with warehouse {current} is already running in this process")
         return active
     # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    classpath = os.pathsep.join(str(j) for j in spark_jars())
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.driver.extraClassPath", classpath)
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config(f"spark.sql.catalog.{LOCAL_CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
-        .config(f"spark.sql.catalog.{LOCAL_CATALOG}.type", "hadoop")
-        .config(f"spark.sql.catalog.{LOCAL_CATALOG}.warehouse", warehouse_uri)
-        # Each run must see the latest commit of a concurrent run, never a cached table.
-        .config(f"spark.sql.catalog.{LOCAL_CATALOG}.cache-enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", os.environ.get(SHUFFLE_PARTITIONS_ENV, "8"))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", os.environ.get("CDC_LAKE_DRIVER_MEMORY", "4g"))
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.ansi.enabled", "false")
-    )
+    settings = {
+        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in spark_jars(glue_version)),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": os.environ.get(SHUFFLE_PARTITIONS_ENV, "8"),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": os.environ.get("CDC_LAKE_DRIVER_MEMORY", "4g"),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.ansi.enabled": "false",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
+    if warehouse_uri is not None:
+        settings |= {
+            f"spark.sql.catalog.{LOCAL_CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
+            f"spark.sql.catalog.{LOCAL_CATALOG}.type": "hadoop",
+            f"spark.sql.catalog.{LOCAL_CATALOG}.warehouse": warehouse_uri,
+            # Each run must see the latest commit of a concurrent run, never a cached table.
+            f"spark.sql.catalog.{LOCAL_CATALOG}.cache-enabled": "false",
+        }
+    settings |= conf or {}
+    if aws_endpoint:
+        settings |= endpoint_conf(aws_endpoint, glue_catalogs(settings)) | _s3a_endpoint_conf(aws_endpoint)
+    builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _s3a_endpoint_conf(endpoint: str) -> dict[str, str]:
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    return {
+        "spark.hadoop.fs.s3a.endpoint": endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": region,
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
+    }
