@@ -1,0 +1,215 @@
+"""A local AWS endpoint for tests and the local demo: moto's server in a subprocess, bound to 127.0.0.1.
+
+A subprocess, not moto's in-process mock, so that every client reaches the same endpoint by URL: boto3 in
+this process, in the Lambda's local stand-in and in Iceberg's Java ``GlueCatalog`` inside Spark's JVM
+(``AWS_ENDPOINT_URL``, see ``endpoint_environment``). Before serving, the subprocess restores the Glue
+behaviours the pipeline relies on and moto 5.2.5 lacks (``_extend_moto``); moto is imported there only,
+so this module imports without moto installed.
+
+``python -m cdc_lake.local.aws_endpoint`` prints ``ready http://127.0.0.1:PORT`` and serves until SIGTERM
+or SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from cdc_lake.catalogs import AWS_ENDPOINT_ENV
+from cdc_lake.exceptions import CdcLakeError
+
+if TYPE_CHECKING:
+    from moto.core.responses import ActionResult
+    from moto.glue.responses import GlueResponse
+
+ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
+SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
+REGION_ENV = "AWS_REGION"
+DEFAULT_REGION_ENV = "AWS_DEFAULT_REGION"
+DEFAULT_REGION = "us-east-1"
+DUMMY_CREDENTIAL = "testing"
+HOST = "127.0.0.1"
+READY = "ready"
+
+_MODULE = "cdc_lake.local.aws_endpoint"
+# The folder holding the cdc_lake package, so the subprocess imports the same code as its parent.
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+_STOPPABLE_RUN_STATES = frozenset({"STARTING", "RUNNING", "WAITING", "STOPPING"})
+# UpdateTable's version check and moto's update, one request at a time (the server is threaded).
+_UPDATE_TABLE_LOCK = threading.Lock()
+
+
+class EndpointStartError(CdcLakeError):
+    """Raised when the local AWS endpoint's subprocess exits or stays silent instead of reporting ready."""
+
+
+def endpoint_environment(url: str, region: str = DEFAULT_REGION) -> dict[str, str]:
+    """What an AWS client (boto3, the AWS SDK for Java) reads to reach the endpoint at ``url``."""
+    return {
+        AWS_ENDPOINT_ENV: url,
+        ACCESS_KEY_ENV: DUMMY_CREDENTIAL,
+        SECRET_KEY_ENV: DUMMY_CREDENTIAL,
+        REGION_ENV: region,
+        DEFAULT_REGION_ENV: region,
+    }
+
+
+@contextlib.contextmanager
+def local_aws_endpoint(startup_timeout: float = 30.0, stop_timeout: float = 5.0) -> Iterator[str]:
+    """Serve a local AWS endpoint for the ``with`` block; yields its URL. The subprocess is terminated on exit
+    (killed if it outlives ``stop_timeout``); its stderr goes to a file, not a pipe nobody drains."""
+    python_path = os.pathsep.join(filter(None, [str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))
+    with tempfile.TemporaryFile() as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", _MODULE],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env={**os.environ, "PYTHONPATH": python_path},
+        )
+        with server:  # closes the pipe and reaps the child
+            try:
+                yield _await_ready(server, stderr, startup_timeout)
+            finally:
+                _stop(server, stop_timeout)
+
+
+def _await_ready(server: subprocess.Popen[bytes], stderr: IO[bytes], timeout: float) -> str:
+    """Read the subprocess's ready line; its URL is the rest of the line."""
+    assert server.stdout is not None
+    deadline = time.monotonic() + timeout
+    output = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(server.stdout, selectors.EVENT_READ)
+        while b"\n" not in output:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EndpointStartError(f"the local AWS endpoint did not report ready within {timeout:g}s")
+            if not selector.select(remaining):
+                continue
+            chunk = os.read(server.stdout.fileno(), 4096)
+            if not chunk:
+                code = server.wait(timeout=max(remaining, 1.0))
+                stderr.seek(0)
+                detail = stderr.read().decode("utf-8", "replace").strip()
+                raise EndpointStartError(f"the local AWS endpoint exited with code {code} before ready:\n{detail}")
+            output += chunk
+    word, _, url = output.partition(b"\n")[0].decode().partition(" ")
+    if word != READY or not url:
+        raise EndpointStartError(f"the local AWS endpoint printed {output!r} instead of '{READY} <url>'")
+    return url
+
+
+def _stop(server: subprocess.Popen[bytes], timeout: float) -> None:
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _update_table_at_version(
+    moto_update_table: Callable[[GlueResponse], ActionResult],
+) -> Callable[[GlueResponse], ActionResult]:
+    """Wrap moto's UpdateTable to honour the request's ``VersionId`` as Glue does: an update naming a version
+    that is no longer the table's current one is refused with ConcurrentModificationException (400), and
+    the table is left as it is. Iceberg's Java GlueCatalog sends the VersionId it read with GetTable and
+    relies on this refusal as its optimistic lock; moto 5.2.5 ignores the VersionId, so two commits could
+    both win. Without a VersionId the update goes through, as on Glue."""
+    from moto.glue.exceptions import GlueClientError
+
+    def update_table(self: GlueResponse) -> ActionResult:
+        expected = self.parameters.get("VersionId")
+        with _UPDATE_TABLE_LOCK:
+            if expected is not None:
+                database, name = self.parameters["DatabaseName"], self.parameters["TableInput"]["Name"]
+                current = str(self.glue_backend.get_table(database, name)._current_version)
+                if str(expected) != current:
+                    # moto's glue has no class for this error; it raises it this way itself (resource policies).
+                    raise GlueClientError(
+                        "ConcurrentModificationException",
+                        f"table {database}.{name} is at version {current}, not {expected}: it changed since read",
+                    )
+            return moto_update_table(self)
+
+    return update_table
+
+
+def _batch_stop_job_run(self: GlueResponse) -> ActionResult:
+    """Glue's BatchStopJobRun, which moto 5.2.5 lacks: each named run still in progress becomes ``STOPPED``.
+    Runs the job does not have, or that already ended, are reported in ``Errors`` and left as they are."""
+    from moto.core.responses import ActionResult
+    from moto.core.utils import utcnow
+
+    job_name = self.parameters["JobName"]
+    runs = {run.job_run_id: run for run in self.glue_backend.get_job(job_name).job_runs}
+    stopped: list[dict[str, str]] = []
+    errors: list[dict[str, Any]] = []
+    for run_id in self.parameters.get("JobRunIds", []):
+        run = runs.get(run_id)
+        if run is None or run.status not in _STOPPABLE_RUN_STATES:
+            code, message = (
+                ("EntityNotFoundException", f"job run {run_id} not found")
+                if run is None
+                else ("InvalidInputException", f"job run {run_id} is already {run.status}")
+            )
+            errors.append(
+                {"JobName": job_name, "JobRunId": run_id, "ErrorDetail": {"ErrorCode": code, "ErrorMessage": message}}
+            )
+            continue
+        run.status = "STOPPED"
+        run.modified_on = run.completed_on = utcnow()
+        stopped.append({"JobName": job_name, "JobRunId": run_id})
+    return ActionResult({"SuccessfulSubmissions": stopped, "Errors": errors})
+
+
+def _hold_job_runs_until_stopped() -> None:
+    """A started Glue job run reports ``STARTING`` (as on Glue before its script runs) until BatchStopJobRun:
+    locally a laptop tool executes the runs the Lambda starts, so moto must not advance them by itself
+    (its ``glue::job_run`` model goes STARTING → RUNNING → SUCCEEDED as the run is read)."""
+    from moto.moto_api import state_manager
+
+    state_manager.set_transition(model_name="glue::job_run", transition={"progression": "manual", "times": sys.maxsize})
+
+
+def _extend_moto() -> None:
+    """Patch moto's classes in this (the server's) process only."""
+    from moto.glue.responses import GlueResponse
+
+    GlueResponse.update_table = _update_table_at_version(GlueResponse.update_table)  # type: ignore[method-assign,assignment]
+    GlueResponse.batch_stop_job_run = _batch_stop_job_run  # type: ignore[attr-defined]
+    _hold_job_runs_until_stopped()
+
+
+def serve() -> None:
+    """Serve moto on 127.0.0.1 at a port the OS picks, print the ready line, and return on SIGTERM or SIGINT."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # both signals raise KeyboardInterrupt
+    with contextlib.suppress(KeyboardInterrupt):
+        _extend_moto()
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+        app = DomainDispatcherApplication(create_backend_app)
+        server = make_server(HOST, 0, app, threaded=True, request_handler=MotoRequestHandler)
+        port = server.server_address[1]
+        os.environ["MOTO_PORT"] = str(port)  # moto builds some of its own URLs from it
+        print(f"{READY} http://{HOST}:{port}", flush=True)
+        server.serve_forever()  # werkzeug's returns on KeyboardInterrupt and closes the socket
+
+
+if __name__ == "__main__":
+    serve()
