@@ -1,17 +1,25 @@
-"""Shared fixtures: one real local Spark session with Iceberg for the whole run, a fresh lake database
-per test, and helpers to land hand-written DMS files."""
+"""Shared fixtures: one real local Spark session with Iceberg for the whole run, holding both lake paths (a
+Hadoop catalog on a folder, and the Glue catalog with S3FileIO on a local AWS endpoint, configured as the
+deployed jobs configure it), a fresh lake database per test, and helpers to land hand-written DMS files."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("CDC_LAKE_SHUFFLE_PARTITIONS", "4")
+
+# The bucket holding the Glue path's warehouse on the local endpoint, as the stack's lake bucket does.
+GLUE_LAKE_BUCKET = "cdc-lake-tests-lake"
+GLUE_WAREHOUSE = f"s3://{GLUE_LAKE_BUCKET}/warehouse/"
+LAKE_PATHS = ("hadoop", "glue")
 
 
 @pytest.fixture(scope="session")
@@ -20,10 +28,47 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark(warehouse: Path) -> Iterator[SparkSession]:  # noqa: F821 - imported lazily so pure tests skip Spark
+def aws_endpoint() -> Iterator[str]:
+    """A local AWS endpoint (moto's server, extended as AWS behaves) for the whole run; its URL."""
+    from cdc_lake.local.aws_endpoint import local_aws_endpoint
+
+    with local_aws_endpoint() as url:
+        yield url
+
+
+def aws_client(endpoint: str, service: str) -> Any:
+    """A boto3 client of the local endpoint, given explicitly: tests that use moto's in-process mock keep theirs."""
+    import boto3
+
+    from cdc_lake.local.aws_endpoint import DUMMY_CREDENTIAL
+
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=DUMMY_CREDENTIAL,
+        aws_secret_access_key=DUMMY_CREDENTIAL,
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse: Path, aws_endpoint: str) -> Iterator[SparkSession]:  # noqa: F821 - imported lazily
+    from cdc_lake.catalogs import glue_catalog_conf
+    from cdc_lake.local.aws_endpoint import endpoint_environment
     from cdc_lake.local.session import local_spark_session
 
-    session = local_spark_session(warehouse, app_name="cdc-lake-tests", cores=2)
+    # The JVM's AWS SDKs (Iceberg's, S3A's) read credentials and region from the environment.
+    for name, value in endpoint_environment(aws_endpoint).items():
+        if name != "AWS_ENDPOINT_URL":
+            os.environ.setdefault(name, value)
+    aws_client(aws_endpoint, "s3").create_bucket(Bucket=GLUE_LAKE_BUCKET)
+    session = local_spark_session(
+        warehouse,
+        app_name="cdc-lake-tests",
+        cores=2,
+        conf=glue_catalog_conf(GLUE_WAREHOUSE),
+        aws_endpoint=aws_endpoint,
+    )
     yield session
     session.stop()
 
@@ -47,3 +92,60 @@ def write_file(landing: Path, key: str, text: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode("utf-8"))
     return key
+
+
+@dataclass
+class Lake:
+    """One lake path under test: where the tables live (catalog, database) and where DMS files are read from.
+
+    ``hadoop``: the Hadoop catalog on a folder, files read from the landing folder. ``glue``: the Glue Data
+    Catalog with S3FileIO on the local endpoint, files read from a bucket that mirrors the landing folder
+    (each ``store()`` puts what changed there since, as DMS would have written it).
+    """
+
+    path: str
+    spark: Any
+    database: str
+    landing: Path
+    endpoint: str
+    bucket: str = field(default_factory=lambda: f"landing-{uuid.uuid4().hex[:12]}")
+    _put: dict[str, tuple[int, int]] | None = None
+
+    @property
+    def catalog(self) -> str:
+        from cdc_lake.local.session import LOCAL_CATALOG
+        from cdc_lake.names import GLUE_CATALOG
+
+        return LOCAL_CATALOG if self.path == "hadoop" else GLUE_CATALOG
+
+    @property
+    def location(self) -> Any:
+        from cdc_lake.tables import LakeLocation
+
+        return LakeLocation(self.catalog, self.database)
+
+    def table(self, name: str) -> str:
+        return f"{self.catalog}.{self.database}.{name}"
+
+    def store(self) -> Any:
+        from cdc_lake.storage import LocalFolderStore, S3Store
+
+        if self.path == "hadoop":
+            return LocalFolderStore(self.landing)
+        s3 = aws_client(self.endpoint, "s3")
+        if self._put is None:
+            s3.create_bucket(Bucket=self.bucket)
+            self._put = {}
+        for path in sorted(p for p in self.landing.rglob("*") if p.is_file()):
+            key = path.relative_to(self.landing).as_posix()
+            info = path.stat()
+            if self._put.get(key) != (info.st_size, info.st_mtime_ns):
+                s3.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+                self._put[key] = (info.st_size, info.st_mtime_ns)
+        return S3Store(self.bucket, client=s3)
+
+
+@pytest.fixture(params=LAKE_PATHS)
+def lake(request: pytest.FixtureRequest, spark: Any, database: str, landing: Path, aws_endpoint: str) -> Lake:
+    """The test once on each lake path: the Hadoop catalog, and the Glue catalog + S3 as deployed."""
+    return Lake(request.param, spark, database, landing, aws_endpoint)

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,9 +18,7 @@ from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
 from cdc_lake.record import FRESHNESS, snapshot_summaries
 from cdc_lake.replay import apply_up_to
-from cdc_lake.storage import LocalFolderStore
-from cdc_lake.tables import LakeLocation
-from tests.conftest import write_file
+from tests.conftest import Lake, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -43,31 +40,31 @@ def config(**dms: object) -> PipelineConfig:
     )
 
 
-def rows(spark, database: str, table: str = "shop_items") -> list[tuple]:
-    frame = spark.table(f"lake.{database}.{table}")
+def rows(lake: Lake, table: str = "shop_items") -> list[tuple]:
+    frame = lake.spark.table(lake.table(table))
     return sorted(tuple(r) for r in frame.collect())
 
 
-def apply(spark, cfg: PipelineConfig, database: str, landing: Path, key: str):
-    return apply_up_to(spark, cfg, LakeLocation("lake", database), LocalFolderStore(landing), parse_key(key, cfg))
+def apply(lake: Lake, cfg: PipelineConfig, key: str):
+    return apply_up_to(lake.spark, cfg, lake.location, lake.store(), parse_key(key, cfg))
 
 
-def snapshot_count(spark, cfg: PipelineConfig, database: str) -> int:
+def snapshot_count(lake: Lake, cfg: PipelineConfig) -> int:
     """Replay commits in the table's lineage (those recording applied files)."""
-    summaries = snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])
+    summaries = snapshot_summaries(lake.spark, lake.location, cfg.tables[0])
     return sum(1 for s in summaries if "cdc-lake.state" in (s["summary"] or {}))
 
 
-def test_insert_delete_insert_in_one_file_ends_inserted(spark, database, landing):
+def test_insert_delete_insert_in_one_file_ends_inserted(spark, lake, landing):
     cfg = config()
     write_file(landing, T + "LOAD00000001.csv", "1,one\n")
     key = write_file(landing, T + "20250301-120000000.csv", "I,2,a\nD,2,a\nI,2,b\nD,1,one\nI,1,uno\nU,1,eins\n")
-    result = apply(spark, cfg, database, landing, key)
+    result = apply(lake, cfg, key)
     assert result.applied_files == [T + "LOAD00000001.csv", key]
-    assert rows(spark, database) == [(1, "eins"), (2, "b")]
+    assert rows(lake) == [(1, "eins"), (2, "b")]
 
 
-def test_same_timestamp_changes_follow_row_order_not_timestamp(spark, database, landing):
+def test_same_timestamp_changes_follow_row_order_not_timestamp(spark, lake, landing):
     cfg = config(timestamp_column="dms_ts")
     ts = "2025-03-01 12:00:00.000000"
     write_file(landing, T + "LOAD00000001.csv", f"{ts},1,a\n")
@@ -75,11 +72,11 @@ def test_same_timestamp_changes_follow_row_order_not_timestamp(spark, database, 
     key = write_file(
         landing, T + "20250301-120000000.csv", f"U,{ts},1,b\nU,{ts},1,c\nU,2025-01-01 00:00:00.000000,1,d\n"
     )
-    apply(spark, cfg, database, landing, key)
-    assert rows(spark, database) == [(1, "d")]
+    apply(lake, cfg, key)
+    assert rows(lake) == [(1, "d")]
 
 
-def test_cached_changes_with_older_timestamps_after_the_full_load(spark, database, landing):
+def test_cached_changes_with_older_timestamps_after_the_full_load(spark, lake, landing):
     cfg = config(timestamp_column="dms_ts")
     # The full load already shows key 1 updated and key 2 deleted; CDC repeats those cached changes
     # with commit times older than the LOAD rows' transfer time, then goes on.
@@ -90,60 +87,60 @@ def test_cached_changes_with_older_timestamps_after_the_full_load(spark, databas
         "I,2025-03-01 12:00:00.000000,2,temp\nU,2025-03-01 12:01:00.000000,1,after\n"
         "D,2025-03-01 12:02:00.000000,2,temp\nI,2025-03-01 12:06:00.000000,3,new\n",
     )
-    apply(spark, cfg, database, landing, T + "LOAD00000001.csv")
-    apply(spark, cfg, database, landing, first)
-    assert rows(spark, database) == [(1, "after"), (3, "new")]
+    apply(lake, cfg, T + "LOAD00000001.csv")
+    apply(lake, cfg, first)
+    assert rows(lake) == [(1, "after"), (3, "new")]
 
 
-def test_ghost_keys_update_is_upsert_delete_is_no_op(spark, database, landing):
+def test_ghost_keys_update_is_upsert_delete_is_no_op(spark, lake, landing):
     cfg = config()
     write_file(landing, T + "LOAD00000001.csv", "1,a\n")
     key = write_file(landing, T + "20250301-120000000.csv", "U,7,ghost\nD,8,never\nI,1,again\n")
-    apply(spark, cfg, database, landing, key)
-    assert rows(spark, database) == [(1, "again"), (7, "ghost")]
+    apply(lake, cfg, key)
+    assert rows(lake) == [(1, "again"), (7, "ghost")]
 
 
-def test_later_trigger_applies_earlier_files_and_repeats_change_nothing(spark, database, landing):
+def test_later_trigger_applies_earlier_files_and_repeats_change_nothing(spark, lake, landing):
     cfg = config()
     load = write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     cdc1 = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\n")
     cdc2 = write_file(landing, T + "20250301-120100000.csv", "U,1,a2\nD,2,b\n")
-    result = apply(spark, cfg, database, landing, cdc2)
+    result = apply(lake, cfg, cdc2)
     assert result.applied_files == [load, cdc1, cdc2]
-    assert snapshot_count(spark, cfg, database) == 1
+    assert snapshot_count(lake, cfg) == 1
     for repeat in (cdc1, load, cdc2, cdc2):
-        assert apply(spark, cfg, database, landing, repeat).already_applied
-    assert snapshot_count(spark, cfg, database) == 1
+        assert apply(lake, cfg, repeat).already_applied
+    assert snapshot_count(lake, cfg) == 1
     cdc3 = write_file(landing, T + "20250301-120200000.csv", "I,3,c\n")
-    assert apply(spark, cfg, database, landing, cdc3).applied_files == [cdc3]
-    assert rows(spark, database) == [(1, "a2"), (3, "c")]
+    assert apply(lake, cfg, cdc3).applied_files == [cdc3]
+    assert rows(lake) == [(1, "a2"), (3, "c")]
 
 
-def test_hex_load_counter_and_cdc_name_order(spark, database, landing):
+def test_hex_load_counter_and_cdc_name_order(spark, lake, landing):
     cfg = config()
     # LOAD0000000A sorts after LOAD00000009 by counter; both load the same key, the later one wins.
     write_file(landing, T + "LOAD00000009.csv", "1,nine\n")
     write_file(landing, T + "LOAD0000000A.csv", "1,ten\n")
     write_file(landing, T + "20250301-120000000.csv", "U,2,first\n")
     last = write_file(landing, T + "20250301-120000001.csv", "U,2,second\n")
-    apply(spark, cfg, database, landing, last)
-    assert rows(spark, database) == [(1, "ten"), (2, "second")]
+    apply(lake, cfg, last)
+    assert rows(lake) == [(1, "ten"), (2, "second")]
 
 
-def test_csv_row_order_survives_split_reads(spark, database, landing):
+def test_csv_row_order_survives_split_reads(spark, lake, landing):
     cfg = config()
     lines = [f"U,{i % 7},v{i:05d}\n" for i in range(6000)]
     key = write_file(landing, T + "20250301-120000000.csv", "".join(lines))
     spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
     try:
-        apply(spark, cfg, database, landing, key)
+        apply(lake, cfg, key)
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     expected = {i % 7: f"v{i:05d}" for i in range(6000)}
-    assert rows(spark, database) == sorted(expected.items())
+    assert rows(lake) == sorted(expected.items())
 
 
-def test_parquet_row_order_survives_split_reads(spark, database, landing):
+def test_parquet_row_order_survives_split_reads(spark, lake, landing):
     cfg = config(format="parquet")
     count = 20000
     table = pa.table(
@@ -158,14 +155,14 @@ def test_parquet_row_order_survives_split_reads(spark, database, landing):
     pq.write_table(table, path, row_group_size=500)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
     try:
-        apply(spark, cfg, database, landing, T + "20250301-120000000.parquet")
+        apply(lake, cfg, T + "20250301-120000000.parquet")
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     expected = {i % 11: f"v{i:05d}" for i in range(count)}
-    assert rows(spark, database) == sorted(expected.items())
+    assert rows(lake) == sorted(expected.items())
 
 
-def test_change_sequence_orders_cdc_rows(spark, database, landing):
+def test_change_sequence_orders_cdc_rows(spark, lake, landing):
     cfg = config(change_sequence_column="ar_h_change_seq")
     write_file(landing, T + "LOAD00000001.csv", "1,loaded,\n")
     seq = "20250301120000000000{:015d}"
@@ -174,8 +171,8 @@ def test_change_sequence_orders_cdc_rows(spark, database, landing):
         T + "20250301-120000000.csv",
         f"U,1,second,{seq.format(2)}\nU,1,first,{seq.format(1)}\nI,2,x,{seq.format(3)}\n",
     )
-    apply(spark, cfg, database, landing, key)
-    assert rows(spark, database) == [(1, "second"), (2, "x")]
+    apply(lake, cfg, key)
+    assert rows(lake) == [(1, "second"), (2, "x")]
 
 
 @pytest.mark.parametrize(
@@ -189,55 +186,55 @@ def test_change_sequence_orders_cdc_rows(spark, database, landing):
     ],
     ids=["malformed", "unparsable", "unknown-op", "null-key", "truncating"],
 )
-def test_bad_input_is_refused_naming_file_row_and_column(spark, database, landing, content, row, column, fault):
+def test_bad_input_is_refused_naming_file_row_and_column(spark, lake, landing, content, row, column, fault):
     cfg = config()
     load = write_file(landing, T + "LOAD00000001.csv", "1,kept\n")
-    apply(spark, cfg, database, landing, load)
-    before = snapshot_count(spark, cfg, database)
+    apply(lake, cfg, load)
+    before = snapshot_count(lake, cfg)
     bad = write_file(landing, T + "20250301-120000000.csv", content)
     with pytest.raises(DmsInputError) as raised:
-        apply(spark, cfg, database, landing, bad)
+        apply(lake, cfg, bad)
     message = str(raised.value)
     assert f"{bad}: row {row}, column {column}: {fault}" in message
-    assert rows(spark, database) == [(1, "kept")]
-    assert snapshot_count(spark, cfg, database) == before
+    assert rows(lake) == [(1, "kept")]
+    assert snapshot_count(lake, cfg) == before
     assert (landing / bad).read_text() == content
     # Fixed in place, the same file then applies.
     (landing / bad).write_text("U,1,fixed\n")
-    apply(spark, cfg, database, landing, bad)
-    assert rows(spark, database) == [(1, "fixed")]
+    apply(lake, cfg, bad)
+    assert rows(lake) == [(1, "fixed")]
 
 
-def test_late_cdc_file_is_refused(spark, database, landing):
+def test_late_cdc_file_is_refused(spark, lake, landing):
     cfg = config()
     write_file(landing, T + "LOAD00000001.csv", "1,a\n")
     applied = write_file(landing, T + "20250301-120100000.csv", "U,1,b\n")
-    apply(spark, cfg, database, landing, applied)
+    apply(lake, cfg, applied)
     late = write_file(landing, T + "20250301-120000000.csv", "U,1,older\n")
     with pytest.raises(ReplayOrderError, match="landed after later changes"):
-        apply(spark, cfg, database, landing, late)
-    assert rows(spark, database) == [(1, "b")]
+        apply(lake, cfg, late)
+    assert rows(lake) == [(1, "b")]
 
 
-def test_rewritten_load_file_is_refused(spark, database, landing):
+def test_rewritten_load_file_is_refused(spark, lake, landing):
     cfg = config()
     load = write_file(landing, T + "LOAD00000001.csv", "1,a\n")
-    apply(spark, cfg, database, landing, load)
+    apply(lake, cfg, load)
     write_file(landing, T + "LOAD00000001.csv", "1,reloaded\n")
     with pytest.raises(ReplayOrderError, match="changed since it was applied"):
-        apply(spark, cfg, database, landing, load)
+        apply(lake, cfg, load)
 
 
-def test_only_no_op_changes_still_record_the_file(spark, database, landing):
+def test_only_no_op_changes_still_record_the_file(spark, lake, landing):
     cfg = config()
     write_file(landing, T + "LOAD00000001.csv", "1,a\n")
     key = write_file(landing, T + "20250301-120000000.csv", "D,9,ghost\n")
-    apply(spark, cfg, database, landing, key)
-    assert apply(spark, cfg, database, landing, key).already_applied
-    assert rows(spark, database) == [(1, "a")]
+    apply(lake, cfg, key)
+    assert apply(lake, cfg, key).already_applied
+    assert rows(lake) == [(1, "a")]
 
 
-def test_types_nulls_and_empty_strings(spark, database, landing):
+def test_types_nulls_and_empty_strings(spark, lake, landing):
     cfg = parse_config(
         {
             "dms": {"bucket_folder": "dms"},
@@ -268,8 +265,8 @@ def test_types_nulls_and_empty_strings(spark, database, landing):
         '2,a,,,,,,""\n'
         "2,b,9999999999.99,2025-03-01,2025-03-01 00:00:00,true,+3.0000000000000000e+00,\n",
     )
-    apply(spark, cfg, database, landing, prefix + "LOAD00000001.csv")
-    got = rows(spark, database, "shop_typed")
+    apply(lake, cfg, prefix + "LOAD00000001.csv")
+    got = rows(lake, "shop_typed")
     assert got == [
         (1, "a", Decimal("-12.50"), dt.date(1970, 1, 1), dt.datetime(2025, 3, 1, 12, 0, 0, 1), True, 0.5,
          'multi\nline, "quoted" é 日本 🎉'),
@@ -280,7 +277,7 @@ def test_types_nulls_and_empty_strings(spark, database, landing):
     ]  # fmt: skip
 
 
-def test_concurrent_runs_never_lose_or_double_apply(spark, database, landing):
+def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing):
     cfg = config()
     write_file(landing, T + "LOAD00000001.csv", "".join(f"{i},v0\n" for i in range(50)))
     keys = [
@@ -291,7 +288,7 @@ def test_concurrent_runs_never_lose_or_double_apply(spark, database, landing):
 
     def trigger(key: str) -> None:
         try:
-            apply(spark, cfg, database, landing, key)
+            apply(lake, cfg, key)
         except BaseException as error:  # surfaced below
             errors.append(error)
 
@@ -305,8 +302,8 @@ def test_concurrent_runs_never_lose_or_double_apply(spark, database, landing):
     for n in range(1, 7):
         for i in range(n, 50, 3):
             expected[i] = f"v{n}"
-    assert rows(spark, database) == sorted(expected.items())
-    applied = [key for s in snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])
+    assert rows(lake) == sorted(expected.items())
+    applied = [key for s in snapshot_summaries(spark, lake.location, cfg.tables[0])
                for key in _applied(s)]  # fmt: skip
     assert sorted(applied) == sorted([T + "LOAD00000001.csv", *keys])
 
@@ -318,14 +315,14 @@ def _applied(summary: dict) -> list[str]:
     return [f["key"] for f in json.loads(text)] if text else []
 
 
-def test_crlf_inside_the_first_quoted_value_does_not_change_the_row_separator(spark, database, landing):
+def test_crlf_inside_the_first_quoted_value_does_not_change_the_row_separator(spark, lake, landing):
     cfg = config()
     key = write_file(landing, T + "LOAD00000001.csv", '1,"first\r\nvalue"\n2,b\n3,"c\nd"\n4,e\n')
-    apply(spark, cfg, database, landing, key)
-    assert rows(spark, database) == [(1, "first\r\nvalue"), (2, "b"), (3, "c\nd"), (4, "e")]
+    apply(lake, cfg, key)
+    assert rows(lake) == [(1, "first\r\nvalue"), (2, "b"), (3, "c\nd"), (4, "e")]
 
 
-def test_values_that_would_be_rounded_or_overflow_are_refused(spark, database, landing):
+def test_values_that_would_be_rounded_or_overflow_are_refused(spark, lake, landing):
     cfg = parse_config(
         {
             "dms": {"bucket_folder": "dms"},
@@ -343,7 +340,7 @@ def test_values_that_would_be_rounded_or_overflow_are_refused(spark, database, l
     )
     key = write_file(landing, "dms/shop/prices/LOAD00000001.csv", "1,1.25\n2,1.005\n40000,1.00\n3,12345.67\n")
     with pytest.raises(DmsInputError) as raised:
-        apply(spark, cfg, database, landing, key)
+        apply(lake, cfg, key)
     message = str(raised.value)
     assert "refused 3 bad row(s)" in message
     assert f"{key}: row 2, column price: cannot parse as decimal(6,2) (value '1.005')" in message
@@ -352,18 +349,18 @@ def test_values_that_would_be_rounded_or_overflow_are_refused(spark, database, l
 
 
 @pytest.mark.parametrize("mode", ["cdc_inserts_only", "cdc_inserts_and_updates"])
-def test_cdc_files_without_op_are_upserts(spark, database, landing, mode):
+def test_cdc_files_without_op_are_upserts(spark, lake, landing, mode):
     cfg = config(**{mode: True})
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     key = write_file(landing, T + "20250301-120000000.csv", "3,c\n1,a2\n")
-    apply(spark, cfg, database, landing, key)
-    assert rows(spark, database) == [(1, "a2"), (2, "b"), (3, "c")]
+    apply(lake, cfg, key)
+    assert rows(lake) == [(1, "a2"), (2, "b"), (3, "c")]
     with_op = write_file(landing, T + "20250301-120100000.csv", "I,4,d\n")  # Op present: one field too many
     with pytest.raises(SchemaChangeError, match=r"3 fields, but the configuration of shop\.items accounts for 2"):
-        apply(spark, cfg, database, landing, with_op)
+        apply(lake, cfg, with_op)
 
 
-def test_each_commit_records_its_batch_and_freshness(spark, database, landing):
+def test_each_commit_records_its_batch_and_freshness(spark, lake, landing):
     cfg = config(timestamp_column="dms_ts")
     write_file(landing, T + "LOAD00000001.csv", "2025-03-01 11:00:00.000000,1,a\n")
     key = write_file(
@@ -374,15 +371,16 @@ def test_each_commit_records_its_batch_and_freshness(spark, database, landing):
     landed = time.time() - 120
     for name in ("LOAD00000001.csv", "20250301-120000000.csv"):
         os.utime(landing / T / name, (landed, landed))
+    # When the files landed, as the store tells it (a folder: their mtime; S3: LastModified, set by the put).
+    landed_at = min(o.last_modified for o in lake.store().list(T) if o.last_modified is not None)
     before = dt.datetime.now(dt.UTC)
-    apply(spark, cfg, database, landing, key)
+    apply(lake, cfg, key)
     after = dt.datetime.now(dt.UTC)
-    summary = snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])[-1]["summary"]
+    summary = snapshot_summaries(spark, lake.location, cfg.tables[0])[-1]["summary"]
     facts = json.loads(summary[FRESHNESS])
     sizes = sum((landing / T / n).stat().st_size for n in ("LOAD00000001.csv", "20250301-120000000.csv"))
     assert (facts["files"], facts["rows"], facts["bytes"]) == (2, 4, sizes)
     newest = dt.datetime(2025, 3, 1, 11, 59, 30, 500000, tzinfo=dt.UTC)  # by timestamp, not row order
     assert (before - newest).total_seconds() <= facts["change_lag_s"] <= (after - newest).total_seconds()
-    landed_at = dt.datetime.fromtimestamp(landed, dt.UTC)
     assert (before - landed_at).total_seconds() - 0.01 <= facts["landed_lag_s"] <= (after - landed_at).total_seconds()
     assert 0 < facts["seconds"] <= (after - before).total_seconds()
