@@ -9,6 +9,7 @@ so no endpoint ever reaches a deployed template. Pure: the CDK app imports it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from cdc_lake.names import GLUE_CATALOG
@@ -18,6 +19,7 @@ CONF_SEPARATOR = " --conf "
 GLUE_CATALOG_IMPL = "org.apache.iceberg.aws.glue.GlueCatalog"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_PREFIX = "spark.sql.catalog."
+_CONF_SPLIT = re.compile(r"\s+--conf\s+")
 
 
 def glue_catalog_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> dict[str, str]:
@@ -43,11 +45,11 @@ def render_conf(settings: Mapping[str, str]) -> str:
 def parse_conf(value: str) -> dict[str, str]:
     """The settings of a ``--conf`` job argument, as Glue hands them to Spark."""
     settings: dict[str, str] = {}
-    for item in value.split(CONF_SEPARATOR):
-        key, equals, setting = item.strip().partition("=")
-        if not equals or not key:
+    for item in _CONF_SPLIT.split(value.strip()):
+        key, equals, setting = item.partition("=")
+        if not equals or not key.strip():
             raise ValueError(f"--conf {value!r}: {item!r} is not key=value")
-        settings[key] = setting
+        settings[key.strip()] = setting.strip()
     return settings
 
 

@@ -28,7 +28,6 @@ from cdc_lake.local.deployed import (
     generated_name,
     is_intrinsic,
     load_template,
-    parse_spark_conf,
     provision,
 )
 from cdc_lake.names import GLUE_CATALOG
@@ -359,12 +358,6 @@ def test_resolver_names_the_resource_and_path_of_what_it_cannot_resolve(resolver
         resolver.resolve({"Ref": "Nowhere"}, "Test")
     given = TemplateResolver(SMALL_TEMPLATE, stack_name="TestStack", parameters={"Owner": "data"})
     assert given.resolve({"Fn::Sub": "${Owner}@${Env}"}, "Test") == "data@dev"
-
-
-def test_parse_spark_conf() -> None:
-    assert parse_spark_conf("a.b=1 --conf c=x=y --conf  d=") == {"a.b": "1", "c": "x=y", "d": ""}
-    with pytest.raises(DeployedStackError, match="'oops' is not key=value"):
-        parse_spark_conf("a=1 --conf oops")
 
 
 # ----------------------------------------------------------------------------------------- provisioning

@@ -21,6 +21,10 @@ def test_conf_round_trips_through_the_single_job_argument() -> None:
     assert settings["spark.sql.catalog.glue_catalog.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
 
 
+def test_conf_values_keep_their_equals_signs_and_tolerate_spacing() -> None:
+    assert parse_conf("a.b=1 --conf c=x=y --conf  d=") == {"a.b": "1", "c": "x=y", "d": ""}
+
+
 def test_a_setting_without_a_value_is_refused() -> None:
     with pytest.raises(ValueError, match="not key=value"):
         parse_conf("spark.sql.session.timeZone=UTC --conf spark.sql.extensions")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from cdc_lake.catalogs import parse_conf
 from cdc_lake.exceptions import CdcLakeError
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ _GLUE_DEFAULT_MAX_CONCURRENT_RUNS = 1
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/?(?P<key>.*)$")
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-_CONF_SEPARATOR = re.compile(r"\s+--conf\s+")
 
 
 class DeployedStackError(CdcLakeError):
@@ -427,7 +427,7 @@ class GlueJob:
     def spark_conf(self) -> dict[str, str]:
         """The job's one ``--conf`` argument as key → value (empty without one)."""
         value = self.arguments().get("--conf")
-        return parse_spark_conf(value) if value else {}
+        return parse_conf(value) if value else {}
 
     def create_job_request(self) -> dict[str, Any]:
         """The ``glue.create_job`` arguments. SecurityConfiguration is left out: it is not created locally."""
@@ -568,17 +568,6 @@ def load_template(
 ) -> DeployedStack:
     """``DeployedStack.load`` for a ``<stack>.template.json`` file; its folder is the cloud assembly."""
     return DeployedStack.load(Path(template_path), account=account, region=region)
-
-
-def parse_spark_conf(value: str) -> dict[str, str]:
-    """``k=v --conf k=v …`` (one Glue ``--conf`` value carrying several settings) as key → value."""
-    settings: dict[str, str] = {}
-    for setting in _CONF_SEPARATOR.split(value.strip()):
-        key, separator, setting_value = setting.partition("=")
-        if not separator or not key.strip():
-            raise DeployedStackError(f"--conf setting {setting!r} is not key=value (in {value!r})")
-        settings[key.strip()] = setting_value.strip()
-    return settings
 
 
 def _argument_key(key: str) -> str:
