@@ -2,7 +2,7 @@
 landed files, round after round up to the time budget (runs.mode coalesced), or --key's table up to --key
 (per_file). Fails, after applying the others, when a table's batch was refused.
 
-Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME].
+Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
 from cdc_lake.jobs import glue_main

@@ -1,7 +1,7 @@
 """Glue job: apply full-load (LOAD) files and whatever landed after them: every table's landed files
 (runs.mode coalesced), or --key's table up to --key (per_file).
 
-Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME].
+Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
 from cdc_lake.jobs import glue_main

@@ -6,6 +6,7 @@ builds the Glue/Lambda artifacts into ``build/infra-assets`` and synthesizes one
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,11 @@ from infra.pipeline_stack import PipelineStack
 from infra.settings import DeploySettings, example_values_message
 
 DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "infra-assets"
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The context ``cdk.json`` gives every synth (feature flags and deployment defaults)."""
+    return dict(json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"])
 
 
 def create_app(

@@ -30,7 +30,7 @@ from cdc_lake.tables import LakeLocation
 log = logging.getLogger(__name__)
 
 REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
-OPTIONAL_ARGUMENTS = {"catalog": GLUE_CATALOG, "database": ""}
+OPTIONAL_ARGUMENTS = {"catalog": GLUE_CATALOG, "database": "", "idle_seconds": ""}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class JobOptions:
     table: str
     catalog: str = GLUE_CATALOG
     database: str = ""  # empty: the configuration's lake.database
+    # How long a coalesced run waits for new files after a round that found none; None: runs.idle_seconds.
+    # A run reproduced after its files landed (glue-run, aws-replay) has nothing to wait for.
+    idle_seconds: int | None = None
 
     @classmethod
     def from_sys_argv(cls, argv: Sequence[str]) -> JobOptions:
@@ -50,10 +53,14 @@ class JobOptions:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> JobOptions:
-        """Build from a plain mapping; keys may carry Glue's ``--`` prefix."""
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
         plain = _plain_arguments(options, REQUIRED_ARGUMENTS)
-        known = {*REQUIRED_ARGUMENTS, *OPTIONAL_ARGUMENTS}
-        return cls(**{k: v for k, v in plain.items() if k in known})
+        known = {*REQUIRED_ARGUMENTS, "catalog", "database"}
+        idle = plain.get("idle_seconds")
+        return cls(
+            **{k: v for k, v in plain.items() if k in known},
+            idle_seconds=_whole_number(plain, "idle_seconds", 0) if idle else None,
+        )
 
 
 def run_job(
@@ -82,7 +89,7 @@ def run_job(
     location = LakeLocation(options.catalog, options.database or config.lake.database)
     store = store or S3Store(options.bucket)
     if config.runs.coalesced:
-        budget = Budget.of(config, idle_seconds=idle_seconds)
+        budget = Budget.of(config, idle_seconds=options.idle_seconds if idle_seconds is None else idle_seconds)
         outcome = drain(
             spark, config, location, store, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round
         )
@@ -182,9 +189,9 @@ class MaintenanceOptions:
             catalog=plain.get("catalog") or GLUE_CATALOG,
             database=plain.get("database", ""),
             retention=Retention(
-                days=_whole_days(plain, "retain_days", RETAIN_DAYS),
-                last=_whole_days(plain, "retain_last", RETAIN_LAST),
-                orphan_days=_whole_days(plain, "orphan_days", ORPHAN_DAYS),
+                days=_whole_number(plain, "retain_days", RETAIN_DAYS),
+                last=_whole_number(plain, "retain_last", RETAIN_LAST),
+                orphan_days=_whole_number(plain, "orphan_days", ORPHAN_DAYS),
             ),
         )
 
@@ -193,8 +200,22 @@ def _resolve_glue_arguments(argv: Sequence[str], required: Iterable[str], option
     """Glue's own resolution of ``argv``: the required arguments, and those optional ones that are present."""
     from awsglue.utils import getResolvedOptions
 
-    present = [name for name in optional if f"--{name}" in argv]
-    return dict(getResolvedOptions(list(argv), [*required, *present]))
+    wanted = [*required, *(name for name in optional if f"--{name}" in argv)]
+    return dict(getResolvedOptions(_only_named(argv, {f"--{name}" for name in wanted}), wanted))
+
+
+def _only_named(argv: Sequence[str], names: set[str]) -> list[str]:
+    """The script name and the ``--name value`` pairs of ``names``, nothing else.
+
+    Glue hands a script every job argument, and getResolvedOptions parses with argparse, which takes an
+    unknown option for an abbreviation of a known one: the stack's ``--conf`` would be read as
+    ``--config_uri``. Only exact names reach it.
+    """
+    kept = list(argv[:1])
+    for index, item in enumerate(argv[1:-1], start=1):
+        if item in names:
+            kept += [item, argv[index + 1]]
+    return kept
 
 
 def _plain_arguments(options: Mapping[str, str], required: Sequence[str]) -> dict[str, str]:
@@ -206,7 +227,7 @@ def _plain_arguments(options: Mapping[str, str], required: Sequence[str]) -> dic
     return plain
 
 
-def _whole_days(options: Mapping[str, str], name: str, default: int) -> int:
+def _whole_number(options: Mapping[str, str], name: str, default: int) -> int:
     text = options.get(name)
     if text is None or text == "":
         return default

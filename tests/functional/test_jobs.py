@@ -38,6 +38,24 @@ def test_options_from_glue_argv_like_a_console_rerun():
     )
 
 
+def test_the_stack_conf_argument_is_not_taken_for_config_uri():
+    # argparse reads an unknown --conf as an abbreviation of --config_uri; the stack passes --conf after it.
+    conf = "spark.sql.extensions=x --conf spark.sql.catalog.glue_catalog=y"
+    argv = ["script.py", "--config_uri", "s3://assets/tables.json", "--conf", conf, "--bucket", "raw-bucket",
+            "--key", "dms/shop/items/LOAD00000001.csv", "--table", "shop.items", "--con", "z"]  # fmt: skip
+    assert JobOptions.from_sys_argv(argv).config_uri == "s3://assets/tables.json"
+    maintenance = ["script.py", "--config_uri", "s3://assets/tables.json", "--conf", conf, "--action", "all"]
+    assert MaintenanceOptions.from_sys_argv(maintenance).config_uri == "s3://assets/tables.json"
+
+
+def test_idle_seconds_is_an_optional_whole_number():
+    base = {"--config_uri": "c.yaml", "--bucket": "b", "--key": "k", "--table": "t"}
+    assert JobOptions.from_options(base).idle_seconds is None
+    assert JobOptions.from_options({**base, "--idle_seconds": "0"}).idle_seconds == 0
+    with pytest.raises(JobArgumentError, match="--idle_seconds 'soon'"):
+        JobOptions.from_options({**base, "--idle_seconds": "soon"})
+
+
 def test_missing_arguments_are_named():
     with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --key, --table"):
         JobOptions.from_options({"--config_uri": "c.yaml", "--bucket": "b"})

@@ -3,7 +3,6 @@ are slow), built through ``infra.app.create_app`` exactly as ``cdk synth`` build
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
 from cdc_lake.config import PipelineConfig, load_config
-from infra.app import create_app
+from infra.app import cdk_json_context, create_app
 from infra.packaging import REPO_ROOT, SourceLayout
 from infra.pipeline_stack import PipelineStack
 
@@ -50,10 +49,6 @@ PARQUET_CONTEXT: dict[str, str] = {
     "stackName": "SalesLake",
     "maintenanceSchedule": "cron(0 2 ? * SUN *)",
 }
-
-
-def cdk_json_context() -> dict[str, Any]:
-    return json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batches", type=int, default=4, help="CDC batches")
     demo.add_argument("--config", "-c", type=Path, help="another table configuration (default: the shop demo)")
 
+    demo_aws = commands.add_parser(
+        "demo-aws", help="the demo through the deployed path: Glue catalog and S3 on a local AWS endpoint"
+    )
+    demo_aws.add_argument("--workdir", type=Path, default=Path("demo-output-aws"))
+    demo_aws.add_argument("--rows", type=int, default=2000, help="source rows per table")
+    demo_aws.add_argument("--batches", type=int, default=2, help="CDC batches")
+
+    glue_run = commands.add_parser(
+        "glue-run",
+        help="run one of the stack's Glue jobs as Glue would (script, arguments, --conf from the template)",
+        description="Runs a Glue job of a synthesized stack here: its script with the template's DefaultArguments "
+        "(overridden key by key by --ARG VALUE pairs, as a console rerun's) and --conf, on the jars of its "
+        "GlueVersion, against AWS_ENDPOINT_URL (or AWS itself when unset).",
+    )
+    glue_run.add_argument("template", type=Path, help="a synthesized template (or its cdk.out folder)")
+    glue_run.add_argument("job", help="full_load, cdc_replay or maintenance (or the job's name)")
+    glue_run.add_argument("--account", default=None, help="account id the template resolves with")
+    glue_run.add_argument("--region", default=None, help="region the template resolves with (default: AWS_REGION)")
+    glue_run.add_argument("arguments", nargs=argparse.REMAINDER, metavar="--ARG VALUE", help="run arguments")
+
+    replay = commands.add_parser(
+        "aws-replay", help="a landing folder through the deployed path (Lambda, Glue jobs, Glue catalog, S3)"
+    )
+    _add_config(replay)
+    replay.add_argument("--landing", "-l", type=Path, required=True, help="folder of DMS files to land")
+    replay.add_argument("--workdir", type=Path, default=Path("aws-replay"), help="synthesized stack goes here")
+
     check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
     _add_config(check)
     _add_operation_commands(commands)
@@ -250,6 +277,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.workdir, rows=args.rows, batches=args.batches, config_path=args.config)
 
 
+def cmd_demo_aws(args: argparse.Namespace) -> int:
+    from cdc_lake.local.demo import run_aws_demo
+
+    return run_aws_demo(args.workdir, rows=args.rows, batches=args.batches)
+
+
+def cmd_glue_run(args: argparse.Namespace) -> int:
+    import os
+
+    from cdc_lake.catalogs import AWS_ENDPOINT_ENV
+    from cdc_lake.local.deployed import DeployedStack
+    from cdc_lake.local.glue_run import glue_run, parse_overrides
+
+    overrides = parse_overrides(args.arguments)
+    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    stack = DeployedStack.load(args.template, account=args.account or "123456789012", region=region)
+    endpoint = os.environ.get(AWS_ENDPOINT_ENV) or f"AWS itself ({AWS_ENDPOINT_ENV} is not set)"
+    print(f"glue-run {stack.job(args.job).name} of {stack.stack_name} against {endpoint}")
+    run_id = glue_run(stack, args.job, overrides)
+    print(f"glue-run {run_id}: succeeded")
+    return 0
+
+
+def cmd_aws_replay(args: argparse.Namespace) -> int:
+    from cdc_lake.local.aws_replay import aws_endpoint, aws_replay
+
+    with aws_endpoint():
+        outcome = aws_replay(args.config, args.landing, args.workdir)
+    unapplied = {table: keys for table, keys in outcome.unapplied.items() if keys}
+    applied = len(outcome.landed) - len(outcome.ignored) - sum(len(k) for k in unapplied.values())
+    print(
+        f"{len(outcome.landed)} file(s) landed, {applied} applied, {len(outcome.runs)} Glue run(s), "
+        f"{len(outcome.failed_runs)} failed"
+    )
+    for key in outcome.ignored:
+        print(f"  not a DMS file of a configured table: {key}")
+    for table, keys in unapplied.items():
+        print(f"  {table}: {len(keys)} file(s) not applied, the first {keys[0]}")
+    return 0 if outcome.ok else 1
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = _config(args)
     print(f"{args.config}: valid; DMS format {config.dms.format}, lake database {config.lake.database}")
@@ -413,6 +481,9 @@ COMMANDS = {
     "export": cmd_export,
     "generate": cmd_generate,
     "demo": cmd_demo,
+    "demo-aws": cmd_demo_aws,
+    "glue-run": cmd_glue_run,
+    "aws-replay": cmd_aws_replay,
     "check-config": cmd_check_config,
 }
 

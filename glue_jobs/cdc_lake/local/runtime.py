@@ -182,13 +182,13 @@ class LocalPipeline:
     def landed_keys(self) -> list[str]:
         """Every file in the landing folder, DMS data files in DMS order first, then the rest by name."""
         keys = [o.key for o in self.store.list("")]
-        return sorted(keys, key=lambda key: _landing_order(key, self.config))
+        return sorted(keys, key=lambda key: landing_order(key, self.config))
 
     def run_all(self) -> list[LocalJobRun]:
         return self.deliver(self.landed_keys())
 
 
-def _landing_order(key: str, config: PipelineConfig) -> tuple[int, int, str, str]:
+def landing_order(key: str, config: PipelineConfig) -> tuple[int, int, str, str]:
     """As DMS writes: every table's LOAD files first, then CDC files of all tables by time."""
     try:
         dms_file = parse_key(key, config)

@@ -32,7 +32,7 @@ def local_spark_session(
     catalogs of ``conf`` (a Glue job's ``--conf`` settings), whose Glue and S3 clients reach ``aws_endpoint``.
 
     ``s3://`` is read through S3A, as Glue reads it through EMRFS. Spark allows one session per process: a
-    second call returns the first session, whose warehouse must match.
+    second call returns the first session, whose warehouse and ``conf`` must match.
     """
     warehouse_uri = Path(warehouse).resolve().as_posix() if warehouse is not None else None
     active = SparkSession.getActiveSession()
@@ -40,6 +40,9 @@ def local_spark_session(
         current = active.conf.get(f"spark.sql.catalog.{LOCAL_CATALOG}.warehouse", None)
         if warehouse_uri is not None and current != warehouse_uri:
             raise RuntimeError(f"a Spark session with warehouse {current} is already running in this process")
+        differing = sorted(key for key, value in (conf or {}).items() if active.conf.get(key, None) != value)
+        if differing:
+            raise RuntimeError(f"a Spark session with other {', '.join(differing)} is already running in this process")
         return active
     # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
