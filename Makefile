@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-unit test-functional test-infra soak lint format typecheck bench synth clean
+.PHONY: help setup demo demo-aws test test-unit test-functional test-infra soak lint format typecheck bench synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -16,6 +16,9 @@ setup: ## create .venv, install packages, the jars Glue runs (Maven Central, che
 
 demo: setup ## generate a shop database, replicate it through the local pipeline, check the lake
 	$(BIN)/cdc-lake demo --workdir demo-output
+
+demo-aws: setup ## the demo through the deployed path: cdc-lake aws-replay on a local AWS endpoint (Glue catalog, S3, Lambda, glue-run)
+	$(BIN)/cdc-lake demo-aws --workdir demo-output-aws
 
 test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK)
 	$(BIN)/pytest
@@ -48,4 +51,4 @@ synth: setup ## synthesize offline into cdk.out; required values not in cdk.json
 	npx cdk synth --quiet -c exampleValues=true
 
 clean: ## remove generated data and caches (keeps .venv)
-	rm -rf demo-output cdk.out bench/results .pytest_cache .ruff_cache .mypy_cache
+	rm -rf demo-output demo-output-aws cdk.out bench/results .pytest_cache .ruff_cache .mypy_cache

@@ -4,6 +4,7 @@ pyiceberg reading the table's current metadata file returns exactly the rows Spa
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from cdc_lake.local.pg_capture import SESSION_SETTINGS
 from cdc_lake.tables import LakeLocation
 
 Row = dict[str, Any]
+IcebergReader = Callable[[LakeLocation, TableSpec], list[Row]]
 SUMMARIES: list[str] = []  # one line per run, printed in pytest's terminal summary
 
 
@@ -49,12 +51,43 @@ def spark_rows(spark: SparkSession, location: LakeLocation, table: TableSpec) ->
     return [r.asDict() for r in spark.table(location.table(table)).collect()]
 
 
-def iceberg_rows(warehouse: Path, location: LakeLocation, table: TableSpec) -> list[Row]:
-    """The table read by pyiceberg from its current metadata file in the Hadoop catalog's folder."""
-    metadata = warehouse / location.database / table.lake_table / "metadata"
-    version = (metadata / "version-hint.text").read_text().strip()
-    static = StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))
-    return static.scan().to_arrow().to_pylist()
+def hadoop_reader(warehouse: Path) -> IcebergReader:
+    """pyiceberg reading a table from its current metadata file in the Hadoop catalog's folder."""
+
+    def read(location: LakeLocation, table: TableSpec) -> list[Row]:
+        metadata = warehouse / location.database / table.lake_table / "metadata"
+        version = (metadata / "version-hint.text").read_text().strip()
+        static = StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))
+        return static.scan().to_arrow().to_pylist()
+
+    return read
+
+
+def glue_reader(endpoint: str) -> IcebergReader:
+    """pyiceberg's own Glue catalog on the AWS endpoint: the table as Athena would find it."""
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    from cdc_lake.local.aws_endpoint import DUMMY_CREDENTIAL
+
+    region = "us-east-1"
+    catalog = GlueCatalog(
+        "second-reader",
+        **{
+            "glue.endpoint": endpoint,
+            "glue.region": region,
+            "glue.access-key-id": DUMMY_CREDENTIAL,
+            "glue.secret-access-key": DUMMY_CREDENTIAL,
+            "s3.endpoint": endpoint,
+            "s3.region": region,
+            "s3.access-key-id": DUMMY_CREDENTIAL,
+            "s3.secret-access-key": DUMMY_CREDENTIAL,
+        },
+    )
+
+    def read(location: LakeLocation, table: TableSpec) -> list[Row]:
+        return catalog.load_table((location.database, table.lake_table)).scan().to_arrow().to_pylist()
+
+    return read
 
 
 def differences(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], table: TableSpec) -> list[str]:
@@ -86,7 +119,12 @@ def differences(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], 
 
 
 def check_tables(
-    spark: SparkSession, warehouse: Path, conninfo: str, config: PipelineConfig, location: LakeLocation, label: str
+    spark: SparkSession,
+    read_iceberg: IcebergReader,
+    conninfo: str,
+    config: PipelineConfig,
+    location: LakeLocation,
+    label: str,
 ) -> dict[str, int]:
     """Assert lake == source and pyiceberg == Spark for every table; returns the row count per table."""
     counts = {}
@@ -95,7 +133,7 @@ def check_tables(
         by_spark = normalized(spark_rows(spark, location, table), table)
         problems = differences(expected, by_spark, table)
         assert not problems, f"{label}: {table.name}: the lake differs from the source:\n  " + "\n  ".join(problems)
-        by_iceberg = normalized(iceberg_rows(warehouse, location, table), table)
+        by_iceberg = normalized(read_iceberg(location, table), table)
         problems = differences(by_spark, by_iceberg, table)
         assert not problems, f"{label}: {table.name}: pyiceberg differs from Spark:\n  " + "\n  ".join(problems)
         counts[table.name] = len(expected)

@@ -24,7 +24,7 @@ from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.jobs import JobOptions, run_job
 from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.names import JOB_KINDS
-from cdc_lake.storage import LocalFolderStore
+from cdc_lake.storage import LocalFolderStore, ObjectStore
 from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class LocalGlueClient:
         self,
         spark: SparkSession,
         config: PipelineConfig,
-        store: LocalFolderStore,
+        store: ObjectStore,
         location: LakeLocation,
         on_run: Callable[[LocalJobRun], None] | None = None,
         on_round: Callable[[LocalJobRun, int, int], None] | None = None,
@@ -138,7 +138,11 @@ class LocalGlueClient:
 
 
 class LocalPipeline:
-    """A landing folder, a warehouse folder and the routing between them."""
+    """A landing folder, a lake and the routing between them.
+
+    Runs read the landing folder and write the Hadoop catalog's warehouse, unless given another ``store`` (a
+    bucket the folder is copied to) and ``catalog`` (the Glue catalog on an AWS endpoint).
+    """
 
     def __init__(
         self,
@@ -147,14 +151,17 @@ class LocalPipeline:
         spark: SparkSession,
         *,
         database: str | None = None,
+        catalog: str = LOCAL_CATALOG,
+        store: ObjectStore | None = None,
         on_run: Callable[[LocalJobRun], None] | None = None,
         on_round: Callable[[LocalJobRun, int, int], None] | None = None,
     ) -> None:
         self.config = config
         self.spark = spark
         self.landing = Path(landing)
-        self.store = LocalFolderStore(self.landing)
-        self.location = LakeLocation(LOCAL_CATALOG, database or config.lake.database)
+        self._landed = LocalFolderStore(self.landing)
+        self.store = store or self._landed
+        self.location = LakeLocation(catalog, database or config.lake.database)
         self.glue = LocalGlueClient(spark, config, self.store, self.location, on_run, on_round)
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
@@ -174,14 +181,14 @@ class LocalPipeline:
         path = self.landing / key
         if not path.is_file():
             raise CdcLakeError(f"{key}: no such file under {self.landing}")
-        stored = self.store.stat(key)
+        stored = self._landed.stat(key)
         event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
         starter = GlueJobStarter(self.glue, {kind: kind for kind in JOB_KINDS})
         return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:
         """Every file in the landing folder, DMS data files in DMS order first, then the rest by name."""
-        keys = [o.key for o in self.store.list("")]
+        keys = [o.key for o in self._landed.list("")]
         return sorted(keys, key=lambda key: landing_order(key, self.config))
 
     def run_all(self) -> list[LocalJobRun]:
