@@ -145,7 +145,11 @@ class Lake:
         return S3Store(self.bucket, client=s3)
 
 
-@pytest.fixture(params=LAKE_PATHS)
+@pytest.fixture
 def lake(request: pytest.FixtureRequest, spark: Any, database: str, landing: Path, aws_endpoint: str) -> Lake:
-    """The test once on each lake path: the Hadoop catalog, and the Glue catalog + S3 as deployed."""
-    return Lake(request.param, spark, database, landing, aws_endpoint)
+    """The lake path under test: the Hadoop catalog, unless the test is marked ``on_both_paths``."""
+    return Lake(getattr(request, "param", "hadoop"), spark, database, landing, aws_endpoint)
+
+
+# The test once on each lake path: the Hadoop catalog, and the Glue catalog + S3 as deployed.
+on_both_paths = pytest.mark.parametrize("lake", LAKE_PATHS, indirect=True)

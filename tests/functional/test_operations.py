@@ -6,7 +6,6 @@ import datetime as dt
 import itertools
 import random
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from cdc_lake.operations import list_changes, reapply, rollback
 from cdc_lake.replay import apply_up_to
 from cdc_lake.storage import LocalFolderStore
 from cdc_lake.tables import LakeLocation
-from tests.conftest import write_file
+from tests.conftest import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -59,15 +58,15 @@ def shop_config(**dms: Any) -> PipelineConfig:
     )
 
 
-def history_rows(spark, database: str, table_name: str) -> list[dict[str, Any]]:
-    return [r.asDict() for r in spark.table(f"lake.{database}.{table_name}").collect()]
+def history_rows(lake: Lake, table_name: str) -> list[dict[str, Any]]:
+    return [r.asDict() for r in lake.spark.table(lake.table(table_name)).collect()]
 
 
-def table_rows(spark, database: str, table_name: str) -> list[tuple]:
-    return sorted(tuple(r) for r in spark.table(f"lake.{database}.{table_name}").collect())
+def table_rows(lake: Lake, table_name: str) -> list[tuple]:
+    return sorted(tuple(r) for r in lake.spark.table(lake.table(table_name)).collect())
 
 
-def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, database, landing):
+def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, lake, landing):
     config = shop_config()
     prefix = "dms/shop/orders/"
     write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
@@ -81,11 +80,10 @@ def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, dat
         "D,2025-03-01 12:06:00.000000,9,ghost,0.00\n",
     )
     second = write_file(landing, prefix + "20250301-120700000.csv", "U,2025-03-01 12:07:00.000000,1,shipped,11.00\n")
-    location = LakeLocation("lake", database)
-    store = LocalFolderStore(landing)
+    location, store = lake.location, lake.store()
     for key in (second, first, prefix + "LOAD00000001.csv", second):
         apply_up_to(spark, config, location, store, parse_key(key, config))
-    versions = sorted(history_rows(spark, database, "shop_orders_history"), key=lambda r: (r["order_id"], r["version"]))
+    versions = sorted(history_rows(lake, "shop_orders_history"), key=lambda r: (r["order_id"], r["version"]))
     at = dt.datetime
     assert [
         (r["version"], r["op"], r["status"], r["valid_from"], r["valid_to"], r["is_current"], r["source_row"])
@@ -110,8 +108,9 @@ def generated(tmp_path_factory):
     return config, result
 
 
-def replay_all(spark, config, result, landing: Path, database: str, duplicates: bool = True) -> LocalPipeline:
+def replay_all(lake: Lake, config, result, duplicates: bool = True) -> LocalPipeline:
     keys = land_order(result)
+    landing = lake.landing
     for key in keys:
         (landing / key).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(result.landing / key, landing / key)
@@ -119,16 +118,18 @@ def replay_all(spark, config, result, landing: Path, database: str, duplicates: 
     if duplicates:  # shuffled, with repeats; otherwise in landing order, one change per file
         events += random.Random(2).sample(keys, k=len(keys) // 2)
         random.Random(1).shuffle(events)
-    pipeline = LocalPipeline(config, landing, spark, database=database)
+    pipeline = LocalPipeline(
+        config, landing, lake.spark, database=lake.database, catalog=lake.catalog, store=lake.store()
+    )
     runs = pipeline.deliver(events)
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     return pipeline
 
 
-def check_history_invariants(spark, database: str, config: PipelineConfig) -> None:
+def check_history_invariants(lake: Lake, config: PipelineConfig) -> None:
     for table in config.tables:
         by_key: dict[tuple, list[dict[str, Any]]] = {}
-        for row in history_rows(spark, database, history_name(table)):
+        for row in history_rows(lake, history_name(table)):
             by_key.setdefault(tuple(row[k] for k in table.primary_key), []).append(row)
         current = set()
         for key, versions in by_key.items():
@@ -142,27 +143,27 @@ def check_history_invariants(spark, database: str, config: PipelineConfig) -> No
             assert last["is_current"] == (last["op"] != "D")
             if last["is_current"]:
                 current.add(tuple(last[c] for c in table.column_names))
-        assert current == set(table_rows(spark, database, table.lake_table)), table.name
+        assert current == set(table_rows(lake, table.lake_table)), table.name
 
 
-def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, database, tmp_path, generated):
+def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, lake, tmp_path, generated):
     config, result = generated
-    pipeline = replay_all(spark, config, result, tmp_path / "landing", database)
+    pipeline = replay_all(lake, config, result)
     export_tables(spark, config, pipeline.location, tmp_path / "export")
     for table in config.tables:
         assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == read_jsonl(
             result.expected / f"{table.name}.jsonl"
         )
-    check_history_invariants(spark, database, config)
+    check_history_invariants(lake, config)
 
 
-def test_rollback_then_reapply_gives_the_same_table_and_history(spark, database, tmp_path, generated):
+@on_both_paths
+def test_rollback_then_reapply_gives_the_same_table_and_history(spark, lake, tmp_path, generated):
     config, result = generated
-    landing = tmp_path / "landing"
-    pipeline = replay_all(spark, config, result, landing, database, duplicates=False)
+    pipeline = replay_all(lake, config, result, duplicates=False)
     table = config.table("shop.orders")
-    before = table_rows(spark, database, table.lake_table)
-    history_before = sorted(map(str, history_rows(spark, database, history_name(table))))
+    before = table_rows(lake, table.lake_table)
+    history_before = sorted(map(str, history_rows(lake, history_name(table))))
     changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
     assert sum(len(c.files) for c in changes) == len(result.tables[0].load_files) + len(result.tables[0].cdc_files)
     assert sum(c.counts["I"] + c.counts["U"] + c.counts["D"] for c in changes) > 0
@@ -175,39 +176,39 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, database,
     export_tables(spark, config, pipeline.location, as_of, ["shop.orders"], snapshot_id=target.snapshot_id)
     export_tables(spark, config, pipeline.location, tmp_path / "now", ["shop.orders"])
     assert read_jsonl(as_of / "shop.orders.jsonl") == read_jsonl(tmp_path / "now" / "shop.orders.jsonl")
-    assert table_rows(spark, database, table.lake_table) != before
-    check_history_invariants(spark, database, config)
+    assert table_rows(lake, table.lake_table) != before
+    check_history_invariants(lake, config)
 
     again = reapply(spark, config, pipeline.location, pipeline.store, table)
     assert again is not None and again.applied_files == [f for c in changes[2:] for f in c.files]
-    assert table_rows(spark, database, table.lake_table) == before
-    assert sorted(map(str, history_rows(spark, database, history_name(table)))) == history_before
+    assert table_rows(lake, table.lake_table) == before
+    assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
     assert reapply(spark, config, pipeline.location, pipeline.store, table).already_applied
 
 
-def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, database, tmp_path, generated):
+def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, lake, tmp_path, generated):
     config, result = generated
-    pipeline = replay_all(spark, config, result, tmp_path / "landing", database, duplicates=False)
+    pipeline = replay_all(lake, config, result, duplicates=False)
     table = config.table("shop.orders")
-    history_before = sorted(map(str, history_rows(spark, database, history_name(table))))
-    before = table_rows(spark, database, table.lake_table)
+    history_before = sorted(map(str, history_rows(lake, history_name(table))))
+    before = table_rows(lake, table.lake_table)
     changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
     # As if the last run stopped after its history commit: only the table goes back.
     spark.sql(
-        f"CALL lake.system.set_current_snapshot(table => '{database}.{table.lake_table}', "
+        f"CALL {lake.catalog}.system.set_current_snapshot(table => '{lake.database}.{table.lake_table}', "
         f"snapshot_id => {changes[-2].snapshot_id})"
     ).collect()
     again = reapply(spark, config, pipeline.location, pipeline.store, table)
     assert again is not None and again.applied_files == changes[-1].files and again.history_files == []
-    assert table_rows(spark, database, table.lake_table) == before
-    assert sorted(map(str, history_rows(spark, database, history_name(table)))) == history_before
+    assert table_rows(lake, table.lake_table) == before
+    assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
 
 
-def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, database, tmp_path, generated):
+def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, lake, tmp_path, generated):
     config, result = generated
-    pipeline = replay_all(spark, config, result, tmp_path / "landing", database, duplicates=False)
+    pipeline = replay_all(lake, config, result, duplicates=False)
     table = config.table("shop.lines")
-    before = table_rows(spark, database, table.lake_table)
+    before = table_rows(lake, table.lake_table)
     changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
     results = maintain(
         spark, config, pipeline.location, "all", tables=["shop.lines"], retention=Retention(days=7, last=5)
@@ -216,7 +217,7 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, d
     assert actions == {(name, step) for name in ("shop_lines", "shop_lines_history")
                        for step in ("compact", "expire", "orphans")}  # fmt: skip
     assert any(r.detail.get("rewritten_data_files", 0) > 0 for r in results if r.action == "compact")
-    assert table_rows(spark, database, table.lake_table) == before
+    assert table_rows(lake, table.lake_table) == before
     kinds = [c.kind for c in list_changes(spark, pipeline.location, table)]
     assert kinds[-1] == "maintenance"
     # The record of applied files survives compaction: every trigger is still a no-op.
@@ -224,7 +225,7 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, d
     # Snapshots younger than the retention are kept: rolling back and re-applying still works.
     rollback(spark, pipeline.location, table, changes_before[1])
     reapply(spark, config, pipeline.location, pipeline.store, table)
-    assert table_rows(spark, database, table.lake_table) == before
+    assert table_rows(lake, table.lake_table) == before
 
 
 def test_expiry_never_drops_the_newest_applied_files_record(spark, database, landing):

@@ -18,9 +18,9 @@ from cdc_lake.dms_files import parse_key
 from cdc_lake.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
 from cdc_lake.record import FRESHNESS, snapshot_summaries
 from cdc_lake.replay import apply_up_to
-from tests.conftest import Lake, write_file
+from tests.conftest import Lake, on_both_paths, write_file
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, on_both_paths]
 
 T = "dms/shop/items/"
 
