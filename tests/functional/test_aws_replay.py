@@ -1,0 +1,69 @@
+"""``cdc-lake aws-replay`` end to end on the local endpoint: the stack synthesized and created there, the real
+Lambda handler, each Glue run through ``glue-run`` in its own process (as Glue runs it), and the result read
+by a second reader (pyiceberg's Glue catalog) against the generator's expected tables."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.config import load_config
+from cdc_lake.jsonl import write_jsonl
+from cdc_lake.local.aws_endpoint import endpoint_environment
+from cdc_lake.local.demo import demo_config_path
+from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
+from cdc_lake.names import GLUE_CATALOG
+from cdc_lake.tables import LakeLocation
+from tests.conftest import aws_client
+from tests.pg.checks import glue_reader
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+BAD_KEY = "dms/shop/orders/20990101-000000000.csv"
+
+
+def test_a_landing_folder_through_the_deployed_path(aws_endpoint: str, tmp_path: Path) -> None:
+    config = load_config(demo_config_path())
+    generated = generate(config, tmp_path / "source", GeneratorSpec(seed=5, initial_rows=150, cdc_files=2))
+    landing = tmp_path / "landing"
+    land(generated.landing, landing, land_order(generated))
+    # One bad value in the newest orders file: that table is refused, the others are applied.
+    (landing / BAD_KEY).write_text("U,2099-01-01 00:00:00.000000,1,1,oops,paid,2099-01-01 00:00:00\n")
+    (landing / "dms/shop/unconfigured/LOAD00000001.csv").parent.mkdir(parents=True)
+    (landing / "dms/shop/unconfigured/LOAD00000001.csv").write_text("1\n")
+
+    environment = {**os.environ, **endpoint_environment(aws_endpoint), "CDC_LAKE_SHUFFLE_PARTITIONS": "4"}
+    command = [sys.executable, "-m", "cdc_lake.local.cli", "aws-replay", "-c", str(demo_config_path())]
+    command += ["-l", str(landing), "--workdir", str(tmp_path / "work")]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600, check=False)
+    output = done.stdout + done.stderr
+
+    assert done.returncode == 1, output
+    assert f"{BAD_KEY}: row 1, column amount: cannot parse as decimal(12,2) (value 'oops')" in output
+    assert "not a DMS file of a configured table: dms/shop/unconfigured/LOAD00000001.csv" in output
+    orders_files = [k for k in land_order(generated) if k.startswith("dms/shop/orders/")]
+    assert f"shop.orders: {len(orders_files) + 1} file(s) not applied" in output
+
+    database = config.lake.database
+    glue = aws_client(aws_endpoint, "glue")
+    read = glue_reader(aws_endpoint)
+    location = LakeLocation(GLUE_CATALOG, database)
+    for name in ("shop.customers", "shop.order_items"):
+        table = config.table(name)
+        parameters = glue.get_table(DatabaseName=database, Name=table.lake_table)["Table"]["Parameters"]
+        assert parameters["table_type"].upper() == "ICEBERG"
+        assert parameters["metadata_location"].startswith("s3://")
+        text = io.StringIO()
+        write_jsonl(read(location, table), table, text)
+        assert text.getvalue() == (generated.expected / f"{name}.jsonl").read_text(encoding="utf-8"), name
+    # Nothing landed was removed from the raw bucket.
+    s3 = aws_client(aws_endpoint, "s3")
+    raw = next(b["Name"] for b in s3.list_buckets()["Buckets"] if "storageraw" in b["Name"])
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=raw)
+    listed = {o["Key"] for page in pages for o in page.get("Contents", [])}
+    assert listed == {p.relative_to(landing).as_posix() for p in landing.rglob("*") if p.is_file()}
