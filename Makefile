@@ -44,7 +44,7 @@ format: setup ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS
+bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths
 	$(PY) -m bench.run
 
 synth: setup ## synthesize offline into cdk.out; required values not in cdk.json get placeholders (check only)

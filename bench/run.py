@@ -8,6 +8,8 @@
    against coalesced runs (bench.drain).
 3. One day on AWS for 1 to 1,000 busy tables, old design against new, through the real Lambda handler with a
    simulated Glue (bench.simulate), fed with the batch time measured in 2.
+4. The two lake paths (bench.paths, its own process and Spark session): small CDC runs on the Hadoop catalog
+   and on the Glue catalog + S3 of a local AWS endpoint, and `cdc-lake demo` against `cdc-lake demo-aws`.
 
 Usage: python -m bench.run [--rows 10000000] [--changes 10000] [--perf-only] [--out bench/results]
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -76,6 +79,10 @@ def main() -> int:
         print_table(simulation)
         print(f"(also in {args.out / 'simulation.md'}; assumptions in docs/cost-simulation.md)")
     shutil.rmtree(work, ignore_errors=True)
+    if not args.perf_only:
+        spark.stop()  # one Spark session per process: the paths benchmark starts its own, beside a local endpoint
+        print("\nthe two lake paths …", flush=True)
+        subprocess.run([sys.executable, "-m", "bench.paths", "--out", str(args.out)], check=True)
     return 0
 
 

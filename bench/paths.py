@@ -1,0 +1,168 @@
+"""The two lake paths side by side, in one run: the Hadoop catalog on local folders, and the deployed path (the
+Glue Data Catalog with S3FileIO, files read from a bucket through S3A) on a local AWS endpoint.
+
+- a small CDC run (``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times,
+  warm) on each catalog, in one Spark session holding both;
+- ``cdc-lake demo`` against ``cdc-lake demo-aws``, each in a fresh process, as ``make demo`` and
+  ``make demo-aws`` run them once set up.
+
+Usage: python -m bench.paths [--out bench/results] [--no-demos]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from bench.perf import (
+    CDC_START,
+    SMALL_RUN_CHANGES,
+    SMALL_RUNS,
+    SMALL_TABLE_ROWS,
+    cdc_file_name,
+    load_file_name,
+    timed,
+    write_cdc_file,
+    write_load_data,
+)
+from cdc_lake.catalogs import glue_catalog_conf
+from cdc_lake.config import PipelineConfig, load_config
+from cdc_lake.dms_files import parse_key
+from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint
+from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
+from cdc_lake.names import GLUE_CATALOG
+from cdc_lake.replay import apply_up_to
+from cdc_lake.storage import LocalFolderStore, ObjectStore, S3Store
+from cdc_lake.tables import LakeLocation
+
+HERE = Path(__file__).parent
+LAKE_BUCKET = "bench-lake"
+LANDING_BUCKET = "bench-landing"
+
+
+@dataclass(frozen=True)
+class _LakePath:
+    landing: Path
+    store: ObjectStore
+    location: LakeLocation
+    s3: Any = None  # the landing bucket's client, when files land in a bucket
+
+    def land_and_apply(self, spark: SparkSession, config: PipelineConfig, key: str) -> float:
+        """Land the file (a bucket gets it put, as DMS writes it), then time one run up to it."""
+        if self.s3 is not None:
+            self.s3.put_object(Bucket=LANDING_BUCKET, Key=key, Body=(self.landing / key).read_bytes())
+        seconds, result = timed(lambda: apply_up_to(spark, config, self.location, self.store, parse_key(key, config)))
+        if not result.applied_files:
+            raise RuntimeError(f"{self.location.catalog}: {key} applied nothing")
+        return seconds
+
+
+def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, Any]:
+    """The same small CDC runs on both catalogs; seconds per run and their median, per catalog."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    for bucket in (LAKE_BUCKET, LANDING_BUCKET):
+        s3.create_bucket(Bucket=bucket)
+    spark = local_spark_session(
+        work / "warehouse",
+        app_name="cdc-lake-bench-paths",
+        conf=glue_catalog_conf(f"s3://{LAKE_BUCKET}/warehouse/"),
+        aws_endpoint=endpoint,
+    )
+    table = config.tables[0]
+    prefix = config.table_prefix(table)
+    load = write_load_data(spark, SMALL_TABLE_ROWS, work / "load")
+    figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
+    for path, catalog in (("hadoop", LOCAL_CATALOG), ("glue", GLUE_CATALOG)):
+        landing = work / path / "landing"
+        (landing / prefix).mkdir(parents=True)
+        shutil.copyfile(load.single, landing / prefix / load_file_name(1))
+        location = LakeLocation(catalog, f"paths_{path}")
+        if path == "hadoop":
+            lake = _LakePath(landing, LocalFolderStore(landing), location)
+        else:
+            lake = _LakePath(landing, S3Store(LANDING_BUCKET, client=s3), location, s3)
+        full_load_s = lake.land_and_apply(spark, config, prefix + load_file_name(1))
+        max_key, seconds = SMALL_TABLE_ROWS, []
+        for number in range(SMALL_RUNS):
+            moment = CDC_START + dt.timedelta(seconds=number + 1)
+            file = landing / prefix / cdc_file_name(moment)
+            max_key = write_cdc_file(file, max_key, SMALL_RUN_CHANGES, "uniform", random.Random(number), moment)
+            seconds.append(lake.land_and_apply(spark, config, prefix + file.name))
+        figures[path] = {
+            "full_load_s": round(full_load_s, 3),
+            "runs_s": [round(s, 3) for s in seconds],
+            "median_s": round(statistics.median(seconds), 3),
+        }
+    spark.stop()
+    return figures
+
+
+def demos(work: Path) -> dict[str, float]:
+    """``cdc-lake demo`` and ``cdc-lake demo-aws`` in fresh processes, one after the other."""
+    cli = str(Path(sys.executable).with_name("cdc-lake"))
+    seconds = {}
+    for name in ("demo", "demo-aws"):
+        started = time.perf_counter()
+        done = subprocess.run([cli, name, "--workdir", str(work / name)], capture_output=True, text=True, check=False)
+        seconds[name] = round(time.perf_counter() - started, 1)
+        if done.returncode != 0:
+            raise RuntimeError(f"cdc-lake {name} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--no-demos", action="store_true", help="only the small runs")
+    args = parser.parse_args()
+    work = args.out / "paths-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    config = load_config(HERE / "bench.yaml")
+    print("small CDC runs on the Hadoop catalog and on the Glue catalog + S3 (local endpoint) …", flush=True)
+    with local_aws_endpoint() as endpoint:
+        for name, value in endpoint_environment(endpoint).items():
+            if name != "AWS_ENDPOINT_URL":  # the JVM's SDKs read credentials and region from the environment
+                os.environ.setdefault(name, value)
+        figures = small_runs(config, work, endpoint)
+    if not args.no_demos:
+        print("cdc-lake demo, then cdc-lake demo-aws, each in a fresh process …", flush=True)
+        figures["demos_s"] = demos(work)
+    (args.out / "paths.json").write_text(json.dumps(figures, indent=2) + "\n")
+    hadoop, glue = figures["hadoop"], figures["glue"]
+    lines = [
+        "| work | Hadoop catalog, local folders | Glue catalog + S3 (local endpoint) | ratio |",
+        "|---|---:|---:|---:|",
+        f"| small CDC run: {SMALL_RUN_CHANGES} changes into {SMALL_TABLE_ROWS:,} rows (median of {SMALL_RUNS}, warm) "
+        f"| {hadoop['median_s']:.2f} s | {glue['median_s']:.2f} s | {glue['median_s'] / hadoop['median_s']:.2f} |",
+        f"| full load of {SMALL_TABLE_ROWS:,} rows (first run, cold) | {hadoop['full_load_s']:.2f} s "
+        f"| {glue['full_load_s']:.2f} s | {glue['full_load_s'] / hadoop['full_load_s']:.2f} |",
+    ]
+    if "demos_s" in figures:
+        demo, demo_aws = figures["demos_s"]["demo"], figures["demos_s"]["demo-aws"]
+        lines.append(f"| `make demo` (5,000 rows, 4 batches) / `make demo-aws` (2,000 rows, 2 batches), warm setup "
+                     f"| {demo:.1f} s | {demo_aws:.1f} s "
+                     f"| {demo_aws / demo:.2f} |")  # fmt: skip
+    (args.out / "paths.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
