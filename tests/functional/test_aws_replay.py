@@ -17,7 +17,13 @@ from cdc_lake.jsonl import write_jsonl
 from cdc_lake.local.aws_endpoint import endpoint_environment
 from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
-from cdc_lake.names import GLUE_CATALOG
+from cdc_lake.names import (
+    CHANGE_LAG_METRIC,
+    FILES_APPLIED_METRIC,
+    GLUE_CATALOG,
+    METRICS_NAMESPACE,
+    TABLE_FAILURES_METRIC,
+)
 from cdc_lake.tables import LakeLocation
 from tests.conftest import aws_client
 from tests.pg.checks import glue_reader
@@ -61,6 +67,9 @@ def test_a_landing_folder_through_the_deployed_path(aws_endpoint: str, tmp_path:
         text = io.StringIO()
         write_jsonl(read(location, table), table, text)
         assert text.getvalue() == (generated.expected / f"{name}.jsonl").read_text(encoding="utf-8"), name
+    # The jobs' metrics reached the same endpoint (their boto3 client follows AWS_ENDPOINT_URL).
+    metrics = aws_client(aws_endpoint, "cloudwatch").list_metrics(Namespace=METRICS_NAMESPACE)["Metrics"]
+    assert {CHANGE_LAG_METRIC, FILES_APPLIED_METRIC, TABLE_FAILURES_METRIC} <= {m["MetricName"] for m in metrics}
     # Nothing landed was removed from the raw bucket.
     s3 = aws_client(aws_endpoint, "s3")
     raw = next(b["Name"] for b in s3.list_buckets()["Buckets"] if "storageraw" in b["Name"])

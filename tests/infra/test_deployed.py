@@ -115,6 +115,15 @@ def test_no_intrinsic_is_left_in_what_the_pipeline_reads(variant: tuple[Synthesi
     assert all(isinstance(value, str) for job in stack.jobs.values() for value in job.default_arguments.values())
 
 
+def test_no_endpoint_reaches_the_deployed_template(variant: tuple[Synthesized, DeployedStack]) -> None:
+    _synth, stack = variant
+    text = stack.template_path.read_text(encoding="utf-8")
+    for marker in ("AWS_ENDPOINT_URL", "glue.endpoint", "s3.endpoint", "path-style", "127.0.0.1", "localhost"):
+        assert marker not in text, marker
+    conf = stack.spark_conf("cdc_replay")
+    assert not [key for key in conf if "endpoint" in key]
+
+
 def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, DeployedStack]) -> None:
     _synth, stack = variant
     assert set(stack.jobs) == {"full_load", "cdc_replay", "maintenance"}
