@@ -152,7 +152,9 @@ def install(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None, *, mv
             command = [mvn, "-B", "-q", "-C", "-Dstyle.color=never", f"{DEPENDENCY_PLUGIN}:copy"]
             command += [f"-Dartifact={jar.coordinate}", f"-DoutputDirectory={folder}"]
             print(f"setup: {jar.coordinate} from Maven Central", file=sys.stderr)
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            done = subprocess.run(command, check=False, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise CdcLakeError(f"mvn could not copy {jar.coordinate}:\n{(done.stdout + done.stderr)[-2000:]}")
         actual = _sha256(path)
         if actual != jar.sha256:
             path.unlink()
