@@ -24,6 +24,7 @@ from cdc_lake.iceberg_java import (
     create_branch,
     empty_commit,
     fast_forward,
+    is_commit_conflict,
     remove_branch,
 )
 from cdc_lake.reader import OP
@@ -33,23 +34,6 @@ from cdc_lake.sql import quote
 from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
-
-# What Iceberg says when another commit won the race: the run plans again from the newer snapshot.
-_CONFLICTS = (
-    "org.apache.iceberg.exceptions.ValidationException",
-    "org.apache.iceberg.exceptions.CommitFailedException",
-    "Found conflicting files",
-    "Found new conflicting",
-    "Cannot commit, found",
-    "Missing required files to delete",
-    "Cannot fast-forward",
-)
-
-
-def is_commit_conflict(error: BaseException) -> bool:
-    text = str(error)
-    return any(marker in text for marker in _CONFLICTS)
-
 
 Result = TypeVar("Result")
 _RANGED_TYPES = (T.IntegerType, T.LongType, T.DecimalType, T.StringType, T.DateType)
@@ -170,9 +154,11 @@ def commit_on_branch(
     table_name: str,
     base_snapshot_id: int,
     steps: Sequence[Step],
+    check: Callable[[], None] | None = None,
 ) -> int:
     """Run a run's steps (writes given the branch's table name) as one compare-and-swap on the table's main
-    branch; returns the snapshot main moved to.
+    branch; returns the snapshot main moved to. ``check``, when given, runs once every step has, before main
+    moves: raising there leaves main where it was.
 
     Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
     this run planned from; a commit made in between would then be silently overwritten by a stale plan.
@@ -199,6 +185,8 @@ def commit_on_branch(
             if number == len(steps) and (step.write is None or head is None or head == before):
                 head = empty_commit(spark, dotted, recorded, branch)  # the record lands even when no row changed
         assert head is not None
+        if check is not None:
+            check()
         fast_forward(spark, dotted, branch, base_snapshot_id)
         landed = True
         return head

@@ -56,3 +56,46 @@ class TableMovedError(CdcLakeError):
 class SchemaChangeError(CdcLakeError):
     """Raised when the source's schema changed in a way the lake cannot follow, or not without configuration;
     the message says what changed and what to do. The table is left untouched."""
+
+
+class LandedFileChangedError(CdcLakeError):
+    """Raised when a landed file a run listed is gone, or no longer the same, when the run reads it; nothing is
+    applied and no file is removed."""
+
+    def __init__(
+        self, table: str, key: str, listed: tuple[str | None, int], now: tuple[str | None, int] | None
+    ) -> None:
+        self.key = key
+        if now is None:
+            super().__init__(
+                f"{key}: gone from the landing bucket after this run listed it; nothing was applied and no file was "
+                "removed. Trigger the run again once the file is back (a file lost for good leaves a gap in DMS "
+                f"order: reload the table in DMS, then run `cdc-lake reload -t {table}`, docs/deploy.md#reload)"
+            )
+        else:
+            super().__init__(
+                f"{key}: changed after this run listed it (ETag/size {listed} -> {now}); nothing was applied and no "
+                "file was removed. Trigger the run again: it applies the file as it is then (a LOAD file rewritten "
+                "after it was applied is refused as a DMS reload, with what to do)"
+            )
+
+
+class AccessDeniedError(CdcLakeError):
+    """Raised when AWS refuses the job's role an action a run needs; names the resource and the permission."""
+
+    def __init__(self, resource: str, action: str) -> None:
+        self.resource = resource
+        self.action = action
+        super().__init__(
+            f"{resource}: access denied: the job's role lacks {action} on it; nothing was applied and no file was "
+            "removed. The stack grants the role what a run needs: find what took it away (the role's policies, a "
+            "bucket or key policy, Lake Formation, an SCP), then trigger the run again"
+        )
+
+
+class LakeDatabaseMissingError(CdcLakeError):
+    """Raised when the lake database does not exist and the run may not create it (the stack creates it)."""
+
+
+class LakeTableMissingError(CdcLakeError):
+    """Raised when the lake table disappeared (dropped, or its database) while a run applied it."""

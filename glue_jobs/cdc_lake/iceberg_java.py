@@ -16,13 +16,20 @@ fails there first, by name:
 - ``TableOperations.commit`` with ``TableMetadata.Builder.setRef``/``setBranchSnapshot``/``removeRef``: the
   run's branch created, and main moved to it as a true compare-and-swap (``_commit_refs`` says why the SQL
   branch statements and ``ManageSnapshots`` are not safe for this).
+
+Java failures are told apart here too, by the classes in their cause chain, never by their text: a commit
+beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its ``GlueCatalog`` also
+raises when Glue refuses an ``UpdateTable`` at a stale ``VersionId``), and an action AWS refused the job's role
+(``aws_denial``).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -34,6 +41,22 @@ ICEBERG_VERSION = "1.10"
 COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
 COMMIT_PROPERTIES_FIELD = "COMMIT_PROPERTIES"
 _REF_COMMIT_ATTEMPTS = 20
+
+COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
+VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
+_AWS_SERVICE_EXCEPTION = "software.amazon.awssdk.awscore.exception.AwsServiceException"
+_FILE_ACCESS_DENIED = "java.nio.file.AccessDeniedException"  # S3A's translation of S3's 403
+_AWS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
+# An AWS SDK v2 client method in a stack trace: its service and operation name the refused action.
+_SDK_CLIENT = re.compile(r"^software\.amazon\.awssdk\.services\.(\w+)\.Default\w*Client$")
+# S3 operations whose IAM action has another name.
+_S3_ACTIONS = {
+    "ListObjectsV2": "ListBucket",
+    "ListObjects": "ListBucket",
+    "HeadObject": "GetObject",
+    "HeadBucket": "ListBucket",
+}
+_MAX_CAUSES = 32
 
 
 class commit_properties:
@@ -142,7 +165,7 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
             operations.commit(base, builder.build())
             return
         except Py4JJavaError as error:
-            if "CommitFailedException" not in str(error) or attempt == _REF_COMMIT_ATTEMPTS:
+            if not is_commit_failure(error) or attempt == _REF_COMMIT_ATTEMPTS:
                 raise
             time.sleep(random.uniform(0.01, 0.05) * attempt)
 
@@ -161,3 +184,79 @@ def _jvm(spark: SparkSession) -> Any:
     if jvm is None:
         raise RuntimeError("the Spark session has no JVM gateway (stopped?)")
     return jvm
+
+
+@dataclass(frozen=True)
+class Denial:
+    """An action AWS refused, as IAM names it (``glue:UpdateTable``), and the path refused when the error names it."""
+
+    action: str
+    resource: str | None = None
+
+
+def java_causes(error: BaseException) -> list[Any]:
+    """The Java exceptions behind ``error`` (a Py4J error, or PySpark's conversion of one), outermost first; empty
+    for an error raised in Python."""
+    throwable = getattr(error, "java_exception", None)
+    if throwable is None:
+        throwable = getattr(error, "_origin", None)
+    causes: list[Any] = []
+    while throwable is not None and len(causes) < _MAX_CAUSES:
+        causes.append(throwable)
+        throwable = throwable.getCause()
+    return causes
+
+
+def _classes(throwable: Any) -> list[str]:
+    """The names of a Java object's class and its superclasses."""
+    names = []
+    java_class = throwable.getClass()
+    while java_class is not None:
+        names.append(str(java_class.getName()))
+        java_class = java_class.getSuperclass()
+    return names
+
+
+def is_commit_failure(error: BaseException) -> bool:
+    """Whether Iceberg refused a metadata commit because the table changed since it was read (a concurrent commit,
+    or on the Glue catalog Glue's refusal of an ``UpdateTable`` at a stale ``VersionId``)."""
+    return any(COMMIT_FAILED in _classes(cause) for cause in java_causes(error))
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """Whether a commit was beaten by a concurrent one: refused (``is_commit_failure``), or found conflicting
+    when Iceberg validated it against what landed since (a ``ValidationException`` of Iceberg's own; one
+    that wraps an AWS error, Glue's validation of a request, is not a conflict)."""
+    for cause in java_causes(error):
+        classes = _classes(cause)
+        if COMMIT_FAILED in classes or (VALIDATION_FAILED in classes and cause.getCause() is None):
+            return True
+    return False
+
+
+def aws_denial(error: BaseException) -> Denial | None:
+    """The action AWS refused the job's role, when ``error``'s Java cause chain holds such a refusal: an AWS SDK
+    error with an access-denied code (its client's method names the action), or S3A's ``AccessDeniedException``
+    (a read of the path it names)."""
+    for cause in java_causes(error):
+        classes = _classes(cause)
+        if _FILE_ACCESS_DENIED in classes:
+            path = str(cause.getFile())
+            return Denial("s3:GetObject" if path.startswith("s3") else "read access", path)
+        if _AWS_SERVICE_EXCEPTION in classes:
+            details = cause.awsErrorDetails()
+            code = str(details.errorCode()) if details is not None else None
+            if cause.statusCode() == 403 or code in _AWS_DENIED_CODES:
+                return Denial(_sdk_action(cause) or "the AWS permission its request needed")
+    return None
+
+
+def _sdk_action(throwable: Any) -> str | None:
+    for frame in throwable.getStackTrace():
+        client = _SDK_CLIENT.match(str(frame.getClassName()))
+        if client is not None:
+            method = str(frame.getMethodName())
+            operation = method[:1].upper() + method[1:]
+            service = client.group(1)
+            return f"{service}:{_S3_ACTIONS.get(operation, operation) if service == 's3' else operation}"
+    return None

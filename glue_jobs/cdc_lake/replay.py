@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -33,15 +35,22 @@ from cdc_lake.commit import (
 )
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.dms_files import DmsFile, table_files
-from cdc_lake.exceptions import DmsInputError
+from cdc_lake.exceptions import (
+    AccessDeniedError,
+    CdcLakeError,
+    DmsInputError,
+    LakeTableMissingError,
+    LandedFileChangedError,
+)
 from cdc_lake.history import commit_history, ensure_history_table, history_name
+from cdc_lake.iceberg_java import aws_denial, is_commit_conflict
 from cdc_lake.load_append import LoadAppend, RepeatedKey, appendable_loads
 from cdc_lake.plan import ReplayState, RunPlan, listing_start, plan_run
 from cdc_lake.reader import FILE, file_layouts, read_changes
 from cdc_lake.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
 from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.shapes import FileLayout
-from cdc_lake.storage import ObjectStore
+from cdc_lake.storage import ObjectStore, changed_since_listed
 from cdc_lake.tables import LakeLocation, ensure_table, table_exists
 
 log = logging.getLogger(__name__)
@@ -99,14 +108,20 @@ def apply_up_to(
             return RunResult(table=table.name, trigger="")
     else:
         table, upto = config.table(trigger.table), trigger
-    ensure_table(spark, location, table, config.lake)
-    if table.history:
-        ensure_history_table(spark, location, table, config.lake)
-    applied, attempts = with_commit_retries(
-        table.name,
-        config.lake.commit_retries,
-        lambda: _attempt(spark, config, location, store, table, upto, started),
-    )
+    try:
+        ensure_table(spark, location, table, config.lake)
+        if table.history:
+            ensure_history_table(spark, location, table, config.lake)
+        applied, attempts = with_commit_retries(
+            table.name,
+            config.lake.commit_retries,
+            lambda: _attempt(spark, config, location, store, table, upto, started),
+        )
+    except (Py4JJavaError, PySparkException) as error:
+        refusal = _refusal(spark, location, table, error)
+        if refusal is None:
+            raise
+        raise refusal from None
     return RunResult(
         table=table.name,
         trigger=applied.trigger,
@@ -151,8 +166,59 @@ def _attempt(
     if not plan.pending and not (history_plan and history_plan.pending):
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
         return Applied(trigger=trigger.key, listing_start=next_start)
-    applied = _apply(spark, config, location, store, plan, history_plan, main[1], started)
+    try:
+        applied = _apply(spark, config, location, store, plan, history_plan, main[1], started)
+    except CdcLakeError:
+        raise
+    except Exception as error:
+        # A file gone or rewritten under the run fails its read in many ways: the listing tells which file.
+        changed = None if is_commit_conflict(error) else _changed_file(config, store, plan, history_plan)
+        if changed is None:
+            raise
+        raise changed from None
     return dataclasses.replace(applied, trigger=trigger.key, listing_start=next_start)
+
+
+def _changed_file(
+    config: PipelineConfig, store: ObjectStore, plan: RunPlan, history_plan: RunPlan | None
+) -> LandedFileChangedError | None:
+    """The refusal of the batch when a file it reads is gone or changed since the run listed it: what was read
+    may not be what the commit records as applied (key, ETag, size)."""
+    files = {f.key for f in [*plan.pending, *(history_plan.pending if history_plan else [])]}
+    listed = [plan.objects[key] for key in sorted(files)]
+    for item, now in changed_since_listed(store, config.table_prefix(plan.table), listed):
+        current = None if now is None else (now.etag, now.size)
+        return LandedFileChangedError(plan.table.name, item.key, (item.etag, item.size), current)
+    return None
+
+
+def _confirm_listed(config: PipelineConfig, store: ObjectStore, plan: RunPlan, history_plan: RunPlan | None) -> None:
+    changed = _changed_file(config, store, plan, history_plan)
+    if changed is not None:
+        raise changed
+
+
+def _refusal(
+    spark: SparkSession, location: LakeLocation, table: TableSpec, error: Py4JJavaError | PySparkException
+) -> CdcLakeError | None:
+    """What a run's failure means for its user, when it is AWS refusing the job's role, or the lake table gone."""
+    denial = aws_denial(error)
+    lake_table = location.dotted(table.lake_table)
+    if denial is not None:
+        resource = denial.resource or (lake_table if denial.action.startswith("glue:") else f"{lake_table}'s files")
+        return AccessDeniedError(resource, denial.action)
+    try:
+        gone = not table_exists(spark, location, table)
+    except Exception:  # the run's own failure says more
+        return None
+    if not gone:
+        return None
+    return LakeTableMissingError(
+        f"{lake_table}: the lake table (or its database) was dropped while this run applied it; nothing was applied "
+        f"and no file was removed. Trigger the run again: it creates the table anew from every landed file of "
+        f"{table.name}, complete only while the landing bucket holds every one since the full load (if some have "
+        f"expired, reload the table in DMS, then run `cdc-lake reload -t {table.name}`, docs/deploy.md#reload)"
+    )
 
 
 def _recorded(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int, ReplayState]:
@@ -220,6 +286,7 @@ def _commit(
         history_snapshot = history_plan.base_snapshot_id
         align_lake_table(spark, location, history_name(table), table.columns)
         if history_plan.pending:
+            _confirm_listed(config, store, plan, history_plan)  # every file is read; history commits first
             history_snapshot = commit_history(
                 spark,
                 location,
@@ -261,7 +328,14 @@ def _commit(
             steps.append(stack.enter_context(merge_step(spark, table, last_changes, keys, record)))
         else:
             steps.append(Step(None, record))
-        snapshot_id = commit_on_branch(spark, location, table.lake_table, plan.base_snapshot_id, steps)
+        snapshot_id = commit_on_branch(
+            spark,
+            location,
+            table.lake_table,
+            plan.base_snapshot_id,
+            steps,
+            check=lambda: _confirm_listed(config, store, plan, history_plan),
+        )
     return Applied(
         applied_files=[f.key for f in plan.pending],
         history_files=history_files,

@@ -6,9 +6,16 @@ import datetime as dt
 import hashlib
 import os
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
+
+from cdc_lake.exceptions import AccessDeniedError
+
+# S3's error codes for a request the caller's permissions refuse (a missing kms:Decrypt on the bucket's key too).
+_DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "KMS.AccessDeniedException"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,23 @@ class ObjectStore(Protocol):
     def read_head(self, key: str, size: int) -> bytes:
         """The first ``size`` bytes of the object (fewer if it is shorter)."""
         ...
+
+
+def changed_since_listed(
+    store: ObjectStore, prefix: str, listed: Sequence[StoredObject]
+) -> list[tuple[StoredObject, StoredObject | None]]:
+    """Each of the ``listed`` objects that is gone (None) or not the same (ETag, size) now, with what is there now,
+    from one listing of ``prefix`` that starts at the first of them."""
+    if not listed:
+        return []
+    first = min(o.key for o in listed)
+    now = {o.key: o for o in store.list(prefix, start_after=first[:-1])}  # a key's own prefix sorts before it
+    changed = []
+    for item in sorted(listed, key=lambda o: o.key):
+        current = now.get(item.key)
+        if current is None or (current.etag, current.size) != (item.etag, item.size):
+            changed.append((item, current))
+    return changed
 
 
 def normalize_etag(etag: str | None) -> str | None:
@@ -62,24 +86,38 @@ class S3Store:
         objects = []
         paginator = self._client.get_paginator("list_objects_v2")
         after = {"StartAfter": start_after} if start_after else {}
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, **after):
-            for item in page.get("Contents", []):
-                objects.append(
-                    StoredObject(
-                        item["Key"],
-                        int(item["Size"]),
-                        normalize_etag(item.get("ETag")),
-                        _utc(item.get("LastModified")),
+        with self._denied(prefix, "s3:ListBucket"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, **after):
+                for item in page.get("Contents", []):
+                    objects.append(
+                        StoredObject(
+                            item["Key"],
+                            int(item["Size"]),
+                            normalize_etag(item.get("ETag")),
+                            _utc(item.get("LastModified")),
+                        )
                     )
-                )
         return objects
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
     def read_head(self, key: str, size: int) -> bytes:
-        response = self._client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")
-        return bytes(response["Body"].read())
+        with self._denied(key, "s3:GetObject"):
+            response = self._client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")
+            return bytes(response["Body"].read())
+
+    @contextmanager
+    def _denied(self, key: str, action: str) -> Iterator[None]:
+        """S3's refusal of the job's role as an error naming the object (or prefix) and the permission it lacks."""
+        from botocore.exceptions import ClientError
+
+        try:
+            yield
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in _DENIED_CODES:
+                raise
+            raise AccessDeniedError(self.uri(key), action) from None
 
 
 class LocalFolderStore:
@@ -109,7 +147,10 @@ class LocalFolderStore:
                 path = Path(folder) / name
                 key = path.relative_to(self.root).as_posix()
                 if key.startswith(prefix) and (start_after is None or key > start_after):
-                    objects.append(self.stat(key))
+                    try:
+                        objects.append(self.stat(key))
+                    except FileNotFoundError:
+                        continue  # removed while listed: as S3, the listing need not show it
         with self._count:
             self.listings += 1
             self.listed_objects += len(objects)

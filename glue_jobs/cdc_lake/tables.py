@@ -13,6 +13,8 @@ from pyspark.sql.types import DataType
 from pyspark.sql.utils import AnalysisException
 
 from cdc_lake.config import LakeSettings, TableSpec
+from cdc_lake.exceptions import LakeDatabaseMissingError
+from cdc_lake.iceberg_java import aws_denial, is_commit_failure
 from cdc_lake.spark_types import lake_type
 from cdc_lake.sql import quote, sql_string
 
@@ -44,8 +46,12 @@ class LakeLocation:
 
 
 def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
-    """Create the namespace and the Iceberg table if missing (format v2, primary key as identifier fields)."""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(location.catalog)}.{quote(location.database)}")
+    """Create the namespace and the Iceberg table if missing (format v2, primary key as identifier fields).
+
+    On AWS the stack creates the database and the job's role may not (it has no ``glue:CreateDatabase``): a
+    missing one is then refused, never created where the stack did not put it.
+    """
+    ensure_database(spark, location)
     if table_exists(spark, location, table):
         return
     create_iceberg_table(
@@ -59,6 +65,21 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
         identifier_fields=table.primary_key,
         sort_by=table.primary_key,
     )
+
+
+def ensure_database(spark: SparkSession, location: LakeLocation) -> None:
+    """Create the lake database (namespace) if missing and the catalog lets this run create it."""
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(location.catalog)}.{quote(location.database)}")
+    except (Py4JJavaError, PySparkException) as error:
+        denial = aws_denial(error)
+        if denial is None or denial.action != "glue:CreateDatabase":
+            raise
+        raise LakeDatabaseMissingError(
+            f"{location.catalog}.{location.database}: the lake database does not exist, and the job's role may not "
+            "create it (no glue:CreateDatabase, by design); nothing was applied and no file was removed. The stack "
+            "creates it: check the job's --database, or deploy the stack again (cdk deploy), then trigger the run"
+        ) from None
 
 
 def create_iceberg_table(
@@ -123,7 +144,7 @@ def _alter(spark: SparkSession, statement: str, attempts: int = 10) -> None:
             spark.sql(statement)
             return
         except (Py4JJavaError, PySparkException) as error:
-            if "CommitFailedException" not in str(error) or attempt == attempts:
+            if not is_commit_failure(error) or attempt == attempts:
                 raise
             time.sleep(0.05 * attempt)
 

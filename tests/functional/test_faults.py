@@ -1,0 +1,485 @@
+"""Faults on both lake paths: landed files that vanish or change under a run, denied access, a missing lake
+database or table, and commits refused because another run committed first."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+
+from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.dms_files import parse_key
+from cdc_lake.exceptions import (
+    AccessDeniedError,
+    LakeDatabaseMissingError,
+    LakeTableMissingError,
+    LandedFileChangedError,
+)
+from cdc_lake.iceberg_java import is_commit_conflict
+from cdc_lake.replay import apply_up_to
+from cdc_lake.storage import ObjectStore, S3Store, StoredObject
+from cdc_lake.tables import LakeLocation
+from tests.conftest import Lake, aws_client, on_both_paths, write_file
+
+pytestmark = pytest.mark.spark
+
+# AWS's refusals are injected through a proxy of the local endpoint, which only the Glue + S3 path talks to.
+on_glue = pytest.mark.parametrize("lake", ["glue"], indirect=True)
+
+T = "dms/shop/items/"
+LOAD = T + "LOAD00000001.csv"
+CDC1 = T + "20250301-120000000.csv"
+CDC2 = T + "20250301-120100000.csv"
+
+
+def config() -> PipelineConfig:
+    return parse_config(
+        {
+            "dms": {"bucket_folder": "dms"},
+            "tables": [
+                {
+                    "name": "shop.items",
+                    "primary_key": ["id"],
+                    "columns": [{"name": "id", "type": "bigint"}, {"name": "label", "type": "string"}],
+                }
+            ],
+        }
+    )
+
+
+def rows(lake: Lake) -> list[tuple]:
+    return sorted(tuple(r) for r in lake.spark.table(lake.table("shop_items")).collect())
+
+
+def head(lake: Lake) -> int | None:
+    from cdc_lake.commit import branch_head
+
+    return branch_head(lake.spark, lake.location, "shop_items")
+
+
+def landed(lake: Lake, store: ObjectStore) -> list[str]:
+    return [o.key for o in store.list("dms/")]
+
+
+class HookedStore:
+    """The lake's store with a hook run once, after its first listing or its first read of a file's head."""
+
+    def __init__(self, inner: ObjectStore, after: str, hook: Callable[[], None]) -> None:
+        self.inner = inner
+        self.after = after
+        self.hook: Callable[[], None] | None = hook
+
+    def _fire(self, event: str) -> None:
+        if event == self.after and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
+        listed = self.inner.list(prefix, start_after)
+        self._fire("list")
+        return listed
+
+    def uri(self, key: str) -> str:
+        return self.inner.uri(key)
+
+    def read_head(self, key: str, size: int) -> bytes:
+        data = self.inner.read_head(key, size)
+        self._fire("read")
+        return data
+
+
+def remove(lake: Lake, key: str) -> None:
+    """Delete a landed object where the lake path reads it from."""
+    if lake.path == "hadoop":
+        (lake.landing / key).unlink()
+    else:
+        aws_client(lake.endpoint, "s3").delete_object(Bucket=lake.bucket, Key=key)
+
+
+def replace(lake: Lake, key: str, text: str) -> None:
+    """Write other content to a landed object where the lake path reads it from."""
+    if lake.path == "hadoop":
+        (lake.landing / key).write_text(text)
+    else:
+        aws_client(lake.endpoint, "s3").put_object(Bucket=lake.bucket, Key=key, Body=text.encode())
+
+
+# --- a proxy in front of the local endpoint that answers chosen requests itself --------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def glue_action(self) -> str | None:
+        target = self.headers.get("x-amz-target", "")
+        return target.split(".", 1)[1] if target.startswith("AWSGlue.") else None
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def glue_denied(action: str) -> Response:
+    """Glue's answer to a role without ``glue:<action>``."""
+    body = {
+        "__type": "AccessDeniedException",
+        "Message": f"User: arn:aws:sts::123456789012:assumed-role/cdc-lake-JobRole/GlueJobRunnerSession is not "
+        f"authorized to perform: glue:{action} on resource: arn:aws:glue:us-east-1:123456789012:table/x/y",
+    }
+    headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": "AccessDeniedException"}
+    return Response(400, headers, json.dumps(body).encode())
+
+
+def s3_denied() -> Response:
+    """S3's answer to a role without the permission a request needs."""
+    body = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+    return Response(403, {"Content-Type": "application/xml"}, body)
+
+
+Rule = Callable[[Request], "Response | None"]
+
+
+class FaultyEndpoint:
+    """Forwards every request to the local endpoint, except those a rule answers itself (a rule may also run
+    something first, e.g. another run's commit, and return None to let the request through)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream)
+        self.rules: list[Rule] = []
+        self.answered: list[tuple[str, int]] = []  # what the endpoint answered with an error, from upstream too
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = Request(self.command, self.path, headers, body)
+                response = None
+                for rule in list(endpoint.rules):
+                    response = rule(request)
+                    if response is not None:
+                        break
+                if response is None:
+                    response = endpoint._forward(request)
+                if response.status >= 400:
+                    endpoint.answered.append(
+                        (request.glue_action or f"{request.method} {request.path}", response.status)
+                    )
+                self.send_response(response.status)
+                for name, value in response.headers.items():
+                    if name.lower() not in ("transfer-encoding", "connection", "date", "server", "content-length"):
+                        self.send_header(name, value)
+                # A HEAD answer says the object's length and carries no body.
+                head = self.command == "HEAD"
+                length = response.headers.get("Content-Length", "0") if head else str(len(response.body))
+                self.send_header("Content-Length", length)
+                self.end_headers()
+                if not head:
+                    self.wfile.write(response.body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _forward(self, request: Request) -> Response:
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
+        try:
+            headers = {k: v for k, v in request.headers.items() if k not in ("host", "connection")}
+            connection.request(request.method, request.path, body=request.body or None, headers=headers)
+            answer = connection.getresponse()
+            return Response(answer.status, dict(answer.getheaders()), answer.read())
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture(scope="module")
+def faulty_endpoint(aws_endpoint):
+    # One for the module: the SDKs keep connections open, and Spark keeps a catalog once it has loaded it.
+    endpoint = FaultyEndpoint(aws_endpoint)
+    yield endpoint
+    endpoint.close()
+
+
+@pytest.fixture
+def faulty(faulty_endpoint):
+    faulty_endpoint.rules.clear()
+    faulty_endpoint.answered.clear()
+    yield faulty_endpoint
+    faulty_endpoint.rules.clear()
+
+
+FAULTY_CATALOG = "glue_faulty"
+
+
+def faulty_location(lake: Lake, endpoint: FaultyEndpoint) -> LakeLocation:
+    """The lake's database through a Glue catalog whose Glue requests pass ``endpoint`` (S3 goes direct)."""
+    from cdc_lake.catalogs import endpoint_conf, glue_catalog_conf
+    from tests.conftest import GLUE_WAREHOUSE
+
+    prefix = f"spark.sql.catalog.{FAULTY_CATALOG}"
+    settings = {k: v for k, v in glue_catalog_conf(GLUE_WAREHOUSE, FAULTY_CATALOG).items() if k.startswith(prefix)}
+    settings |= endpoint_conf(lake.endpoint, [FAULTY_CATALOG]) | {f"{prefix}.glue.endpoint": endpoint.url}
+    for key, value in settings.items():
+        lake.spark.conf.set(key, value)
+    return LakeLocation(FAULTY_CATALOG, lake.database)
+
+
+def applied_keys(lake: Lake) -> list[str]:
+    """Every file the table's lineage records as applied, once per commit that applied it."""
+    from cdc_lake.record import snapshot_summaries
+
+    keys = []
+    for snapshot in snapshot_summaries(lake.spark, lake.location, config().tables[0]):
+        recorded = (snapshot["summary"] or {}).get("cdc-lake.applied-files")
+        keys += [f["key"] for f in json.loads(recorded)] if recorded else []
+    return sorted(keys)
+
+
+def land_and_apply_load(lake: Lake, landing, cfg: PipelineConfig) -> int | None:
+    write_file(landing, LOAD, "1,a\n2,b\n")
+    apply_up_to(lake.spark, cfg, lake.location, lake.store(), parse_key(LOAD, cfg))
+    write_file(landing, CDC1, "U,1,a1\n")
+    write_file(landing, CDC2, "D,2,b\n")
+    return head(lake)
+
+
+# --- landed files gone or changed under a run ----------------------------------------------------------------
+
+
+@on_both_paths
+@pytest.mark.parametrize("when", ["list", "read"])
+@pytest.mark.parametrize("fault", ["deleted", "replaced"])
+def test_a_file_gone_or_changed_after_listing_is_refused(spark, lake, landing, when, fault):
+    cfg = config()
+    before = land_and_apply_load(lake, landing, cfg)
+    store = lake.store()
+    fixed = "U,1,a1\nU,3,fixed in place\n"
+    hook = (lambda: remove(lake, CDC1)) if fault == "deleted" else (lambda: replace(lake, CDC1, fixed))
+    with pytest.raises(LandedFileChangedError) as refused:
+        apply_up_to(spark, cfg, lake.location, HookedStore(store, when, hook), parse_key(CDC2, cfg))
+    message = str(refused.value)
+    assert message.startswith(CDC1 + ": ")
+    if fault == "deleted":
+        assert "gone from the landing bucket after this run listed it" in message
+        assert "Trigger the run again once the file is back" in message
+    else:
+        assert "changed after this run listed it (ETag/size" in message
+        assert "Trigger the run again: it applies the file as it is then" in message
+    assert "nothing was applied and no file was removed" in message
+    assert head(lake) == before
+    assert rows(lake) == [(1, "a"), (2, "b")]
+    assert landed(lake, store) == ([CDC1, CDC2, LOAD] if fault == "replaced" else [CDC2, LOAD])
+    # What the message says to do works: with the file back (or as it is now), the run applies it once.
+    if fault == "deleted":
+        replace(lake, CDC1, "U,1,a1\n")
+    apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
+    assert rows(lake) == ([(1, "a1"), (3, "fixed in place")] if fault == "replaced" else [(1, "a1")])
+    assert applied_keys(lake) == [CDC1, CDC2, LOAD]
+
+
+@on_both_paths
+def test_a_load_file_changed_while_appended_is_refused(spark, lake, landing):
+    cfg = config()
+    second = T + "LOAD00000002.csv"
+    write_file(landing, LOAD, "1,a\n")
+    write_file(landing, second, "2,b\n")
+    store = lake.store()
+    hooked = HookedStore(store, "read", lambda: replace(lake, second, "2,b\n3,c\n"))
+    with pytest.raises(LandedFileChangedError, match=f"^{second}: changed after this run listed it"):
+        apply_up_to(spark, cfg, lake.location, hooked, parse_key(second, cfg))
+    assert rows(lake) == []
+    assert applied_keys(lake) == []
+    assert landed(lake, store) == [LOAD, second]
+
+
+# --- access denied -------------------------------------------------------------------------------------------
+
+
+@on_glue
+@pytest.mark.parametrize("operation", ["list", "read"])
+def test_s3_refusing_the_landing_bucket_names_the_object_and_permission(spark, lake, landing, faulty, operation):
+    cfg = config()
+    before = land_and_apply_load(lake, landing, cfg)
+    store = lake.store()
+    if operation == "list":
+        denied, action = f"s3://{lake.bucket}/{T}", "s3:ListBucket"
+        faulty.rules.append(lambda r: s3_denied() if "list-type=2" in r.path else None)
+    else:
+        denied, action = f"s3://{lake.bucket}/{CDC1}", "s3:GetObject"
+        faulty.rules.append(lambda r: s3_denied() if r.path.startswith(f"/{lake.bucket}/{CDC1}") else None)
+    refused_store = S3Store(lake.bucket, client=aws_client(faulty.url, "s3"))
+    with pytest.raises(AccessDeniedError) as refused:
+        apply_up_to(spark, cfg, lake.location, refused_store, parse_key(CDC2, cfg))
+    assert str(refused.value).startswith(f"{denied}: access denied: the job's role lacks {action} on it;")
+    assert head(lake) == before
+    assert landed(lake, store) == [CDC1, CDC2, LOAD]
+
+
+@on_glue
+def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake, landing, faulty):
+    cfg = config()
+    # Spark reads this bucket through the faulty endpoint (S3A takes settings per bucket); the store does not.
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{lake.bucket}.endpoint", faulty.url)
+    before = land_and_apply_load(lake, landing, cfg)
+    store = lake.store()
+    faulty.rules.append(lambda r: s3_denied() if r.path.startswith(f"/{lake.bucket}/{CDC1}") else None)
+    with pytest.raises(AccessDeniedError) as refused:
+        apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
+    assert str(refused.value).startswith(
+        f"s3://{lake.bucket}/{CDC1}: access denied: the job's role lacks s3:GetObject on it;"
+    )
+    assert head(lake) == before
+    assert landed(lake, store) == [CDC1, CDC2, LOAD]
+
+
+@on_glue
+@pytest.mark.parametrize("action", ["GetTable", "UpdateTable", "CreateTable"])
+def test_glue_refusing_the_lake_table_names_it_and_the_permission(spark, lake, landing, faulty, action):
+    cfg = config()
+    location = faulty_location(lake, faulty)
+    if action == "CreateTable":
+        before = None
+        write_file(landing, LOAD, "1,a\n2,b\n")
+    else:
+        before = land_and_apply_load(lake, landing, cfg)
+    store = lake.store()
+    faulty.rules.append(lambda r: glue_denied(action) if r.glue_action == action else None)
+    with pytest.raises(AccessDeniedError) as refused:
+        apply_up_to(spark, cfg, location, store, parse_key(LOAD if action == "CreateTable" else CDC2, cfg))
+    table = f"{FAULTY_CATALOG}.{lake.database}.shop_items"
+    assert str(refused.value).startswith(f"{table}: access denied: the job's role lacks glue:{action} on it;")
+    faulty.rules.clear()
+    if action == "CreateTable":
+        assert not spark.catalog.tableExists(lake.table("shop_items"))
+    else:
+        assert head(lake) == before
+    assert landed(lake, store) == ([CDC1, CDC2, LOAD] if action != "CreateTable" else [LOAD])
+
+
+# --- a missing lake database or table --------------------------------------------------------------------------
+
+
+@on_glue
+def test_a_missing_lake_database_is_refused_when_the_role_may_not_create_it(spark, lake, landing, faulty):
+    cfg = config()
+    write_file(landing, LOAD, "1,a\n")
+    store = lake.store()
+    location = faulty_location(lake, faulty)
+    faulty.rules.append(lambda r: glue_denied("CreateDatabase") if r.glue_action == "CreateDatabase" else None)
+    with pytest.raises(LakeDatabaseMissingError) as refused:
+        apply_up_to(spark, cfg, location, store, parse_key(LOAD, cfg))
+    assert str(refused.value) == (
+        f"{FAULTY_CATALOG}.{lake.database}: the lake database does not exist, and the job's role may not create it "
+        "(no glue:CreateDatabase, by design); nothing was applied and no file was removed. The stack creates it: "
+        "check the job's --database, or deploy the stack again (cdk deploy), then trigger the run"
+    )
+    databases = aws_client(lake.endpoint, "glue").get_databases()["DatabaseList"]
+    assert lake.database not in [d["Name"] for d in databases]
+    assert landed(lake, store) == [LOAD]
+    # Where the catalog lets a run create it (the local endpoint, a Hadoop folder), the run does.
+    faulty.rules.clear()
+    apply_up_to(spark, cfg, location, store, parse_key(LOAD, cfg))
+    assert rows(lake) == [(1, "a")]
+
+
+@on_both_paths
+def test_a_table_dropped_during_a_run_is_refused_and_the_next_run_rebuilds_it(spark, lake, landing):
+    cfg = config()
+    land_and_apply_load(lake, landing, cfg)
+    store = lake.store()
+    hooked = HookedStore(store, "list", lambda: spark.sql(f"DROP TABLE {lake.table('shop_items')}"))
+    with pytest.raises(LakeTableMissingError) as refused:
+        apply_up_to(spark, cfg, lake.location, hooked, parse_key(CDC2, cfg))
+    assert str(refused.value).startswith(
+        f"{lake.table('shop_items')}: the lake table (or its database) was dropped while this run applied it; "
+        "nothing was applied and no file was removed. Trigger the run again: it creates the table anew from every "
+        "landed file of shop.items"
+    )
+    assert landed(lake, store) == [CDC1, CDC2, LOAD]
+    apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
+    assert rows(lake) == [(1, "a1")]
+    assert applied_keys(lake) == [CDC1, CDC2, LOAD]
+
+
+# --- commits refused because another run committed first --------------------------------------------------------
+
+
+@on_glue
+def test_a_commit_glue_refuses_for_another_runs_commit_plans_again(spark, lake, landing, faulty, caplog):
+    cfg = config()
+    land_and_apply_load(lake, landing, cfg)
+    store = lake.store()
+    location = faulty_location(lake, faulty)
+    other: list = []
+    armed = threading.Event()
+
+    def commit_first(request: Request) -> Response | None:
+        # The other run commits between this run's GetTable and its UpdateTable: Glue sees a stale VersionId.
+        if request.glue_action == "UpdateTable" and armed.is_set():
+            armed.clear()
+            other.append(apply_up_to(spark, cfg, lake.location, store, parse_key(CDC1, cfg)))
+        return None
+
+    faulty.rules.append(commit_first)
+    caplog.set_level(logging.WARNING, logger="cdc_lake.commit")
+    result = apply_up_to(spark, cfg, location, HookedStore(store, "list", armed.set), parse_key(CDC2, cfg))
+    assert ("UpdateTable", 400) in faulty.answered  # Glue refused the stale version
+    assert [r.applied_files for r in other] == [[CDC1]]
+    assert result.attempts == 2
+    assert result.applied_files == [CDC2]
+    assert "shop.items: concurrent commit, planning again (attempt 1/" in caplog.text
+    assert rows(lake) == [(1, "a1")]
+    assert applied_keys(lake) == [CDC1, CDC2, LOAD]
+
+
+def test_commit_conflicts_are_told_by_their_java_classes(spark):
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark.sparkContext._jvm
+    none = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 0)
+    iceberg = jvm.org.apache.iceberg.exceptions
+    glue = jvm.software.amazon.awssdk.services.glue.model
+    stale = glue.ConcurrentModificationException.builder().message("version changed").build()
+    glue_refusal = iceberg.CommitFailedException(stale, "Cannot commit because Glue detected concurrent update", none)
+    conflicting = iceberg.ValidationException("Found conflicting files that can contain records", none)
+    glue_invalid = iceberg.ValidationException(
+        glue.ValidationException.builder().message("bad input").build(), "Glue encountered a validation exception", none
+    )
+
+    def error(throwable) -> Py4JJavaError:
+        return Py4JJavaError("An error occurred", throwable)
+
+    assert is_commit_conflict(error(glue_refusal))
+    assert is_commit_conflict(error(jvm.org.apache.spark.SparkException("Writing job aborted", glue_refusal)))
+    assert is_commit_conflict(error(conflicting))
+    assert not is_commit_conflict(error(glue_invalid))
+    assert not is_commit_conflict(error(iceberg.NoSuchTableException("Table does not exist: t", none)))
