@@ -14,8 +14,7 @@ import pytest
 from cdc_lake.exceptions import DmsInputError
 from cdc_lake.iceberg_java import has_write_order
 from cdc_lake.operations import list_changes
-from cdc_lake.tables import LakeLocation
-from tests.conftest import write_file
+from tests.conftest import Lake, on_both_paths, write_file
 from tests.functional.test_replay_semantics import T, apply, config, rows, snapshot_count
 
 pytestmark = pytest.mark.spark
@@ -37,97 +36,99 @@ def load_text(first: int, last: int) -> str:
     return "".join(f'{i},"item {i}, in stock"\n' for i in range(first, last + 1))
 
 
-def data_files(spark, database: str) -> list[tuple[int, int, int]]:
+def data_files(lake: Lake) -> list[tuple[int, int, int]]:
     """(lowest key, highest key, rows) of each data file of the table's current snapshot."""
-    found = spark.sql(
-        f"SELECT lower_bounds[1] AS lo, upper_bounds[1] AS hi, record_count FROM lake.{database}.shop_items.data_files"
+    found = lake.spark.sql(
+        f"SELECT lower_bounds[1] AS lo, upper_bounds[1] AS hi, record_count FROM {lake.table('shop_items')}.data_files"
     ).collect()
     return sorted(
         (int.from_bytes(r["lo"], "little"), int.from_bytes(r["hi"], "little"), r["record_count"]) for r in found
     )
 
 
+@on_both_paths
 def test_a_large_load_file_is_read_in_parts_and_each_data_file_holds_a_key_range(
-    spark, database: str, landing: Path, small_splits
+    spark, lake: Lake, landing: Path, small_splits
 ) -> None:
     load = write_file(landing, T + "LOAD00000001.csv", load_text(1, ROWS))
-    result = apply(spark, config(), database, landing, load)
+    result = apply(lake, config(), load)
     assert result.applied_files == [load]
     assert result.counts is not None and result.counts.inserts == ROWS
-    assert rows(spark, database) == [(i, f"item {i}, in stock") for i in range(1, ROWS + 1)]
-    files = data_files(spark, database)
+    assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, ROWS + 1)]
+    files = data_files(lake)
     assert len(files) > 1  # read in parts: one task, one file each
     assert sum(count for *_, count in files) == ROWS
     for (_, high, _), (low, _, _) in itertools.pairwise(files):
         assert high < low  # key ranges do not overlap: a MERGE of recent keys touches one file
-    assert has_write_order(spark, f"lake.{database}.shop_items")
+    assert has_write_order(spark, lake.table("shop_items"))
 
 
 def test_a_load_file_in_no_key_order_is_still_sorted_within_each_data_file(
-    spark, database: str, landing: Path, small_splits
+    spark, lake: Lake, landing: Path, small_splits
 ) -> None:
     keys = [(i * 7919) % ROWS + 1 for i in range(ROWS)]  # every key once, scattered
     load = write_file(landing, T + "LOAD00000001.csv", "".join(f"{k},v{k}\n" for k in keys))
-    apply(spark, config(), database, landing, load)
-    assert rows(spark, database) == [(k, f"v{k}") for k in range(1, ROWS + 1)]
-    for path in spark.sql(f"SELECT file_path FROM lake.{database}.shop_items.data_files").collect():
+    apply(lake, config(), load)
+    assert rows(lake) == [(k, f"v{k}") for k in range(1, ROWS + 1)]
+    for path in spark.sql(f"SELECT file_path FROM {lake.table('shop_items')}.data_files").collect():
         ids = [r["id"] for r in spark.read.parquet(path["file_path"]).collect()]
         assert ids == sorted(ids)
 
 
-def test_load_and_cdc_files_in_one_batch_are_one_replay_commit(spark, database: str, landing: Path) -> None:
+def test_load_and_cdc_files_in_one_batch_are_one_replay_commit(spark, lake: Lake, landing: Path) -> None:
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     write_file(landing, T + "LOAD00000002.csv", "3,c\n")
     last = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nD,2,\nI,4,d\n")
-    result = apply(spark, config(), database, landing, last)
-    assert rows(spark, database) == [(1, "a1"), (3, "c"), (4, "d")]
-    assert snapshot_count(spark, config(), database) == 1
+    result = apply(lake, config(), last)
+    assert rows(lake) == [(1, "a1"), (3, "c"), (4, "d")]
+    assert snapshot_count(lake, config()) == 1
     assert result.counts is not None and (result.counts.inserts, result.counts.updates) == (4, 1)
-    kinds = [c.kind for c in list_changes(spark, LakeLocation("lake", database), config().tables[0])]
+    kinds = [c.kind for c in list_changes(spark, lake.location, config().tables[0])]
     assert kinds == ["created", "replay"]  # the append's own snapshot is never main's: main moved past it
 
 
-def test_later_load_files_are_appended_to_the_earlier_ones(spark, database: str, landing: Path) -> None:
+def test_later_load_files_are_appended_to_the_earlier_ones(spark, lake: Lake, landing: Path) -> None:
     first = write_file(landing, T + "LOAD00000001.csv", load_text(1, 10))
-    apply(spark, config(), database, landing, first)
+    apply(lake, config(), first)
     second = write_file(landing, T + "LOAD00000002.csv", load_text(11, 20))
-    apply(spark, config(), database, landing, second)
-    assert rows(spark, database) == [(i, f"item {i}, in stock") for i in range(1, 21)]
+    apply(lake, config(), second)
+    assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, 21)]
 
 
-def test_a_key_repeated_across_load_files_is_merged_in_dms_order(spark, database: str, landing: Path) -> None:
+def test_a_key_repeated_across_load_files_is_merged_in_dms_order(spark, lake: Lake, landing: Path) -> None:
     first = write_file(landing, T + "LOAD00000001.csv", "1,old\n2,two\n")
-    apply(spark, config(), database, landing, first)
+    apply(lake, config(), first)
     second = write_file(landing, T + "LOAD00000002.csv", "1,new\n3,three\n")
-    apply(spark, config(), database, landing, second)
-    assert rows(spark, database) == [(1, "new"), (2, "two"), (3, "three")]
+    apply(lake, config(), second)
+    assert rows(lake) == [(1, "new"), (2, "two"), (3, "three")]
 
 
 def test_a_value_spanning_lines_sends_the_file_to_the_ordered_reader(
-    spark, database: str, landing: Path, small_splits
+    spark, lake: Lake, landing: Path, small_splits
 ) -> None:
     # With a split read, the record holding the line break would be cut in two: both halves malformed.
     text = load_text(1, 1500) + '1501,"first line\nsecond, line"\n' + load_text(1502, ROWS)
     load = write_file(landing, T + "LOAD00000001.csv", text)
-    apply(spark, config(), database, landing, load)
-    got = dict(rows(spark, database))
+    apply(lake, config(), load)
+    got = dict(rows(lake))
     assert len(got) == ROWS
     assert got[1501] == "first line\nsecond, line"
 
 
+@on_both_paths
 def test_a_bad_row_read_in_parts_is_named_by_its_place_in_the_file(
-    spark, database: str, landing: Path, small_splits
+    spark, lake: Lake, landing: Path, small_splits
 ) -> None:
     text = load_text(1, 2000) + "oops,bad key\n" + load_text(2002, ROWS)
     load = write_file(landing, T + "LOAD00000001.csv", text)
     with pytest.raises(DmsInputError) as refused:
-        apply(spark, config(), database, landing, load)
+        apply(lake, config(), load)
     assert f"{load}: row 2001, column id: cannot parse as bigint (value 'oops')" in str(refused.value)
-    assert rows(spark, database) == []  # nothing landed
-    assert snapshot_count(spark, config(), database) == 0
+    assert rows(lake) == []  # nothing landed
+    assert snapshot_count(lake, config()) == 0
 
 
-def test_a_key_repeated_inside_one_load_file_keeps_its_last_row(spark, database: str, landing: Path) -> None:
+def test_a_key_repeated_inside_one_load_file_keeps_its_last_row(spark, lake: Lake, landing: Path) -> None:
     load = write_file(landing, T + "LOAD00000001.csv", "2,two\n1,first\n3,three\n1,last\n")
-    apply(spark, config(), database, landing, load)
-    assert rows(spark, database) == [(1, "last"), (2, "two"), (3, "three")]
+    apply(lake, config(), load)
+    assert rows(lake) == [(1, "last"), (2, "two"), (3, "three")]
