@@ -18,29 +18,19 @@ from botocore.exceptions import ClientError
 
 from cdc_lake.local import aws_endpoint
 from cdc_lake.local.aws_endpoint import EndpointStartError, endpoint_environment, local_aws_endpoint
+from tests.conftest import aws_client
 
 REGION = "us-east-1"
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with local_aws_endpoint() as url:
-        yield url
-
-
-def client(url: str, service: str) -> Any:
-    return boto3.client(
-        service,
-        endpoint_url=url,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+@pytest.fixture
+def endpoint(aws_endpoint: str) -> str:
+    return aws_endpoint
 
 
 @pytest.fixture
 def glue(endpoint: str) -> Iterator[Any]:
-    glue = client(endpoint, "glue")
+    glue = aws_client(endpoint, "glue")
     yield glue
     glue.close()
 
@@ -103,7 +93,7 @@ def race_updates(racers: list[Any], table: tuple[str, str], version: str) -> dic
 
 
 def test_racing_updates_at_one_version_have_one_winner(endpoint: str, glue: Any, table: tuple[str, str]) -> None:
-    racers = [client(endpoint, "glue") for _ in range(4)]
+    racers = [aws_client(endpoint, "glue") for _ in range(4)]
     try:
         for _ in range(8):
             version, _ = current(glue, table)
@@ -142,7 +132,7 @@ def test_job_run_stays_starting_until_stopped(glue: Any) -> None:
 
 
 def test_s3_and_cloudwatch_on_loopback_only(endpoint: str) -> None:
-    s3, cloudwatch = client(endpoint, "s3"), client(endpoint, "cloudwatch")
+    s3, cloudwatch = aws_client(endpoint, "s3"), aws_client(endpoint, "cloudwatch")
     try:
         bucket = f"landing-{uuid.uuid4().hex[:8]}"
         s3.create_bucket(Bucket=bucket)
@@ -193,7 +183,7 @@ def test_endpoint_environment_reaches_the_server(endpoint: str, monkeypatch: pyt
         s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     finally:
         s3.close()
-    explicit = client(endpoint, "s3")
+    explicit = aws_client(endpoint, "s3")
     try:
         assert bucket in [found["Name"] for found in explicit.list_buckets()["Buckets"]]
     finally:

@@ -20,6 +20,7 @@ from cdc_lake.jsonl import read_jsonl
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_lake.local.generator import GenerationResult
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
     from cdc_lake.tables import LakeLocation
 
@@ -31,7 +32,6 @@ def demo_config_path() -> Path:
 
 
 def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: Path | None = None) -> int:
-    from cdc_lake.local.generator import GeneratorSpec, generate, land_order
     from cdc_lake.local.generator import land as land_files
     from cdc_lake.local.progress import live_status
     from cdc_lake.local.runtime import LocalPipeline
@@ -39,16 +39,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
 
     started = time.monotonic()
     config = load_config(config_path or demo_config_path())
-    for part in ("source", "landing", "warehouse", "export"):
-        shutil.rmtree(workdir / part, ignore_errors=True)
-    workdir.mkdir(parents=True, exist_ok=True)
-
-    print(f"1/5 generating DMS output for {len(config.tables)} table(s), {rows} source rows each …")
-    spec = GeneratorSpec(initial_rows=rows, cdc_files=batches, changes_per_file=max(rows // 10, 20))
-    generated = generate(config, workdir / "source", spec)
-    keys = land_order(generated)
-    load_keys = [k for k in keys if k.rsplit("/", 1)[-1].startswith("LOAD")]
-    cdc_keys = [k for k in keys if k not in set(load_keys)]
+    generated, (load_keys, *cdc_batches) = _generate(config, workdir, rows, batches, ("landing", "warehouse"))
 
     print("2/5 starting a local Spark session with Iceberg …")
     spark = local_spark_session(workdir / "warehouse", app_name="cdc-lake-demo")
@@ -64,9 +55,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
     print(f"3/5 full load: landing {len(load_keys)} LOAD file(s) …")
     land(load_keys)
     print(f"    done in {time.monotonic() - step:.1f}s")
-    per_batch = max(1, -(-len(cdc_keys) // batches))
-    for number, first in enumerate(range(0, len(cdc_keys), per_batch), start=1):
-        batch = cdc_keys[first : first + per_batch]
+    for number, batch in enumerate(cdc_batches, start=1):
         step = time.monotonic()
         print(f"4/5 CDC batch {number}: landing {len(batch)} file(s) …", end="", flush=True)
         land(batch)
@@ -85,6 +74,26 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
         return 1
     print("demo OK: every lake table equals its source table")
     return 0
+
+
+def _generate(
+    config: PipelineConfig, workdir: Path, rows: int, batches: int, outputs: tuple[str, ...]
+) -> tuple[GenerationResult, list[list[str]]]:
+    """The shop's DMS output and its expected tables (``workdir``'s earlier ``outputs`` removed), and its keys in
+    landing batches: every LOAD file, then the CDC files in ``batches`` batches."""
+    from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+
+    for part in ("source", "export", *outputs):
+        shutil.rmtree(workdir / part, ignore_errors=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"1/5 generating DMS output for {len(config.tables)} table(s), {rows} source rows each …")
+    spec = GeneratorSpec(initial_rows=rows, cdc_files=batches, changes_per_file=max(rows // 10, 20))
+    generated = generate(config, workdir / "source", spec)
+    keys = land_order(generated)
+    load_keys = [k for k in keys if k.rsplit("/", 1)[-1].startswith("LOAD")]
+    cdc_keys = [k for k in keys if k not in set(load_keys)]
+    per_batch = max(1, -(-len(cdc_keys) // batches))
+    return generated, [load_keys] + [cdc_keys[i : i + per_batch] for i in range(0, len(cdc_keys), per_batch)]
 
 
 class _Tally:
@@ -211,26 +220,15 @@ def run_aws_demo(workdir: Path, *, rows: int = 2000, batches: int = 2) -> int:
     Glue runs, each run as ``glue-run``; then a second reader (pyiceberg's Glue catalog on the same endpoint)
     checks that every table equals the source and carries the Glue parameters Athena reads."""
     from cdc_lake.local.aws_replay import DeployedPipeline, aws_endpoint
-    from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 
     started = time.monotonic()
     config_path = demo_config_path()
     config = load_config(config_path)
-    for part in ("source", "export"):
-        shutil.rmtree(workdir / part, ignore_errors=True)
-    workdir.mkdir(parents=True, exist_ok=True)
-    print(f"1/5 generating DMS output for {len(config.tables)} table(s), {rows} source rows each …")
-    spec = GeneratorSpec(initial_rows=rows, cdc_files=batches, changes_per_file=max(rows // 10, 20))
-    generated = generate(config, workdir / "source", spec)
-    keys = land_order(generated)
-    load_keys = [k for k in keys if k.rsplit("/", 1)[-1].startswith("LOAD")]
-    cdc_keys = [k for k in keys if k not in set(load_keys)]
+    generated, batches_of_keys = _generate(config, workdir, rows, batches, ())
     with aws_endpoint() as endpoint:
         print(f"2/5 synthesizing the stack and creating it on {endpoint} …")
         pipeline = DeployedPipeline.create(config_path, workdir, report=lambda line: print(f"    {line}"))
         failures = 0
-        per_batch = max(1, -(-len(cdc_keys) // batches))
-        batches_of_keys = [load_keys] + [cdc_keys[i : i + per_batch] for i in range(0, len(cdc_keys), per_batch)]
         for number, batch in enumerate(batches_of_keys):
             step = time.monotonic()
             label = "3/5 full load" if number == 0 else f"4/5 CDC batch {number}"
@@ -238,7 +236,7 @@ def run_aws_demo(workdir: Path, *, rows: int = 2000, batches: int = 2) -> int:
             pipeline.land(generated.landing, batch)
             failures += sum(1 for run in pipeline.run_started() if run.error)
             print(f"    done in {time.monotonic() - step:.1f}s")
-        unapplied, _ignored = pipeline.unapplied(keys)
+        unapplied, _ignored = pipeline.unapplied([key for batch in batches_of_keys for key in batch])
         print("5/5 reading the lake with a second reader (pyiceberg, Glue catalog on the same endpoint) …")
         all_equal = _check_with_pyiceberg(endpoint, config, pipeline.stack.database.name, generated.expected)
     missing = sum(len(k) for k in unapplied.values())
