@@ -23,18 +23,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.changes import ChangeCounts, describe_problems, dms_order, last_change_per_key, split_key_updates
-from cdc_lake.commit import base_snapshot, commit_changes, with_commit_retries
+from cdc_lake.commit import base_snapshot, commit_changes
 from cdc_lake.config import PipelineConfig, TableSpec
 from cdc_lake.exceptions import DmsInputError
-from cdc_lake.history import ensure_history_table, history_name, merge_versions
+from cdc_lake.history import history_name, merge_versions
 from cdc_lake.plan import ReloadPlan, plan_reload, show_position
 from cdc_lake.reader import DMS_TS, FILE, OP, ROW, file_layouts, read_changes
 from cdc_lake.record import HISTORY_SNAPSHOT, RELOAD, run_properties
+from cdc_lake.replay import committed_with_retries
 from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.spark_types import lake_type
 from cdc_lake.sql import quote
 from cdc_lake.storage import ObjectStore
-from cdc_lake.tables import LakeLocation, ensure_table
+from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +80,8 @@ def reload_table(
     Bad rows refuse the reload, naming file, row and column, and change nothing.
     """
     started = time.monotonic()
-    ensure_table(spark, location, table, config.lake)
-    if table.history:
-        ensure_history_table(spark, location, table, config.lake)
-    result, attempts = with_commit_retries(
-        table.name,
-        config.lake.commit_retries,
-        lambda: _attempt(spark, config, location, store, table, since, run_time),
+    result, attempts = committed_with_retries(
+        spark, config, location, table, lambda: _attempt(spark, config, location, store, table, since, run_time)
     )
     return replace(result, attempts=attempts, seconds=time.monotonic() - started)
 

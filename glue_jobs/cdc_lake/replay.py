@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
 from cdc_lake.commit import (
     ChangedKeys,
+    Result,
     Step,
     base_snapshot,
     changed_keys,
@@ -108,20 +109,9 @@ def apply_up_to(
             return RunResult(table=table.name, trigger="")
     else:
         table, upto = config.table(trigger.table), trigger
-    try:
-        ensure_table(spark, location, table, config.lake)
-        if table.history:
-            ensure_history_table(spark, location, table, config.lake)
-        applied, attempts = with_commit_retries(
-            table.name,
-            config.lake.commit_retries,
-            lambda: _attempt(spark, config, location, store, table, upto, started),
-        )
-    except (Py4JJavaError, PySparkException) as error:
-        refusal = _refusal(spark, location, table, error)
-        if refusal is None:
-            raise
-        raise refusal from None
+    applied, attempts = committed_with_retries(
+        spark, config, location, table, lambda: _attempt(spark, config, location, store, table, upto, started)
+    )
     return RunResult(
         table=table.name,
         trigger=applied.trigger,
@@ -177,6 +167,28 @@ def _attempt(
             raise
         raise changed from None
     return dataclasses.replace(applied, trigger=trigger.key, listing_start=next_start)
+
+
+def committed_with_retries(
+    spark: SparkSession,
+    config: PipelineConfig,
+    location: LakeLocation,
+    table: TableSpec,
+    attempt: Callable[[], Result],
+) -> tuple[Result, int]:
+    """The lake table (and its history) created if missing, then ``attempt`` (plan, read, commit) until its commit
+    is not beaten by a concurrent one; returns its result and the attempts. AWS refusing the job's role, or the
+    table dropped meanwhile, fail as errors that say what to do."""
+    try:
+        ensure_table(spark, location, table, config.lake)
+        if table.history:
+            ensure_history_table(spark, location, table, config.lake)
+        return with_commit_retries(table.name, config.lake.commit_retries, attempt)
+    except (Py4JJavaError, PySparkException) as error:
+        refusal = _refusal(spark, location, table, error)
+        if refusal is None:
+            raise
+        raise refusal from None
 
 
 def _changed_file(
