@@ -99,3 +99,19 @@ class LakeDatabaseMissingError(CdcLakeError):
 
 class LakeTableMissingError(CdcLakeError):
     """Raised when the lake table disappeared (dropped, or its database) while a run applied it."""
+
+
+class DeployedStackError(CdcLakeError):
+    """Raised when a cloud assembly cannot be read as the cdc-lake stack (missing file, stack or resource)."""
+
+
+class UnsupportedIntrinsicError(DeployedStackError):
+    """Raised when a template value uses an intrinsic function or attribute the stack reader does not know."""
+
+
+class ProvisionError(DeployedStackError):
+    """Raised when an AWS endpoint cannot be given what ``cdk deploy`` would create."""
+
+
+class EndpointStartError(CdcLakeError):
+    """Raised when the local AWS endpoint's subprocess exits or stays silent instead of reporting ready."""

@@ -16,8 +16,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from cdc_lake.exceptions import EndpointStartError
 from cdc_lake.local import aws_endpoint
-from cdc_lake.local.aws_endpoint import EndpointStartError, endpoint_environment, local_aws_endpoint
+from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint
 from tests.conftest import aws_client
 
 REGION = "us-east-1"

@@ -19,12 +19,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from cdc_lake.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
 from cdc_lake.local.deployed import (
     DeployedStack,
-    DeployedStackError,
-    ProvisionError,
     TemplateResolver,
-    UnsupportedIntrinsicError,
     generated_name,
     is_intrinsic,
     load_template,

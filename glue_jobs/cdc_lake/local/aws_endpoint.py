@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cdc_lake.catalogs import AWS_ENDPOINT_ENV
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.exceptions import EndpointStartError
 
 if TYPE_CHECKING:
     from moto.core.responses import ActionResult
@@ -48,10 +48,6 @@ _PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 _STOPPABLE_RUN_STATES = frozenset({"STARTING", "RUNNING", "WAITING", "STOPPING"})
 # UpdateTable's version check and moto's update, one request at a time (the server is threaded).
 _UPDATE_TABLE_LOCK = threading.Lock()
-
-
-class EndpointStartError(CdcLakeError):
-    """Raised when the local AWS endpoint's subprocess exits or stays silent instead of reporting ready."""
 
 
 def endpoint_environment(url: str, region: str = DEFAULT_REGION) -> dict[str, str]:

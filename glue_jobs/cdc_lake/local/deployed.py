@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from cdc_lake.catalogs import parse_conf
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -61,17 +61,6 @@ _GLUE_DEFAULT_MAX_CONCURRENT_RUNS = 1
 _S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/?(?P<key>.*)$")
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
-
-class DeployedStackError(CdcLakeError):
-    """Raised when a cloud assembly cannot be read as the cdc-lake stack (missing file, stack or resource)."""
-
-
-class UnsupportedIntrinsicError(DeployedStackError):
-    """Raised when a template value uses an intrinsic function or attribute this resolver does not know."""
-
-
-class ProvisionError(DeployedStackError):
-    """Raised when the local endpoint cannot be given what ``cdk deploy`` would create."""
 
 
 # ---------------------------------------------------------------------------------------------- intrinsics
