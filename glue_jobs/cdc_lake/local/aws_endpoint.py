@@ -50,6 +50,11 @@ _STOPPABLE_RUN_STATES = frozenset({"STARTING", "RUNNING", "WAITING", "STOPPING"}
 _UPDATE_TABLE_LOCK = threading.Lock()
 
 
+def aws_region() -> str:
+    """The region AWS clients of this process use: the SDKs' variables, else the local endpoint's default."""
+    return os.environ.get(REGION_ENV) or os.environ.get(DEFAULT_REGION_ENV) or DEFAULT_REGION
+
+
 def endpoint_environment(url: str, region: str = DEFAULT_REGION) -> dict[str, str]:
     """What an AWS client (boto3, the AWS SDK for Java) reads to reach the endpoint at ``url``."""
     return {

@@ -287,12 +287,13 @@ def cmd_glue_run(args: argparse.Namespace) -> int:
     import os
 
     from cdc_lake.catalogs import AWS_ENDPOINT_ENV
-    from cdc_lake.local.deployed import DeployedStack
+    from cdc_lake.local.aws_endpoint import aws_region
+    from cdc_lake.local.deployed import DEFAULT_ACCOUNT, DeployedStack
     from cdc_lake.local.glue_run import glue_run, parse_overrides
 
     overrides = parse_overrides(args.arguments)
-    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    stack = DeployedStack.load(args.template, account=args.account or "123456789012", region=region)
+    region = args.region or aws_region()
+    stack = DeployedStack.load(args.template, account=args.account or DEFAULT_ACCOUNT, region=region)
     endpoint = os.environ.get(AWS_ENDPOINT_ENV) or f"AWS itself ({AWS_ENDPOINT_ENV} is not set)"
     print(f"glue-run {stack.job(args.job).name} of {stack.stack_name} against {endpoint}")
     run_id = glue_run(stack, args.job, overrides)

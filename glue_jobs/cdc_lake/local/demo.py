@@ -253,14 +253,14 @@ def _check_with_pyiceberg(endpoint: str, config: PipelineConfig, database: str, 
     """Each table read by pyiceberg through the Glue catalog equals the expected table; its Glue table says
     ICEBERG with a metadata location, and its metadata is format v2 (what Athena reads)."""
     import io
-    import os
 
     import boto3
     from pyiceberg.catalog.glue import GlueCatalog
 
     from cdc_lake.jsonl import write_jsonl
+    from cdc_lake.local.aws_endpoint import aws_region
 
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    region = aws_region()
     catalog = GlueCatalog(
         "demo", **{"glue.endpoint": endpoint, "glue.region": region, "s3.endpoint": endpoint, "s3.region": region}
     )

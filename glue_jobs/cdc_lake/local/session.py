@@ -11,12 +11,12 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from cdc_lake.catalogs import endpoint_conf, glue_catalogs
+from cdc_lake.local.aws_endpoint import aws_region
 from cdc_lake.local.jars import spark_jars
 from cdc_lake.names import GLUE_VERSION
 
 LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
-DEFAULT_REGION = "us-east-1"
 
 
 def local_spark_session(
@@ -78,7 +78,7 @@ def local_spark_session(
 
 
 def _s3a_endpoint_conf(endpoint: str) -> dict[str, str]:
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    region = aws_region()
     return {
         "spark.hadoop.fs.s3a.endpoint": endpoint,
         "spark.hadoop.fs.s3a.endpoint.region": region,
