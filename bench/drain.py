@@ -19,11 +19,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.export import export_tables
-from cdc_lake.jsonl import read_jsonl
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from cdc_lake.ops.export import export_tables
 
 HERE = Path(__file__).parent
 

@@ -38,15 +38,15 @@ from bench.perf import (
     write_cdc_file,
     write_load_data,
 )
-from cdc_lake.catalogs import glue_catalog_conf
-from cdc_lake.config import PipelineConfig, load_config
-from cdc_lake.dms_files import parse_key
+from cdc_lake.core.catalogs import glue_catalog_conf
+from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
+from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
-from cdc_lake.names import GLUE_CATALOG
-from cdc_lake.replay import apply_up_to
-from cdc_lake.storage import LocalFolderStore, ObjectStore, S3Store
-from cdc_lake.tables import LakeLocation
 
 HERE = Path(__file__).parent
 LAKE_BUCKET = "bench-lake"

@@ -42,14 +42,14 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.config import PipelineConfig, TableSpec, load_config
-from cdc_lake.dms_files import parse_key
+from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.spark_types import parse_type
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import csv_field
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
-from cdc_lake.replay import apply_up_to
-from cdc_lake.spark_types import parse_type
-from cdc_lake.storage import LocalFolderStore
-from cdc_lake.tables import LakeLocation
 
 HERE = Path(__file__).parent
 SMALL_TABLE_ROWS = 10_000  # the reference table of the CDC ratio and the table of the small runs

@@ -32,7 +32,7 @@ from bench.drain import run_drain_bench
 from bench.perf import OracleMismatch, run_perf
 from bench.perf import write_results as write_perf_results
 from bench.simulate import SimParams, print_table, simulate_all, write_results
-from cdc_lake.config import load_config
+from cdc_lake.core.config import load_config
 from cdc_lake.local.session import local_spark_session
 
 HERE = Path(__file__).parent

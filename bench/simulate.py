@@ -1,7 +1,7 @@
 """A discrete-event simulation of one day of CDC on AWS: one run per file (old design) vs coalesced runs (new).
 
 Busy tables land one DMS CDC file every ``interval_s`` seconds. Every landed file becomes an S3 event
-(``dms_trigger.events.s3_object_created_event``) handed to the real Lambda code, ``dms_trigger.handler.handle``,
+(``cdc_lake.local.events.s3_object_created_event``) handed to the real Lambda code, ``dms_trigger.handler.handle``,
 with a ``GlueJobStarter`` around ``SimulatedGlue``: handle() alone decides which runs start. ``SimulatedGlue``
 answers ``start_job_run`` and ``get_job_runs`` on a virtual clock (WAITING over MaxConcurrentRuns, STARTING
 for the start-up time, RUNNING, SUCCEEDED), and the simulation plays each run's script on the same clock:
@@ -39,9 +39,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.drain import LISTING_THREADS
-from dms_trigger.events import s3_object_created_event
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.engine.drain import LISTING_THREADS
+from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
 
 HERE = Path(__file__).parent
@@ -381,7 +381,7 @@ class Simulation:
         self.glue.finish(run)
 
     def _round_start(self, run: GlueRun) -> None:
-        """One round of cdc_lake.drain: the first checks every table (the trigger's first); a later one lists
+        """One round of cdc_lake.engine.drain: the first checks every table (the trigger's first); a later one lists
         each table from its window, then batches those with files not yet taken, ``parallel_tables`` at a time."""
         work = [i for i in range(self.tables) if self.claimed[i] < self.landed[i]] if self.pending else []
         if run.rounds == 0:
@@ -412,7 +412,7 @@ class Simulation:
         self.at(round_end, _ROUND_END, (run, bool(work)))
 
     def _round_end(self, payload: tuple[GlueRun, bool]) -> None:
-        """After a round, as cdc_lake.drain: stop once the budget is spent; go on at once after a round with
+        """After a round, as cdc_lake.engine.drain: stop once the budget is spent; go on at once after a round with
         work; else stop after idle_seconds without work, or list again after poll_seconds."""
         run, worked = payload
         run.rounds += 1

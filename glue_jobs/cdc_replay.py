@@ -5,7 +5,7 @@ landed files, round after round up to the time budget (runs.mode coalesced), or 
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
-from cdc_lake.jobs import glue_main
+from cdc_lake.engine.jobs import glue_main
 
 if __name__ == "__main__":
     glue_main("cdc_replay")

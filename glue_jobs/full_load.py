@@ -4,7 +4,7 @@
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
-from cdc_lake.jobs import glue_main
+from cdc_lake.engine.jobs import glue_main
 
 if __name__ == "__main__":
     glue_main("full_load")

@@ -6,7 +6,7 @@ Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<t
 after DMS reloaded it (docs/deploy.md#reload).
 """
 
-from cdc_lake.jobs import glue_maintenance_main
+from cdc_lake.engine.jobs import glue_maintenance_main
 
 if __name__ == "__main__":
     glue_maintenance_main()

@@ -1,6 +1,6 @@
 """CDK entry point (``cdk.json``: ``.venv/bin/python -m infra.app``).
 
-Reads the context (infra.settings), loads the table configuration with ``cdc_lake.config.load_config``,
+Reads the context (infra.settings), loads the table configuration with ``cdc_lake.core.config.load_config``,
 builds the Glue/Lambda artifacts into ``build/infra-assets`` and synthesizes one stack, checked by cdk-nag.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cdc_lake.config import load_config
+from cdc_lake.core.config import load_config
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
 from infra.settings import DeploySettings, example_values_message

@@ -15,7 +15,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig
 from infra.settings import DeploySettings
 from infra.table_mappings import s3_settings, table_mappings
 

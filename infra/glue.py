@@ -15,9 +15,9 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.catalogs import glue_catalog_conf, render_conf
-from cdc_lake.config import PipelineConfig, RunSettings
-from cdc_lake.names import GLUE_CATALOG, GLUE_VERSION, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.catalogs import glue_catalog_conf, render_conf
+from cdc_lake.core.config import PipelineConfig, RunSettings
+from cdc_lake.core.names import GLUE_CATALOG, GLUE_VERSION, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from infra.packaging import PipelineAssets, pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 
@@ -63,7 +63,7 @@ MAINTENANCE = JobSizing(
     description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files (--action)",
 )
 # Job defaults of the maintenance script (a run or the schedule overrides them key by key); the values,
-# and why they are safe, are defined once in cdc_lake.names.
+# and why they are safe, are defined once in cdc_lake.core.names.
 MAINTENANCE_ARGUMENTS = {
     "--action": "all",
     "--retain_days": str(RETAIN_DAYS),

@@ -16,8 +16,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cdc_lake.config import PipelineConfig
-from cdc_lake.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
 
 FAILED_GLUE_STATES = ["FAILED", "TIMEOUT", "ERROR"]
 ALARM_PERIOD = Duration.minutes(5)
@@ -112,7 +112,7 @@ class Monitoring(Construct):
 
 
 def _pipeline_metric(config: PipelineConfig, name: str, statistic: str) -> cloudwatch.Metric:
-    """A metric the replay jobs put (cdc_lake.metrics), under the pipeline's one dimension."""
+    """A metric the replay jobs put (cdc_lake.engine.metrics), under the pipeline's one dimension."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,

@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdc_lake.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_FILE_NAME = "tables.json"

@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig
 from infra.dms import DmsReplication
 from infra.glue import GlueJobs
 from infra.monitoring import Monitoring

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc_lake.config import DmsSettings, PipelineConfig, TableSpec
+from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 
 CHANGE_SEQUENCE_EXPRESSION = "$AR_H_CHANGE_SEQ"
 CHANGE_SEQUENCE_LENGTH = 50  # AR_H_CHANGE_SEQ is 35 digits; DMS docs use string(50)

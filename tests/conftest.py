@@ -53,7 +53,7 @@ def aws_client(endpoint: str, service: str) -> Any:
 
 @pytest.fixture(scope="session")
 def spark(warehouse: Path, aws_endpoint: str) -> Iterator[SparkSession]:  # noqa: F821 - imported lazily
-    from cdc_lake.catalogs import glue_catalog_conf
+    from cdc_lake.core.catalogs import glue_catalog_conf
     from cdc_lake.local.aws_endpoint import endpoint_environment
     from cdc_lake.local.session import local_spark_session
 
@@ -113,14 +113,14 @@ class Lake:
 
     @property
     def catalog(self) -> str:
+        from cdc_lake.core.names import GLUE_CATALOG
         from cdc_lake.local.session import LOCAL_CATALOG
-        from cdc_lake.names import GLUE_CATALOG
 
         return LOCAL_CATALOG if self.path == "hadoop" else GLUE_CATALOG
 
     @property
     def location(self) -> Any:
-        from cdc_lake.tables import LakeLocation
+        from cdc_lake.engine.tables import LakeLocation
 
         return LakeLocation(self.catalog, self.database)
 
@@ -128,7 +128,7 @@ class Lake:
         return f"{self.catalog}.{self.database}.{name}"
 
     def store(self) -> Any:
-        from cdc_lake.storage import LocalFolderStore, S3Store
+        from cdc_lake.core.storage import LocalFolderStore, S3Store
 
         if self.path == "hadoop":
             return LocalFolderStore(self.landing)

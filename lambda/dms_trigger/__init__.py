@@ -1,5 +1,5 @@
 """The S3-triggered Lambda: every DMS file that lands starts the matching Glue job run.
 
-``routing`` turns an event into job-run requests (pure), ``handler`` starts them on Glue, ``events`` builds
-real-shaped S3 events for the local runtime and the tests. Never imports PySpark.
+``routing`` turns an event into job-run requests (pure), ``handler`` starts them on Glue. It imports
+``cdc_lake.core`` alone and never PySpark; the local runtime builds its events with ``cdc_lake.local.events``.
 """

@@ -29,9 +29,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from cdc_lake.config import PipelineConfig, load_config_uri
-from cdc_lake.exceptions import CdcLakeError, ConfigError
-from cdc_lake.names import JOB_KINDS, JobKind
+from cdc_lake.core.config import PipelineConfig, load_config_uri
+from cdc_lake.core.exceptions import CdcLakeError, ConfigError
+from cdc_lake.core.names import JOB_KINDS, JobKind
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).

@@ -1,7 +1,7 @@
 """How an S3 event becomes Glue job-run requests.
 
 Pure: no AWS calls and never PySpark (the Lambda must stay small and start fast). Keys are read with
-``cdc_lake.dms_files.parse_key``, the same parser the jobs use, so the trigger and the jobs agree on what a
+``cdc_lake.core.dms_files.parse_key``, the same parser the jobs use, so the trigger and the jobs agree on what a
 DMS file is.
 """
 
@@ -14,10 +14,10 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes import S3Event, S3EventBridgeNotificationEvent
 
-from cdc_lake.config import PipelineConfig
-from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
-from cdc_lake.exceptions import CdcLakeError, NotADmsFileError, OutsideDmsFolderError, UnknownTableError
-from cdc_lake.names import JobKind
+from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
+from cdc_lake.core.exceptions import CdcLakeError, NotADmsFileError, OutsideDmsFolderError, UnknownTableError
+from cdc_lake.core.names import JobKind
 
 # Why an object started no job run; every one is logged once by the handler.
 TEST_EVENT = "test_event"

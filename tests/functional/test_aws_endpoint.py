@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from cdc_lake.exceptions import EndpointStartError
+from cdc_lake.core.exceptions import EndpointStartError
 from cdc_lake.local import aws_endpoint
 from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint
 from tests.conftest import aws_client

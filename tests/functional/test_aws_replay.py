@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import load_config
-from cdc_lake.jsonl import write_jsonl
-from cdc_lake.local.aws_endpoint import endpoint_environment
-from cdc_lake.local.demo import demo_config_path
-from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
-from cdc_lake.names import (
+from cdc_lake.core.config import load_config
+from cdc_lake.core.jsonl import write_jsonl
+from cdc_lake.core.names import (
     CHANGE_LAG_METRIC,
     FILES_APPLIED_METRIC,
     GLUE_CATALOG,
     METRICS_NAMESPACE,
     TABLE_FAILURES_METRIC,
 )
-from cdc_lake.tables import LakeLocation
+from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.local.aws_endpoint import endpoint_environment
+from cdc_lake.local.demo import demo_config_path
+from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from tests.conftest import aws_client
 from tests.pg.checks import glue_reader
 

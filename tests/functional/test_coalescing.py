@@ -13,18 +13,18 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.drain import Budget, drain
-from cdc_lake.export import export_tables
-from cdc_lake.jobs import JobOptions, run_job
-from cdc_lake.jsonl import read_jsonl
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.drain import Budget, drain
+from cdc_lake.engine.jobs import JobOptions, run_job
+from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.engine.record import APPLIED, snapshot_summaries
+from cdc_lake.engine.replay import RunResult
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
-from cdc_lake.metrics import CloudWatchPublisher
-from cdc_lake.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
-from cdc_lake.record import APPLIED, snapshot_summaries
-from cdc_lake.replay import RunResult
-from cdc_lake.storage import LocalFolderStore
+from cdc_lake.ops.export import export_tables
 
 pytestmark = pytest.mark.spark
 

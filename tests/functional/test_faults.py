@@ -14,18 +14,18 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import (
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import (
     AccessDeniedError,
     LakeDatabaseMissingError,
     LakeTableMissingError,
     LandedFileChangedError,
 )
-from cdc_lake.iceberg_java import is_commit_conflict
-from cdc_lake.replay import apply_up_to
-from cdc_lake.storage import ObjectStore, S3Store, StoredObject
-from cdc_lake.tables import LakeLocation
+from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
+from cdc_lake.engine.iceberg_java import is_commit_conflict
+from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.tables import LakeLocation
 from tests.conftest import Lake, aws_client, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
@@ -59,7 +59,7 @@ def rows(lake: Lake) -> list[tuple]:
 
 
 def head(lake: Lake) -> int | None:
-    from cdc_lake.commit import branch_head
+    from cdc_lake.engine.commit import branch_head
 
     return branch_head(lake.spark, lake.location, "shop_items")
 
@@ -242,7 +242,7 @@ FAULTY_CATALOG = "glue_faulty"
 
 def faulty_location(lake: Lake, endpoint: FaultyEndpoint) -> LakeLocation:
     """The lake's database through a Glue catalog whose Glue requests pass ``endpoint`` (S3 goes direct)."""
-    from cdc_lake.catalogs import endpoint_conf, glue_catalog_conf
+    from cdc_lake.core.catalogs import endpoint_conf, glue_catalog_conf
     from tests.conftest import GLUE_WAREHOUSE
 
     prefix = f"spark.sql.catalog.{FAULTY_CATALOG}"
@@ -255,7 +255,7 @@ def faulty_location(lake: Lake, endpoint: FaultyEndpoint) -> LakeLocation:
 
 def applied_keys(lake: Lake) -> list[str]:
     """Every file the table's lineage records as applied, once per commit that applied it."""
-    from cdc_lake.record import snapshot_summaries
+    from cdc_lake.engine.record import snapshot_summaries
 
     keys = []
     for snapshot in snapshot_summaries(lake.spark, lake.location, config().tables[0]):
@@ -450,7 +450,7 @@ def test_a_commit_glue_refuses_for_another_runs_commit_plans_again(spark, lake, 
         return None
 
     faulty.rules.append(commit_first)
-    caplog.set_level(logging.WARNING, logger="cdc_lake.commit")
+    caplog.set_level(logging.WARNING, logger="cdc_lake.engine.commit")
     result = apply_up_to(spark, cfg, location, HookedStore(store, "list", armed.set), parse_key(CDC2, cfg))
     assert ("UpdateTable", 400) in faulty.answered  # Glue refused the stale version
     assert [r.applied_files for r in other] == [[CDC1]]

@@ -1,4 +1,4 @@
-"""The Java-internals access of ``cdc_lake.iceberg_java`` still works on the Iceberg the runtime loads.
+"""The Java-internals access of ``cdc_lake.engine.iceberg_java`` still works on the Iceberg the runtime loads.
 
 If an Iceberg upgrade renames or removes what it reaches, these fail by name before any replay test
 fails obscurely.
@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
-from cdc_lake.exceptions import TableMovedError
-from cdc_lake.iceberg_java import (
+from cdc_lake.core.exceptions import TableMovedError
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.iceberg_java import (
     COMMIT_METADATA_CLASS,
     COMMIT_PROPERTIES_FIELD,
     branch_lineage,
@@ -21,7 +22,6 @@ from cdc_lake.iceberg_java import (
     fast_forward,
     remove_branch,
 )
-from cdc_lake.sql import quote
 
 pytestmark = pytest.mark.spark
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import parse_config
-from cdc_lake.exceptions import JobArgumentError
-from cdc_lake.jobs import JobOptions, MaintenanceOptions, run_job
-from cdc_lake.maintenance import Retention
-from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
-from cdc_lake.storage import LocalFolderStore
+from cdc_lake.core.config import parse_config
+from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions, run_job
+from cdc_lake.engine.maintenance import Retention
 from tests.conftest import write_file
 
 CONFIG = parse_config(

@@ -1,4 +1,4 @@
-"""A table's full load appended (``cdc_lake.load_append``): read in parallel parts, checked, laid out by key.
+"""A table's full load appended (``cdc_lake.engine.load_append``): read in parallel parts, checked, laid out by key.
 
 Each test reads the files through real Spark and Iceberg and checks the lake table against what the files
 say, so a fast path that drops, repeats or misplaces a row fails here.
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.exceptions import DmsInputError
-from cdc_lake.iceberg_java import has_write_order
-from cdc_lake.operations import list_changes
+from cdc_lake.core.exceptions import DmsInputError
+from cdc_lake.engine.iceberg_java import has_write_order
+from cdc_lake.ops.operations import list_changes
 from tests.conftest import Lake, on_both_paths, write_file
 from tests.functional.test_replay_semantics import T, apply, config, rows, snapshot_count
 

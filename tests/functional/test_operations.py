@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.export import export_tables
-from cdc_lake.history import history_name
-from cdc_lake.jsonl import read_jsonl
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.history import history_name
+from cdc_lake.engine.maintenance import Retention, maintain
+from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from cdc_lake.maintenance import Retention, maintain
-from cdc_lake.operations import list_changes, reapply, rollback
-from cdc_lake.replay import apply_up_to
-from cdc_lake.storage import LocalFolderStore
-from cdc_lake.tables import LakeLocation
+from cdc_lake.ops.export import export_tables
+from cdc_lake.ops.operations import list_changes, reapply, rollback
 from tests.conftest import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark

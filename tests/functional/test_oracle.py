@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, RunSettings, parse_config
-from cdc_lake.export import export_tables
-from cdc_lake.jsonl import read_jsonl
+from cdc_lake.core.config import PipelineConfig, RunSettings, parse_config
+from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from cdc_lake.ops.export import export_tables
 
 pytestmark = pytest.mark.spark
 

@@ -59,7 +59,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from cdc_lake.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from tests.dms_samples import (
     SAMPLE_CONFIGS,

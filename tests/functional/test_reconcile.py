@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cdc_lake.config import TableSpec, parse_config
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.core.config import TableSpec, parse_config
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.engine.record import snapshot_summaries
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from cdc_lake.reconcile import format_report, read_expected, reconcile
-from cdc_lake.record import snapshot_summaries
-from cdc_lake.tables import LakeLocation
+from cdc_lake.ops.reconcile import format_report, read_expected, reconcile
 
 pytestmark = pytest.mark.spark
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc_lake.changes import last_change_per_key
-from cdc_lake.config import parse_config
+from cdc_lake.core.config import parse_config
+from cdc_lake.engine.changes import last_change_per_key
 
 pytestmark = pytest.mark.spark
 

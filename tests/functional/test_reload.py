@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import PipelineConfig, load_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import DmsInputError, JobArgumentError, ReplayOrderError
-from cdc_lake.jobs import MaintenanceOptions, run_maintenance
+from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import DmsInputError, JobArgumentError, ReplayOrderError
+from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.jobs import MaintenanceOptions, run_maintenance
+from cdc_lake.engine.record import RELOAD, read_state, snapshot_summaries
+from cdc_lake.engine.reload import reload_table
+from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.cli import main
-from cdc_lake.operations import list_changes
-from cdc_lake.record import RELOAD, read_state, snapshot_summaries
-from cdc_lake.reload import reload_table
-from cdc_lake.replay import apply_up_to
-from cdc_lake.storage import LocalFolderStore
-from cdc_lake.tables import LakeLocation
+from cdc_lake.ops.operations import list_changes
 from tests.conftest import write_file
 
 P = "dms/shop/items/"

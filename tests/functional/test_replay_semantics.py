@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
-from cdc_lake.record import FRESHNESS, snapshot_summaries
-from cdc_lake.replay import apply_up_to
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
+from cdc_lake.engine.record import FRESHNESS, snapshot_summaries
+from cdc_lake.engine.replay import apply_up_to
 from tests.conftest import Lake, on_both_paths, write_file
 
 # The deployed path (Glue catalog, S3FileIO, files through S3A) runs the order, overlap, duplicate, refusal,

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import DmsInputError, SchemaChangeError
-from cdc_lake.replay import RunResult, apply_up_to
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import DmsInputError, SchemaChangeError
+from cdc_lake.engine.replay import RunResult, apply_up_to
 from tests.conftest import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark

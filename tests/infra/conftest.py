@@ -17,7 +17,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
-from cdc_lake.config import PipelineConfig, load_config
+from cdc_lake.core.config import PipelineConfig, load_config
 from infra.app import cdk_json_context, create_app
 from infra.packaging import REPO_ROOT, SourceLayout
 from infra.pipeline_stack import PipelineStack

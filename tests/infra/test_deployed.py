@@ -19,7 +19,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from cdc_lake.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
+from cdc_lake.core.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
+from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.local.deployed import (
     DeployedStack,
     TemplateResolver,
@@ -28,7 +29,6 @@ from cdc_lake.local.deployed import (
     load_template,
     provision,
 )
-from cdc_lake.names import GLUE_CATALOG
 from infra.glue import GLUE_VERSION, MAINTENANCE, WORKER_TYPE
 from infra.packaging import LAMBDA_HANDLER, REPO_ROOT, config_json_text
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import load_config, parse_config_text
+from cdc_lake.core.config import load_config, parse_config_text
 from infra.packaging import PackagingError, SourceLayout, build_assets, pinned_requirement
 from tests.infra.conftest import DEMO_CONFIG
 
@@ -27,14 +27,14 @@ def test_library_zip_has_the_package_at_its_root(built) -> None:
     assert names == sorted(names)
     assert all(name.startswith("cdc_lake/") for name in names)
     assert "cdc_lake/__init__.py" in names
-    assert "cdc_lake/config.py" in names
+    assert "cdc_lake/core/config.py" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     expected = sorted(
         f"cdc_lake/{path.relative_to(sources.library_dir).as_posix()}" for path in sources.glue_library_files()
     )
     assert names == expected
     # Glue runs the replay and maintenance; the laptop tools (cdc_lake.local: CLI, demo, generator) stay home.
-    assert {"cdc_lake/jobs.py", "cdc_lake/replay.py", "cdc_lake/maintenance.py"} <= set(names)
+    assert {"cdc_lake/engine/jobs.py", "cdc_lake/engine/replay.py", "cdc_lake/engine/maintenance.py"} <= set(names)
     assert not [name for name in names if name.startswith("cdc_lake/local/")]
 
 
@@ -50,8 +50,9 @@ def test_lambda_folder_holds_handler_pure_library_modules_and_json_config(built)
     assert (root / "dms_trigger" / "handler.py").is_file()
     shipped_modules = sorted(p.relative_to(root / "cdc_lake") for p in (root / "cdc_lake").rglob("*.py"))
     assert shipped_modules == sorted(p.relative_to(_layout.library_dir) for p in _layout.lambda_library_files())
-    assert {Path("config.py"), Path("dms_files.py")} <= set(shipped_modules)
-    assert not {Path("replay.py"), Path("lake.py"), Path("session.py")} & set(shipped_modules)
+    assert {Path("core/config.py"), Path("core/dms_files.py")} <= set(shipped_modules)
+    # The Lambda ships the core room alone: nothing of the engine, the operator tools or the laptop.
+    assert {p.parts[0] for p in shipped_modules} == {"__init__.py", "core"}
     assert not list(root.rglob("__pycache__"))
     shipped = parse_config_text((root / "tables.json").read_text(encoding="utf-8"), "tables.json")
     assert shipped == config

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from aws_cdk.assertions import Annotations, Match
 
-from cdc_lake.config import RunSettings
-from cdc_lake.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.core.config import RunSettings
+from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
 from tests.infra.conftest import DEMO_CONFIG, Synthesized, only, render, resources_of_type, synthesize
 
 # Every value differs from its default, so each assertion below proves the value is read from the config.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lake.config import DmsSettings, load_config, parse_config
+from cdc_lake.core.config import DmsSettings, load_config, parse_config
 from infra.table_mappings import dms_literal, s3_settings, table_mappings
 from tests.infra.conftest import DEMO_CONFIG, PARQUET_CONFIG
 

@@ -12,9 +12,9 @@ import psycopg
 from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, TableSpec
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.pg_capture import SESSION_SETTINGS
-from cdc_lake.tables import LakeLocation
 
 Row = dict[str, Any]
 IcebergReader = Callable[[LakeLocation, TableSpec], list[Row]]

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cdc_lake.config import parse_config
+from cdc_lake.core.config import parse_config
 from cdc_lake.local.pg_capture import (
     UNCHANGED_TOAST,
     CaptureError,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.local.pg_capture import PgCapture, table_entry
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from tests.conftest import Lake
@@ -80,7 +80,7 @@ def test_lake_equals_postgres(
     variant: str,
     path: str,
 ) -> None:
-    from cdc_lake.reload import reload_table
+    from cdc_lake.engine.reload import reload_table
 
     started = time.monotonic()
     conninfo = create_database(postgres, f"source_{variant}_{path}")

@@ -1,4 +1,5 @@
-"""The layout holds: no import cycles, a Glue bundle without laptop tools, a Lambda without Spark.
+"""The layout holds: rooms named for where code runs, imports only downward between them, no import cycles,
+a Glue bundle without laptop tools, a Lambda without Spark.
 
 The bundles are the ones the stack deploys (``infra.packaging.build_assets``); each is imported in a fresh
 interpreter that can reach nothing else of the repository, so a stray import fails here, not on AWS.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import load_config
+from cdc_lake.core.config import load_config
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets, imported_modules, module_file
 
 PACKAGES = (REPO_ROOT / "glue_jobs" / "cdc_lake", REPO_ROOT / "lambda" / "dms_trigger", REPO_ROOT / "infra")
@@ -92,9 +93,42 @@ def assets(tmp_path_factory: pytest.TempPathFactory):
 
 def test_graph_sees_known_edges() -> None:
     graph = import_graph()
-    assert "cdc_lake.config" in graph["cdc_lake.replay"]
-    assert "cdc_lake.config" in graph["dms_trigger.routing"]
+    assert "cdc_lake.core.config" in graph["cdc_lake.engine.replay"]
+    assert "cdc_lake.core.config" in graph["dms_trigger.routing"]
     assert "cdc_lake.local.jars" in graph["cdc_lake.local.session"]
+
+
+# Each room of the library, and the first-party packages beside it, with the rooms each may import. The
+# order is the contract: core runs everywhere, the engine in Glue, ops on the engine, local on a laptop.
+ROOMS = {
+    "cdc_lake.core": {"cdc_lake.core"},
+    "cdc_lake.engine": {"cdc_lake.core", "cdc_lake.engine"},
+    "cdc_lake.ops": {"cdc_lake.core", "cdc_lake.engine", "cdc_lake.ops"},
+    "cdc_lake.local": {"cdc_lake", "dms_trigger", "infra"},
+    "dms_trigger": {"cdc_lake.core", "dms_trigger"},
+    "infra": {"cdc_lake.core", "infra"},
+}
+
+
+def room_of(module: str) -> str | None:
+    return next((room for room in ROOMS if module == room or module.startswith(room + ".")), None)
+
+
+def test_every_library_module_lives_in_a_room() -> None:
+    homeless = sorted(name for name in first_party_modules() if name != "cdc_lake" and room_of(name) is None)
+    assert not homeless, f"modules outside core/, engine/, ops/ and local/: {homeless}"
+
+
+def test_imports_only_go_down_between_rooms() -> None:
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, targets in import_graph().items()
+        if (room := room_of(name)) is not None
+        for target in targets
+        if target != "cdc_lake"
+        and not any(target == allowed or target.startswith(allowed + ".") for allowed in ROOMS[room])
+    )
+    assert not upward, "imports against the rooms' order:\n  " + "\n  ".join(upward)
 
 
 def test_no_import_cycles() -> None:
@@ -109,7 +143,7 @@ def test_glue_library_depends_on_neither_the_lambda_nor_the_laptop_tools() -> No
     graph = import_graph()
     module_of = {path: name for name, path in first_party_modules().items()}
     glue = {module_of[path] for path in SourceLayout().glue_library_files()}
-    assert "cdc_lake.replay" in glue
+    assert "cdc_lake.engine.replay" in glue
     reaching_out = {
         (name, target)
         for name in glue
@@ -122,8 +156,8 @@ def test_glue_library_depends_on_neither_the_lambda_nor_the_laptop_tools() -> No
 def test_glue_bundle_holds_only_what_glue_imports_and_imports_alone(assets) -> None:
     with zipfile.ZipFile(assets.library_zip) as archive:
         names = archive.namelist()
-    assert "cdc_lake/jobs.py" in names
-    assert "cdc_lake/replay.py" in names
+    assert "cdc_lake/engine/jobs.py" in names
+    assert "cdc_lake/engine/replay.py" in names
     assert not [name for name in names if name.startswith(LAPTOP_TOOLS)]
     modules = [name.removesuffix(".py").replace("/", ".").removesuffix(".__init__") for name in names]
     origins = probe(assets.library_zip, ("dms_trigger", "infra", "tests", "bench"), modules)
@@ -131,12 +165,12 @@ def test_glue_bundle_holds_only_what_glue_imports_and_imports_alone(assets) -> N
 
 
 def test_glue_bundle_cannot_reach_the_laptop_tools(assets) -> None:
-    result = run_probe(assets.library_zip, ("dms_trigger",), ["cdc_lake.jobs", "cdc_lake.local.cli"])
+    result = run_probe(assets.library_zip, ("dms_trigger",), ["cdc_lake.engine.jobs", "cdc_lake.local.cli"])
     assert result.returncode != 0
     assert "No module named 'cdc_lake.local'" in result.stderr
 
 
 def test_lambda_bundle_imports_without_spark(assets) -> None:
-    modules = ["dms_trigger.handler", "dms_trigger.routing", "cdc_lake.config", "cdc_lake.dms_files"]
+    modules = ["dms_trigger.handler", "dms_trigger.routing", "cdc_lake.core.config", "cdc_lake.core.dms_files"]
     origins = probe(assets.lambda_dir, ("pyspark", "py4j", "infra", "tests", "bench"), modules)
     assert all(origin.startswith(str(assets.lambda_dir)) for origin in origins.values()), origins

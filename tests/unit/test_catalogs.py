@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lake.catalogs import endpoint_conf, glue_catalog_conf, glue_catalogs, parse_conf, render_conf
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.core.catalogs import endpoint_conf, glue_catalog_conf, glue_catalogs, parse_conf, render_conf
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.names import GLUE_VERSION
 from cdc_lake.local.jars import GLUE_RUNTIMES, runtime
-from cdc_lake.names import GLUE_VERSION
 
 WAREHOUSE = "s3://lake-bucket/warehouse/"
 

@@ -3,7 +3,7 @@
 
 The model's Glue runs follow Glue's states (WAITING, STARTING, RUNNING, SUCCEEDED) with one run of the job
 active at a time, as the stack sets it. A run lists only once RUNNING, and goes on for another round
-only when its last round found work, up to a round budget, as ``cdc_lake.drain`` does. A Lambda's read of
+only when its last round found work, up to a round budget, as ``cdc_lake.engine.drain`` does. A Lambda's read of
 the runs and its start are separate steps: between them, other Lambdas and runs may move (the race
 window). The property: every landed file is applied by a run that listed after it landed.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from cdc_lake.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.local.events import s3_object_created_event
 from dms_trigger import handler as trigger
-from dms_trigger.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
 
 BUCKET = "landing"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import load_config, parse_config, parse_config_text
-from cdc_lake.exceptions import ConfigError, UnknownTableError
+from cdc_lake.core.config import load_config, parse_config, parse_config_text
+from cdc_lake.core.exceptions import ConfigError, UnknownTableError
 from cdc_lake.local.demo import demo_config_path
 
 MINIMAL = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lake.config import parse_config
-from cdc_lake.dms_files import FileKind, order_key_for, parse_key, table_files
-from cdc_lake.exceptions import NotADmsFileError, UnknownTableError
+from cdc_lake.core.config import parse_config
+from cdc_lake.core.dms_files import FileKind, order_key_for, parse_key, table_files
+from cdc_lake.core.exceptions import NotADmsFileError, UnknownTableError
 
 CONFIG = parse_config(
     {

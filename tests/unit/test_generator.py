@@ -24,10 +24,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cdc_lake
-from cdc_lake.config import ColumnSpec, PipelineConfig, TableSpec, load_config
-from cdc_lake.dms_files import FileKind, parse_key
-from cdc_lake.exceptions import ConfigError, UnknownTableError
-from cdc_lake.jsonl import json_row, read_jsonl, sort_key
+from cdc_lake.core.config import ColumnSpec, PipelineConfig, TableSpec, load_config
+from cdc_lake.core.dms_files import FileKind, parse_key
+from cdc_lake.core.exceptions import ConfigError, UnknownTableError
+from cdc_lake.core.jsonl import json_row, read_jsonl, sort_key
 from cdc_lake.local.generator import (
     GenerationResult,
     GeneratorSpec,

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.dms_files import parse_key, table_files
-from cdc_lake.exceptions import ReplayOrderError
-from cdc_lake.plan import ReplayState, listing_lookback, listing_start, plan_run
-from cdc_lake.storage import StoredObject
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.dms_files import parse_key, table_files
+from cdc_lake.core.exceptions import ReplayOrderError
+from cdc_lake.core.plan import ReplayState, listing_lookback, listing_start, plan_run
+from cdc_lake.core.storage import StoredObject
 
 START = dt.datetime(2025, 3, 1, 22, 0, tzinfo=dt.UTC)
 

@@ -21,12 +21,12 @@ def test_library_steps_show_in_the_status_and_warnings_print_above_it():
     library = logging.getLogger(LIBRARY_LOGGER)
     before = (library.level, library.propagate, list(library.handlers))
     with live_status("applying 3 file(s)", console):
-        logging.getLogger("cdc_lake.replay").info("shop.orders: merging %d key(s) into shop_orders", 42)
-        logging.getLogger("cdc_lake.drain").warning("shop.items: left as it was")
+        logging.getLogger("cdc_lake.engine.replay").info("shop.orders: merging %d key(s) into shop_orders", 42)
+        logging.getLogger("cdc_lake.engine.drain").warning("shop.items: left as it was")
     text = out.getvalue()
     assert "applying 3 file(s)" in text
     assert "shop.orders: merging 42 key(s) into shop_orders" in text
-    assert "WARNING cdc_lake.drain: shop.items: left as it was" in text
+    assert "WARNING cdc_lake.engine.drain: shop.items: left as it was" in text
     assert (library.level, library.propagate, list(library.handlers)) == before
 
 
@@ -34,6 +34,6 @@ def test_nothing_changes_when_output_is_not_a_terminal(caplog):
     out = io.StringIO()
     console = Console(file=out, force_terminal=False)
     with caplog.at_level(logging.INFO, logger=LIBRARY_LOGGER), live_status("applying", console):
-        logging.getLogger("cdc_lake.replay").info("read and checked 5 change row(s)")
+        logging.getLogger("cdc_lake.engine.replay").info("read and checked 5 change row(s)")
     assert out.getvalue() == ""
     assert "read and checked 5 change row(s)" in caplog.text

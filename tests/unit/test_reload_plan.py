@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from cdc_lake.config import parse_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import JobArgumentError, ReplayOrderError
-from cdc_lake.plan import (
+from cdc_lake.core.config import parse_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import JobArgumentError, ReplayOrderError
+from cdc_lake.core.plan import (
     ReplayState,
     cdc_position,
     parse_since,
@@ -19,7 +19,7 @@ from cdc_lake.plan import (
     reload_margin,
     show_position,
 )
-from cdc_lake.storage import StoredObject
+from cdc_lake.core.storage import StoredObject
 
 CONFIG = parse_config(
     {

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc_lake.config import PipelineConfig, parse_config
-from dms_trigger.events import encode_key, eventbridge_object_created_event, s3_object_created_event
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.local.events import encode_key, eventbridge_object_created_event, s3_object_created_event
 from dms_trigger.routing import (
     IgnoredObject,
     JobRunRequest,
@@ -285,7 +285,7 @@ def test_events_that_are_not_s3_events_are_refused(event):
         read_event(event)
 
 
-# --- dms_trigger.events: the builders the local runtime uses must produce what AWS delivers ---
+# --- cdc_lake.local.events: the builders the local runtime uses must produce what AWS delivers ---
 
 
 def _shape(value: Any) -> Any:
@@ -368,7 +368,7 @@ def test_any_key_survives_an_eventbridge_round_trip(key):
 
 def test_the_trigger_never_imports_spark():
     code = (
-        "import sys, dms_trigger.handler, dms_trigger.routing, dms_trigger.events; "
+        "import sys, dms_trigger.handler, dms_trigger.routing, cdc_lake.local.events; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'pyspark', 'py4j', 'pyarrow'}); "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )

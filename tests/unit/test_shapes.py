@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pyspark.sql import types as T
 
-from cdc_lake.config import PipelineConfig, parse_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import SchemaChangeError
-from cdc_lake.schema import plan_schema, widens
-from cdc_lake.shapes import CHANGE_SEQ, OP, csv_first_record, csv_layouts, headerless_layout, named_layout
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import SchemaChangeError
+from cdc_lake.core.shapes import CHANGE_SEQ, OP, csv_first_record, csv_layouts, headerless_layout, named_layout
+from cdc_lake.engine.schema import plan_schema, widens
 
 COLUMNS = [{"name": "id", "type": "bigint"}, {"name": "label", "type": "string"}]
 

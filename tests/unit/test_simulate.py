@@ -21,7 +21,7 @@ from bench.simulate import (
     simulate,
     simulate_all,
 )
-from cdc_lake.config import RunSettings
+from cdc_lake.core.config import RunSettings
 
 # Short windows keep the suite fast; retained_days=0 makes listings one page, so times are easy to check.
 QUICK = SimParams(hours=2.0, retained_days=0.0)

@@ -1,1 +1,2 @@
-"""The local runtime: the deployed pipeline's routing and jobs, run in a local Spark session."""
+"""Laptop only: the CLI, the demo, the generator, fake S3 events, the local Spark session with Glue's jars,
+the local AWS endpoint and the deployed stack run here. Never shipped in a bundle."""

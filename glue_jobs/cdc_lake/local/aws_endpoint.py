@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from cdc_lake.catalogs import AWS_ENDPOINT_ENV
-from cdc_lake.exceptions import EndpointStartError
+from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV
+from cdc_lake.core.exceptions import EndpointStartError
 
 if TYPE_CHECKING:
     from moto.core.responses import ActionResult

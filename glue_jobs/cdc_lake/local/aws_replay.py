@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc_lake.catalogs import AWS_ENDPOINT_ENV
-from cdc_lake.config import PipelineConfig, load_config
-from cdc_lake.dms_files import parse_key
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV
+from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.local.deployed import DeployedStack, TriggerFunction, provision
-from cdc_lake.names import GLUE_CATALOG
 
 if TYPE_CHECKING:
-    from cdc_lake.tables import LakeLocation
+    from cdc_lake.engine.tables import LakeLocation
 
 # Glue's run states in which a run has not run its script yet; on the local endpoint a started run stays so.
 NOT_RUN_STATES = frozenset({"STARTING", "WAITING"})
@@ -171,7 +171,7 @@ class DeployedPipeline:
 
     @property
     def location(self) -> LakeLocation:
-        from cdc_lake.tables import LakeLocation
+        from cdc_lake.engine.tables import LakeLocation
 
         job = self.stack.job("cdc_replay")
         return LakeLocation(job.default_arguments.get("--catalog", GLUE_CATALOG), self.stack.database.name)
@@ -180,8 +180,8 @@ class DeployedPipeline:
         """Per table, the landed DMS files no commit of its lake table records; and the keys of no table."""
         from pyspark.sql import SparkSession
 
-        from cdc_lake.record import APPLIED, snapshot_summaries
-        from cdc_lake.tables import table_exists
+        from cdc_lake.engine.record import APPLIED, snapshot_summaries
+        from cdc_lake.engine.tables import table_exists
 
         by_table: dict[str, list[str]] = {}
         ignored: list[str] = []
@@ -252,7 +252,7 @@ class _Context:
 
 
 def _invoke(stack: DeployedStack, key: str, size: int, etag: str) -> None:
-    from dms_trigger.events import s3_object_created_event
+    from cdc_lake.local.events import s3_object_created_event
     from dms_trigger.handler import lambda_handler
 
     event = s3_object_created_event(stack.raw_bucket, [(key, size, etag)], region=stack.region)

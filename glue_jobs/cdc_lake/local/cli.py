@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc_lake.config import PipelineConfig, load_config
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.local.progress import live_status
-from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
-    from cdc_lake.tables import LakeLocation
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
@@ -238,7 +238,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cdc_lake.export import export_tables
+    from cdc_lake.ops.export import export_tables
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -286,7 +286,7 @@ def cmd_demo_aws(args: argparse.Namespace) -> int:
 def cmd_glue_run(args: argparse.Namespace) -> int:
     import os
 
-    from cdc_lake.catalogs import AWS_ENDPOINT_ENV
+    from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV
     from cdc_lake.local.aws_endpoint import aws_region
     from cdc_lake.local.deployed import DEFAULT_ACCOUNT, DeployedStack
     from cdc_lake.local.glue_run import glue_run, parse_overrides
@@ -331,15 +331,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _lake(args: argparse.Namespace, config: PipelineConfig) -> tuple[SparkSession, LakeLocation]:
+    from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
-    from cdc_lake.tables import LakeLocation
 
     spark = local_spark_session(args.warehouse)
     return spark, LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
-    from cdc_lake.operations import list_changes
+    from cdc_lake.ops.operations import list_changes
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -373,7 +373,7 @@ def _shown(value: float | None) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from cdc_lake.history import row_history
+    from cdc_lake.engine.history import row_history
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -398,7 +398,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from cdc_lake.operations import rollback
+    from cdc_lake.ops.operations import rollback
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -412,8 +412,8 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_reapply(args: argparse.Namespace) -> int:
-    from cdc_lake.operations import reapply
-    from cdc_lake.storage import LocalFolderStore
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.ops.operations import reapply
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -427,9 +427,9 @@ def cmd_reapply(args: argparse.Namespace) -> int:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    from cdc_lake.jobs import describe_reload
-    from cdc_lake.reload import reload_table
-    from cdc_lake.storage import LocalFolderStore
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.jobs import describe_reload
+    from cdc_lake.engine.reload import reload_table
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -440,7 +440,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from cdc_lake.reconcile import format_report, reconcile
+    from cdc_lake.ops.reconcile import format_report, reconcile
 
     config = _config(args)
     spark, location = _lake(args, config)
@@ -458,7 +458,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from cdc_lake.maintenance import Retention, maintain
+    from cdc_lake.engine.maintenance import Retention, maintain
 
     config = _config(args)
     spark, location = _lake(args, config)

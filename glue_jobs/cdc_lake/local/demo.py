@@ -14,15 +14,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc_lake.config import PipelineConfig, TableSpec, load_config
-from cdc_lake.jsonl import read_jsonl
+from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.core.jsonl import read_jsonl
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.generator import GenerationResult
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
-    from cdc_lake.tables import LakeLocation
 
 DEMO_CONFIG = "demo.yaml"
 
@@ -125,8 +125,8 @@ def _summary(
     totals: dict[str, dict[str, int]],
 ) -> bool:
     """Print one line per table and whether the lake equals the source; True when all do."""
-    from cdc_lake.export import export_tables
-    from cdc_lake.record import STATE, snapshot_summaries
+    from cdc_lake.engine.record import STATE, snapshot_summaries
+    from cdc_lake.ops.export import export_tables
 
     exported = export_tables(spark, config, location, export_dir)
     header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'commits':>8}  equals source"
@@ -148,7 +148,7 @@ def _show_history(spark: SparkSession, location: LakeLocation, table: TableSpec)
     """The versions of the row that changed most, as `cdc-lake history` prints them."""
     from pyspark.sql import functions as F
 
-    from cdc_lake.history import history_name, row_history
+    from cdc_lake.engine.history import history_name, row_history
 
     versions = spark.table(location.dotted(history_name(table)))
     busiest = versions.groupBy(*table.primary_key).count().orderBy(F.desc("count"), *table.primary_key).first()
@@ -171,8 +171,8 @@ def _show_rollback(
     workdir: Path,
 ) -> bool:
     """Roll the table back two changes, re-apply the landed files, and check it equals the source again."""
-    from cdc_lake.export import export_tables
-    from cdc_lake.operations import list_changes, reapply, rollback
+    from cdc_lake.ops.export import export_tables
+    from cdc_lake.ops.operations import list_changes, reapply, rollback
 
     replays = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
     if len(replays) < 3:
@@ -257,7 +257,7 @@ def _check_with_pyiceberg(endpoint: str, config: PipelineConfig, database: str, 
     import boto3
     from pyiceberg.catalog.glue import GlueCatalog
 
-    from cdc_lake.jsonl import write_jsonl
+    from cdc_lake.core.jsonl import write_jsonl
     from cdc_lake.local.aws_endpoint import aws_region
 
     region = aws_region()

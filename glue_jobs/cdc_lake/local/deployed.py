@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from cdc_lake.catalogs import parse_conf
-from cdc_lake.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
+from cdc_lake.core.catalogs import parse_conf
+from cdc_lake.core.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
 
 if TYPE_CHECKING:
     from boto3.session import Session

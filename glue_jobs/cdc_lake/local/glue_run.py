@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from cdc_lake.catalogs import AWS_ENDPOINT_ENV, parse_conf
-from cdc_lake.exceptions import JobArgumentError
+from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV, parse_conf
+from cdc_lake.core.exceptions import JobArgumentError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

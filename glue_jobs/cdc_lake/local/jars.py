@@ -21,8 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.names import GLUE_VERSION
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.names import GLUE_VERSION
 
 JAR_DIR_ENV = "CDC_LAKE_JAR_DIR"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

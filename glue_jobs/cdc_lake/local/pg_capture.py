@@ -33,8 +33,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdc_lake.config import DECIMAL_TYPE, PipelineConfig, TableSpec
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.core.config import DECIMAL_TYPE, PipelineConfig, TableSpec
+from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.local.generator.dms_output import CsvRenderer, write_csv_bytes
 from cdc_lake.local.generator.values import Column, timestamp_text
 

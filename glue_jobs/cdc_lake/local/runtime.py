@@ -17,15 +17,15 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig
-from cdc_lake.dms_files import parse_key
-from cdc_lake.drain import DrainResult, TableFailuresError
-from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.jobs import JobOptions, run_job
+from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.names import JOB_KINDS
+from cdc_lake.core.storage import LocalFolderStore, ObjectStore
+from cdc_lake.engine.drain import DrainResult, TableFailuresError
+from cdc_lake.engine.jobs import JobOptions, run_job
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.session import LOCAL_CATALOG
-from cdc_lake.names import JOB_KINDS
-from cdc_lake.storage import LocalFolderStore, ObjectStore
-from cdc_lake.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class LocalPipeline:
 
     def notify(self, key: str) -> list[str]:
         """Deliver the ObjectCreated event of one landed file to the Lambda's handler; the runs it starts wait."""
-        from dms_trigger.events import s3_object_created_event
+        from cdc_lake.local.events import s3_object_created_event
         from dms_trigger.handler import GlueJobStarter, handle
 
         path = self.landing / key

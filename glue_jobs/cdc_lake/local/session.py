@@ -10,10 +10,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.catalogs import endpoint_conf, glue_catalogs
+from cdc_lake.core.catalogs import endpoint_conf, glue_catalogs
+from cdc_lake.core.names import GLUE_VERSION
 from cdc_lake.local.aws_endpoint import aws_region
 from cdc_lake.local.jars import spark_jars
-from cdc_lake.names import GLUE_VERSION
 
 LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"

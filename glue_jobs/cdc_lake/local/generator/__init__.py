@@ -5,7 +5,7 @@ while the full load runs (DMS's cached changes: visible in the LOAD files *and* 
 the first CDC file with older commit timestamps), then CDC files of I/U/D changes. It writes the files
 exactly as the DMS S3 target names and formats them, then replays the rows it wrote in DMS order
 (LOAD files, CDC files by name, row position) into a dict: that replay is the oracle, written with
-``cdc_lake.jsonl``, and checked against the simulated source database.
+``cdc_lake.core.jsonl``, and checked against the simulated source database.
 
 Modules: ``spec`` (what to generate, what came out), ``values`` (realistic, boundary and key values),
 ``source`` (the simulated source table and its scripted edge cases), ``dms_output`` (names, folders, CSV and
@@ -45,9 +45,9 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from cdc_lake.config import PipelineConfig, TableSpec, normalize_type
-from cdc_lake.dms_files import order_key_for
-from cdc_lake.exceptions import ConfigError
+from cdc_lake.core.config import PipelineConfig, TableSpec, normalize_type
+from cdc_lake.core.dms_files import order_key_for
+from cdc_lake.core.exceptions import ConfigError
 from cdc_lake.local.generator.dms_output import TableWriter, csv_field
 from cdc_lake.local.generator.oracle import captured_changes, check_against_source, replay, write_expected
 from cdc_lake.local.generator.source import SourceSimulation, TablePlan, assign_change_sequences

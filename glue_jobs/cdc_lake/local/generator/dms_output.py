@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdc_lake.config import DmsSettings, PipelineConfig
-from cdc_lake.dms_files import date_folder
+from cdc_lake.core.config import DmsSettings, PipelineConfig
+from cdc_lake.core.dms_files import date_folder
 from cdc_lake.local.generator.source import CdcFile, LoadFile
 from cdc_lake.local.generator.spec import GeneratorSpec
 from cdc_lake.local.generator.values import Column, Row, Shape, TableModel, plain_text, timestamp_text

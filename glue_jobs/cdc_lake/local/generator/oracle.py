@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cdc_lake.config import TableSpec
-from cdc_lake.jsonl import write_jsonl
+from cdc_lake.core.config import TableSpec
+from cdc_lake.core.jsonl import write_jsonl
 from cdc_lake.local.generator.source import TablePlan
 from cdc_lake.local.generator.values import Row
 
@@ -67,7 +67,7 @@ def check_against_source(
 
 
 def write_expected(path: Path, table: TableSpec, replayed: dict[Any, Row]) -> None:
-    """The expected table as ``cdc_lake.jsonl`` writes it (sorted by primary key)."""
+    """The expected table as ``cdc_lake.core.jsonl`` writes it (sorted by primary key)."""
     names = table.column_names
     with path.open("w", encoding="utf-8", newline="\n") as out:
         write_jsonl((dict(zip(names, row, strict=True)) for row in replayed.values()), table, out)

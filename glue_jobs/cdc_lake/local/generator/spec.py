@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from cdc_lake.config import DECIMAL_TYPE, normalize_type
+from cdc_lake.core.config import DECIMAL_TYPE, normalize_type
 
 DEFAULT_START_TIME = datetime(2025, 3, 1, 12, 0, 0)
 

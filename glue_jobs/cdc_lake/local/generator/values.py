@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_lake.config import DECIMAL_TYPE, DmsSettings, TableSpec
-from cdc_lake.exceptions import ConfigError
+from cdc_lake.core.config import DECIMAL_TYPE, DmsSettings, TableSpec
+from cdc_lake.core.exceptions import ConfigError
 from cdc_lake.local.generator.spec import GeneratorSpec, SchemaChange
 
 Row = tuple[Any, ...]

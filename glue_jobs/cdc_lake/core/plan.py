@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import DATE_FOLDER_PARTS, DmsFile, date_folder, order_key_for, parse_key, table_files
-from cdc_lake.exceptions import JobArgumentError, ReplayOrderError
-from cdc_lake.storage import StoredObject
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import DATE_FOLDER_PARTS, DmsFile, date_folder, order_key_for, parse_key, table_files
+from cdc_lake.core.exceptions import JobArgumentError, ReplayOrderError
+from cdc_lake.core.storage import StoredObject
 
 STATE_VERSION = 1
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lake.config import DmsSettings, TableSpec
-from cdc_lake.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_image_columns
+from cdc_lake.core.config import DmsSettings, TableSpec
+from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_image_columns
 
 
 def dms_order(use_change_sequence: bool) -> Column:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.jsonl import row_encoder
-from cdc_lake.sql import quote
-from cdc_lake.tables import LakeLocation, table_exists
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.jsonl import row_encoder
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.tables import LakeLocation, table_exists
 
 
 def read_table(

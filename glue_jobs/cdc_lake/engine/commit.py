@@ -16,9 +16,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.config import TableSpec
-from cdc_lake.exceptions import CommitConflictError, TableMovedError
-from cdc_lake.iceberg_java import (
+from cdc_lake.core.config import TableSpec
+from cdc_lake.core.exceptions import CommitConflictError, TableMovedError
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.iceberg_java import (
     branch_lineage,
     commit_properties,
     create_branch,
@@ -27,11 +28,10 @@ from cdc_lake.iceberg_java import (
     is_commit_conflict,
     remove_branch,
 )
-from cdc_lake.reader import OP
-from cdc_lake.record import RUN_ID
-from cdc_lake.spark_types import lake_type
-from cdc_lake.sql import quote
-from cdc_lake.tables import LakeLocation
+from cdc_lake.engine.reader import OP
+from cdc_lake.engine.record import RUN_ID
+from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import TableSpec
-from cdc_lake.iceberg_java import branch_lineage
-from cdc_lake.plan import ReplayState, RunPlan
-from cdc_lake.tables import LakeLocation
+from cdc_lake.core.config import TableSpec
+from cdc_lake.core.plan import ReplayState, RunPlan
+from cdc_lake.engine.iceberg_java import branch_lineage
+from cdc_lake.engine.tables import LakeLocation
 
 STATE = "cdc-lake.state"
 APPLIED = "cdc-lake.applied-files"

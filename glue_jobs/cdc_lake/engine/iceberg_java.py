@@ -35,7 +35,7 @@ from typing import Any
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from cdc_lake.exceptions import TableMovedError
+from cdc_lake.core.exceptions import TableMovedError
 
 ICEBERG_VERSION = "1.10"
 COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"

@@ -1,7 +1,7 @@
 """CloudWatch metrics of the replay jobs: each commit's freshness and batch, and the tables a run left.
 
 The stack alarms on them (lag above ``runs.lag_alarm_seconds``, any table failure). The only dimension is
-the pipeline (the lake database): see ``cdc_lake.names``.
+the pipeline (the lake database): see ``cdc_lake.core.names``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import datetime as dt
 import logging
 from typing import Any
 
-from cdc_lake.names import (
+from cdc_lake.core.names import (
     BATCH_SECONDS_METRIC,
     BYTES_APPLIED_METRIC,
     CHANGE_LAG_METRIC,
@@ -21,7 +21,7 @@ from cdc_lake.names import (
     ROWS_APPLIED_METRIC,
     TABLE_FAILURES_METRIC,
 )
-from cdc_lake.replay import RunResult
+from cdc_lake.engine.replay import RunResult
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,20 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.config import DmsSettings, TableSpec
-from cdc_lake.dms_files import DmsFile
-from cdc_lake.shapes import CHANGE_SEQ, DMS_TS, OP, FileLayout, before_role, csv_layouts, group_by_layout, named_layout
-from cdc_lake.spark_types import config_type, parse_type, staged_parse
-from cdc_lake.storage import ObjectStore
+from cdc_lake.core.config import DmsSettings, TableSpec
+from cdc_lake.core.dms_files import DmsFile
+from cdc_lake.core.shapes import (
+    CHANGE_SEQ,
+    DMS_TS,
+    OP,
+    FileLayout,
+    before_role,
+    csv_layouts,
+    group_by_layout,
+    named_layout,
+)
+from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.spark_types import config_type, parse_type, staged_parse
 
 FILE = "_file"
 FILE_SEQ = "_file_seq"

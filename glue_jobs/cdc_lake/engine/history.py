@@ -22,13 +22,13 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.changes import dms_order
-from cdc_lake.commit import Step, commit_on_branch
-from cdc_lake.config import LakeSettings, TableSpec
-from cdc_lake.reader import DMS_TS, FILE, OP, ROW
-from cdc_lake.spark_types import lake_type
-from cdc_lake.sql import quote
-from cdc_lake.tables import LakeLocation, create_iceberg_table, table_exists
+from cdc_lake.core.config import LakeSettings, TableSpec
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.changes import dms_order
+from cdc_lake.engine.commit import Step, commit_on_branch
+from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
+from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.engine.tables import LakeLocation, create_iceberg_table, table_exists
 
 VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
     ("op", T.StringType()),

@@ -14,15 +14,24 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import table_files
-from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.history import history_name
-from cdc_lake.record import APPLIED, CHANGES, FRESHNESS, HISTORY_SNAPSHOT, RELOAD, STATE, TRIGGER, snapshot_summaries
-from cdc_lake.replay import RunResult, apply_up_to
-from cdc_lake.sql import quote, sql_string
-from cdc_lake.storage import ObjectStore
-from cdc_lake.tables import LakeLocation, table_exists
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import table_files
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.history import history_name
+from cdc_lake.engine.record import (
+    APPLIED,
+    CHANGES,
+    FRESHNESS,
+    HISTORY_SNAPSHOT,
+    RELOAD,
+    STATE,
+    TRIGGER,
+    snapshot_summaries,
+)
+from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
 

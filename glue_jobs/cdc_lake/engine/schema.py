@@ -21,12 +21,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from cdc_lake.config import ColumnSpec, PipelineConfig, TableSpec
-from cdc_lake.exceptions import SchemaChangeError
-from cdc_lake.shapes import FileLayout
-from cdc_lake.spark_types import config_type, lake_type
-from cdc_lake.sql import quote
-from cdc_lake.tables import LakeLocation
+from cdc_lake.core.config import ColumnSpec, PipelineConfig, TableSpec
+from cdc_lake.core.exceptions import SchemaChangeError
+from cdc_lake.core.shapes import FileLayout
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.spark_types import config_type, lake_type
+from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from cdc_lake.names import GLUE_CATALOG
+from cdc_lake.core.names import GLUE_CATALOG
 
 AWS_ENDPOINT_ENV = "AWS_ENDPOINT_URL"
 CONF_SEPARATOR = " --conf "

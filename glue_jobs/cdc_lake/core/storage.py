@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from cdc_lake.exceptions import AccessDeniedError
+from cdc_lake.core.exceptions import AccessDeniedError
 
 # S3's error codes for a request the caller's permissions refuse (a missing kms:Decrypt on the bucket's key too).
 _DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "KMS.AccessDeniedException"})

@@ -25,18 +25,18 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lake.changes import ChangeCounts, describe_problems
-from cdc_lake.commit import Step, lake_columns
-from cdc_lake.config import DmsSettings, TableSpec
-from cdc_lake.dms_files import DmsFile
-from cdc_lake.exceptions import DmsInputError
-from cdc_lake.plan import ReplayState
-from cdc_lake.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
-from cdc_lake.record import PART
-from cdc_lake.shapes import FileLayout
-from cdc_lake.spark_types import lake_type
-from cdc_lake.sql import quote
-from cdc_lake.storage import ObjectStore
+from cdc_lake.core.config import DmsSettings, TableSpec
+from cdc_lake.core.dms_files import DmsFile
+from cdc_lake.core.exceptions import DmsInputError
+from cdc_lake.core.plan import ReplayState
+from cdc_lake.core.shapes import FileLayout
+from cdc_lake.core.sql import quote
+from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.changes import ChangeCounts, describe_problems
+from cdc_lake.engine.commit import Step, lake_columns
+from cdc_lake.engine.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
+from cdc_lake.engine.record import PART
+from cdc_lake.engine.spark_types import lake_type
 
 if TYPE_CHECKING:
     import pyarrow as pa

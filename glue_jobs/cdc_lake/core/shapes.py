@@ -19,9 +19,9 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.config import DmsSettings, TableSpec
-from cdc_lake.dms_files import DmsFile
-from cdc_lake.exceptions import SchemaChangeError
+from cdc_lake.core.config import DmsSettings, TableSpec
+from cdc_lake.core.dms_files import DmsFile
+from cdc_lake.core.exceptions import SchemaChangeError
 
 OP = "_op"
 DMS_TS = "_dms_ts"

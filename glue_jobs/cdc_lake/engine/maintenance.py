@@ -13,13 +13,13 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.history import history_name
-from cdc_lake.iceberg_java import has_write_order
-from cdc_lake.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
-from cdc_lake.record import STATE
-from cdc_lake.sql import quote, sql_string
-from cdc_lake.tables import LakeLocation, table_exists
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.engine.history import history_name
+from cdc_lake.engine.iceberg_java import has_write_order
+from cdc_lake.engine.record import STATE
+from cdc_lake.engine.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
 

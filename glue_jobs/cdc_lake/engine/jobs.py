@@ -3,7 +3,7 @@
 ``full_load`` is started for LOAD files and ``cdc_replay`` for CDC files. Coalesced (the default), a run of
 either applies every landed file of every table (``drain``); per file, the table's pending files up to the
 triggering one. Either way each job recovers from the other's lost events. The maintenance
-job's ``--action reload`` rebuilds one table after DMS reloaded it (``cdc_lake.reload``).
+job's ``--action reload`` rebuilds one table after DMS reloaded it (``cdc_lake.engine.reload``).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, load_config_uri
-from cdc_lake.dms_files import JOB_FOR_FILE_KIND, parse_key
-from cdc_lake.drain import Budget, DrainResult, TableFailuresError, drain
-from cdc_lake.exceptions import JobArgumentError
-from cdc_lake.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
-from cdc_lake.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
-from cdc_lake.reload import ReloadResult, reload_table
-from cdc_lake.replay import RunResult, apply_up_to
-from cdc_lake.storage import ObjectStore, S3Store
-from cdc_lake.tables import LakeLocation
+from cdc_lake.core.config import PipelineConfig, load_config_uri
+from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
+from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
+from cdc_lake.core.storage import ObjectStore, S3Store
+from cdc_lake.engine.drain import Budget, DrainResult, TableFailuresError, drain
+from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
+from cdc_lake.engine.reload import ReloadResult, reload_table
+from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +129,8 @@ def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> DrainResult:
     """
     import boto3
 
-    from cdc_lake.metrics import CloudWatchPublisher
-    from cdc_lake.session import glue_spark_session
+    from cdc_lake.engine.metrics import CloudWatchPublisher
+    from cdc_lake.engine.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
@@ -298,7 +298,7 @@ def describe_reload(result: ReloadResult) -> str:
 
 def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[MaintenanceResult]:
     """Entry point of the maintenance Glue script."""
-    from cdc_lake.session import glue_spark_session
+    from cdc_lake.engine.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = MaintenanceOptions.from_sys_argv(list(argv if argv is not None else sys.argv))

@@ -6,8 +6,8 @@ import os
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.catalogs import AWS_ENDPOINT_ENV, endpoint_conf
-from cdc_lake.names import GLUE_CATALOG
+from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV, endpoint_conf
+from cdc_lake.core.names import GLUE_CATALOG
 
 __all__ = ["GLUE_CATALOG", "glue_spark_session"]
 

@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.config import DmsSettings, PipelineConfig, TableSpec
-from cdc_lake.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
-from cdc_lake.names import JobKind
+from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
+from cdc_lake.core.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
+from cdc_lake.core.names import JobKind
 
 # Full-load files: LOAD<counter>, or LOAD_<segment>_<counter> when a table is loaded in parallel segments (the
 # naming of DMS's ancestor Qlik Replicate; unconfirmed for DMS). Counters are hexadecimal.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from cdc_lake.config import DECIMAL_TYPE, TableSpec
+from cdc_lake.core.config import DECIMAL_TYPE, TableSpec
 
 
 def converter(column_type: str) -> Callable[[Any], Any]:

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import DmsFile, parse_key, table_files
-from cdc_lake.exceptions import CdcLakeError, CommitConflictError
-from cdc_lake.replay import RunResult, apply_up_to
-from cdc_lake.storage import ObjectStore
-from cdc_lake.tables import LakeLocation
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import DmsFile, parse_key, table_files
+from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
+from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType
 from pyspark.sql.utils import AnalysisException
 
-from cdc_lake.config import LakeSettings, TableSpec
-from cdc_lake.exceptions import LakeDatabaseMissingError
-from cdc_lake.iceberg_java import aws_denial, is_commit_failure
-from cdc_lake.spark_types import lake_type
-from cdc_lake.sql import quote, sql_string
+from cdc_lake.core.config import LakeSettings, TableSpec
+from cdc_lake.core.exceptions import LakeDatabaseMissingError
+from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.engine.iceberg_java import aws_denial, is_commit_failure
+from cdc_lake.engine.spark_types import lake_type
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.config import DECIMAL_TYPE
+from cdc_lake.core.config import DECIMAL_TYPE
 
 _SIMPLE: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),

@@ -22,20 +22,20 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.changes import ChangeCounts, describe_problems, dms_order, last_change_per_key, split_key_updates
-from cdc_lake.commit import base_snapshot, commit_changes
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.exceptions import DmsInputError
-from cdc_lake.history import history_name, merge_versions
-from cdc_lake.plan import ReloadPlan, plan_reload, show_position
-from cdc_lake.reader import DMS_TS, FILE, OP, ROW, file_layouts, read_changes
-from cdc_lake.record import HISTORY_SNAPSHOT, RELOAD, run_properties
-from cdc_lake.replay import committed_with_retries
-from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
-from cdc_lake.spark_types import lake_type
-from cdc_lake.sql import quote
-from cdc_lake.storage import ObjectStore
-from cdc_lake.tables import LakeLocation
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.exceptions import DmsInputError
+from cdc_lake.core.plan import ReloadPlan, plan_reload, show_position
+from cdc_lake.core.sql import quote
+from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.changes import ChangeCounts, describe_problems, dms_order, last_change_per_key, split_key_updates
+from cdc_lake.engine.commit import base_snapshot, commit_changes
+from cdc_lake.engine.history import history_name, merge_versions
+from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW, file_layouts, read_changes
+from cdc_lake.engine.record import HISTORY_SNAPSHOT, RELOAD, run_properties
+from cdc_lake.engine.replay import committed_with_retries
+from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
+from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """``cdc-lake reconcile``: prove a lake table equals an expected extract of the source, or show where not.
 
-The expected extract is JSON Lines (the form of ``cdc_lake.jsonl``: the generator's oracle or ``cdc-lake
+The expected extract is JSON Lines (the form of ``cdc_lake.core.jsonl``: the generator's oracle or ``cdc-lake
 export``), CSV with a header row, or Parquet (one file or a folder). Its columns are matched by name and cast
 to the lake types; a value that does not parse is an error naming the file, the column and the value.
 
 Formats:
 - JSON Lines: read with every column as a string, so numbers keep their exact text (a huge bigint or a
   decimal written as a string never passes through a double), then cast. Decimals written as JSON numbers
-  go through a double; write them as strings (as ``cdc_lake.jsonl`` does) to compare them exactly.
+  go through a double; write them as strings (as ``cdc_lake.core.jsonl`` does) to compare them exactly.
 - CSV: a header row, RFC 4180 quoting (``"`` doubled inside quoted fields), values may span lines. As
   PostgreSQL's ``COPY … TO … CSV HEADER`` writes it: an unquoted empty field is NULL, a quoted ``""`` is the
   empty string, and the text ``NULL`` is the string "NULL". Binary values are base64, as in JSON Lines.
@@ -35,14 +35,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from cdc_lake.config import TableSpec
-from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.export import read_table
-from cdc_lake.jsonl import converter
-from cdc_lake.reader import NO_NULL_SENTINEL
-from cdc_lake.spark_types import lake_type, strict_parse
-from cdc_lake.sql import quote
-from cdc_lake.tables import LakeLocation, table_exists
+from cdc_lake.core.config import TableSpec
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.jsonl import converter
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.reader import NO_NULL_SENTINEL
+from cdc_lake.engine.spark_types import lake_type, strict_parse
+from cdc_lake.engine.tables import LakeLocation, table_exists
+from cdc_lake.ops.export import read_table
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,26 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lake.changes import ChangeCounts, count_changes, describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.commit import (
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import DmsFile, table_files
+from cdc_lake.core.exceptions import (
+    AccessDeniedError,
+    CdcLakeError,
+    DmsInputError,
+    LakeTableMissingError,
+    LandedFileChangedError,
+)
+from cdc_lake.core.plan import ReplayState, RunPlan, listing_start, plan_run
+from cdc_lake.core.shapes import FileLayout
+from cdc_lake.core.storage import ObjectStore, changed_since_listed
+from cdc_lake.engine.changes import (
+    ChangeCounts,
+    count_changes,
+    describe_problems,
+    last_change_per_key,
+    split_key_updates,
+)
+from cdc_lake.engine.commit import (
     ChangedKeys,
     Result,
     Step,
@@ -34,25 +52,13 @@ from cdc_lake.commit import (
     merge_step,
     with_commit_retries,
 )
-from cdc_lake.config import PipelineConfig, TableSpec
-from cdc_lake.dms_files import DmsFile, table_files
-from cdc_lake.exceptions import (
-    AccessDeniedError,
-    CdcLakeError,
-    DmsInputError,
-    LakeTableMissingError,
-    LandedFileChangedError,
-)
-from cdc_lake.history import commit_history, ensure_history_table, history_name
-from cdc_lake.iceberg_java import aws_denial, is_commit_conflict
-from cdc_lake.load_append import LoadAppend, RepeatedKey, appendable_loads
-from cdc_lake.plan import ReplayState, RunPlan, listing_start, plan_run
-from cdc_lake.reader import FILE, file_layouts, read_changes
-from cdc_lake.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
-from cdc_lake.schema import align_lake_table, lake_fields, plan_schema
-from cdc_lake.shapes import FileLayout
-from cdc_lake.storage import ObjectStore, changed_since_listed
-from cdc_lake.tables import LakeLocation, ensure_table, table_exists
+from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
+from cdc_lake.engine.iceberg_java import aws_denial, is_commit_conflict
+from cdc_lake.engine.load_append import LoadAppend, RepeatedKey, appendable_loads
+from cdc_lake.engine.reader import FILE, file_layouts, read_changes
+from cdc_lake.engine.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
+from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
+from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
 
 log = logging.getLogger(__name__)
 
