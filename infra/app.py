@@ -1,13 +1,15 @@
 """CDK entry point (``cdk.json``: ``.venv/bin/python -m infra.app``).
 
 Reads the context (infra.settings), loads the table configuration with ``cdc_lake.core.config.load_config``,
-builds the Glue/Lambda artifacts into ``build/infra-assets`` and synthesizes one stack, checked by cdk-nag.
+builds the Glue/Lambda artifacts into a folder of its own (two synths at once never share one) and
+synthesizes one stack, checked by cdk-nag.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,6 @@ from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
 from infra.settings import DeploySettings, example_values_message
 
-DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "infra-assets"
-
 
 def cdk_json_context() -> dict[str, Any]:
     """The context ``cdk.json`` gives every synth (feature flags and deployment defaults)."""
@@ -30,7 +30,7 @@ def cdk_json_context() -> dict[str, Any]:
 def create_app(
     context: dict[str, Any] | None = None,
     *,
-    asset_dir: Path = DEFAULT_ASSET_DIR,
+    asset_dir: Path,
     sources: SourceLayout | None = None,
     outdir: str | None = None,
 ) -> tuple[cdk.App, PipelineStack]:
@@ -52,11 +52,13 @@ def create_app(
 
 
 def main() -> None:
-    app, stack = create_app()
-    message = example_values_message(stack.settings)
-    if message:
-        print(f"cdc-lake: {message}", file=sys.stderr)
-    app.synth()
+    # Synth copies the assets into the cloud assembly, so their build folder need only outlive it.
+    with tempfile.TemporaryDirectory(prefix="cdc-lake-assets-") as asset_dir:
+        app, stack = create_app(asset_dir=Path(asset_dir))
+        message = example_values_message(stack.settings)
+        if message:
+            print(f"cdc-lake: {message}", file=sys.stderr)
+        app.synth()
 
 
 if __name__ == "__main__":
