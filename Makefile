@@ -4,9 +4,11 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
+# pytest-xdist workers for `make test`: each holds one warm Spark session; 2 fits this project's 2-core machines.
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws test test-unit test-functional test-infra soak lint format typecheck bench synth clean
+.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -20,8 +22,11 @@ demo: setup ## generate a shop database, replicate it through the local pipeline
 demo-aws: setup ## the demo through the deployed path: cdc-lake aws-replay on a local AWS endpoint (Glue catalog, S3, Lambda, glue-run)
 	$(BIN)/cdc-lake demo-aws --workdir demo-output-aws
 
-test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK)
-	$(BIN)/pytest
+docs: setup ## rewrite docs/architecture.md from the code (rooms, imports, bundles)
+	$(PY) scripts/architecture.py
+
+test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK), on TEST_WORKERS workers
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-unit: setup ## pure tests only (no Spark, no CDK)
 	$(BIN)/pytest tests/unit

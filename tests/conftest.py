@@ -15,11 +15,28 @@ import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("CDC_LAKE_SHUFFLE_PARTITIONS", "4")
+# Every JVM the tests start (this session's, and the CLI's in subprocesses) compiles with C1 alone: on tiny
+# tables the C2 compiler's work never pays back and took about a third of the JVM's CPU. Results are the same.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 # The bucket holding the Glue path's warehouse on the local endpoint, as the stack's lake bucket does.
 GLUE_LAKE_BUCKET = "cdc-lake-tests-lake"
 GLUE_WAREHOUSE = f"s3://{GLUE_LAKE_BUCKET}/warehouse/"
 LAKE_PATHS = ("hadoop", "glue")
+
+
+# Under pytest-xdist (make test), the CDK suite stays on one worker, so the stacks it synthesizes once per
+# session are synthesized once. Everything else, the PostgreSQL tests too (minutes each, against a cluster
+# started in seconds), goes to whichever worker is free.
+_ONE_WORKER_SUITES = ("infra",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        suite = item.path.relative_to(tests).parts[0]
+        if suite in _ONE_WORKER_SUITES:
+            item.add_marker(pytest.mark.xdist_group(suite))
 
 
 @pytest.fixture(scope="session")
