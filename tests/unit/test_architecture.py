@@ -174,3 +174,14 @@ def test_lambda_bundle_imports_without_spark(assets) -> None:
     modules = ["dms_trigger.handler", "dms_trigger.routing", "cdc_lake.core.config", "cdc_lake.core.dms_files"]
     origins = probe(assets.lambda_dir, ("pyspark", "py4j", "infra", "tests", "bench"), modules)
     assert all(origin.startswith(str(assets.lambda_dir)) for origin in origins.values()), origins
+
+
+def test_the_architecture_page_is_made_from_todays_code() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "architecture.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
