@@ -30,7 +30,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
-from cdc_lake.core.exceptions import CdcLakeError, ConfigError
+from cdc_lake.core.exceptions import ConfigError, JobStartError
 from cdc_lake.core.names import JOB_KINDS, JobKind
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
@@ -77,15 +77,6 @@ NOT_YET_LISTED_STATES = frozenset({"WAITING", "STARTING"})
 RECENT_RUNS = 50
 
 _log = logging.getLogger(__name__)
-
-
-class JobStartError(CdcLakeError):
-    """Raised when Glue refused one or more job runs after every retry; the invocation fails and the event is kept."""
-
-    def __init__(self, failures: list[tuple[JobRunRequest, Exception]]) -> None:
-        self.failures = failures
-        lines = [f"  {r.job} for s3://{r.bucket}/{r.key} ({r.table}): {error}" for r, error in failures]
-        super().__init__(f"Glue refused {len(failures)} job run(s):\n" + "\n".join(lines))
 
 
 class LogSink(Protocol):

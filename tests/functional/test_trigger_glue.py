@@ -17,10 +17,10 @@ from moto import mock_aws
 from moto.moto_api import state_manager
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri, parse_config
-from cdc_lake.core.exceptions import ConfigError
+from cdc_lake.core.exceptions import ConfigError, JobStartError
 from cdc_lake.local.events import eventbridge_object_created_event, s3_object_created_event
 from dms_trigger import handler as trigger
-from dms_trigger.handler import GlueJobStarter, JobStartError, handle, lambda_handler
+from dms_trigger.handler import GlueJobStarter, handle, lambda_handler
 from dms_trigger.routing import JobRunRequest
 
 BUCKET = "cdc-lake-landing"

@@ -61,10 +61,12 @@ def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Res
 @dataclass(frozen=True)
 class Step:
     """One commit of a run on its branch: ``write`` given the branch's table name (None: a commit of properties
-    only) and the snapshot properties, asked for once the steps before have run."""
+    only) and the snapshot properties, asked for once the steps before have run. ``holds``, when given, is
+    checked on the branch right after the write: False gives the whole commit up, main untouched."""
 
     write: Callable[[str], object] | None
     properties: Callable[[], Mapping[str, str]]
+    holds: Callable[[str], bool] | None = None
 
 
 def commit_changes(
@@ -81,7 +83,9 @@ def commit_changes(
     """
     keys = changed_keys(last_changes, table)
     with merge_step(spark, table, last_changes, keys, lambda: properties) as step:
-        return commit_on_branch(spark, location, table.lake_table, base_snapshot_id, [step])
+        snapshot_id = commit_on_branch(spark, location, table.lake_table, base_snapshot_id, [step])
+    assert snapshot_id is not None  # a merge step has no check that could give the commit up
+    return snapshot_id
 
 
 @dataclass(frozen=True)
@@ -155,10 +159,10 @@ def commit_on_branch(
     base_snapshot_id: int,
     steps: Sequence[Step],
     check: Callable[[], None] | None = None,
-) -> int:
+) -> int | None:
     """Run a run's steps (writes given the branch's table name) as one compare-and-swap on the table's main
-    branch; returns the snapshot main moved to. ``check``, when given, runs once every step has, before main
-    moves: raising there leaves main where it was.
+    branch; returns the snapshot main moved to, or None when a step's ``holds`` was False (main untouched).
+    ``check``, when given, runs once every step has, before main moves: raising there leaves main where it was.
 
     Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
     this run planned from; a commit made in between would then be silently overwritten by a stale plan.
@@ -179,8 +183,11 @@ def commit_on_branch(
             recorded = {**step.properties(), RUN_ID: run_id}
             before = head
             if step.write is not None:
+                target = f"{table}.{quote('branch_' + branch)}"
                 with commit_properties(spark, recorded):
-                    step.write(f"{table}.{quote('branch_' + branch)}")
+                    step.write(target)
+                if step.holds is not None and not step.holds(target):
+                    return None
                 head = branch_head(spark, location, table_name, branch)
             if number == len(steps) and (step.write is None or head is None or head == before):
                 head = empty_commit(spark, dotted, recorded, branch)  # the record lands even when no row changed

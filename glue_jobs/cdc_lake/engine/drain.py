@@ -33,18 +33,6 @@ log = logging.getLogger(__name__)
 LISTING_THREADS = 16
 
 
-class TableFailuresError(CdcLakeError):
-    """Raised at the end of a run that left one or more tables unapplied; the others were applied."""
-
-    def __init__(self, failures: dict[str, str]) -> None:
-        self.failures = dict(failures)
-        lines = [f"  {table}: {error}" for table, error in sorted(failures.items())]
-        super().__init__(
-            f"{len(failures)} table(s) left as they were, their files kept in place; the other tables were "
-            "applied:\n" + "\n".join(lines)
-        )
-
-
 @dataclass
 class DrainResult:
     """What one run did: a result per table batch (no-op checks included), the failed tables, and its rounds."""

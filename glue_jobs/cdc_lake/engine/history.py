@@ -179,11 +179,13 @@ def merge_versions(
         )
 
     try:
-        return commit_on_branch(
+        snapshot_id = commit_on_branch(
             spark, location, history_name(table), base_snapshot_id, [Step(merge, lambda: properties)]
         )
     finally:
         spark.catalog.dropTempView(view)
+    assert snapshot_id is not None  # the merge has no check that could give the commit up
+    return snapshot_id
 
 
 def row_history(

@@ -18,10 +18,10 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
-from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
 from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.core.storage import ObjectStore, S3Store
-from cdc_lake.engine.drain import Budget, DrainResult, TableFailuresError, drain
+from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.engine.reload import ReloadResult, reload_table
 from cdc_lake.engine.replay import RunResult, apply_up_to

@@ -3,10 +3,11 @@
 Such a table holds only LOAD rows, and a full load holds each key once, so its LOAD files can be appended:
 no reduction per key, no join with the table, no shuffle. What the merge path would have guaranteed is
 checked on the run's private branch, before main moves (``commit.commit_on_branch``):
-- every row is well formed: bad rows refuse the batch, named by file, row and column as on the merge path;
+- every row is well formed: the write counts the bad rows it leaves out (an observed metric, so no second
+  pass), and any refuses the batch, named by file, row and column as on the merge path;
 - each key is held once, rows from earlier LOAD files included. A repeated key (a configured key that is
-  not unique in the source, parallel-load segments that overlap) raises ``RepeatedKey``, and the run merges
-  the batch instead, which keeps each key's last row in DMS order, as it always did.
+  not unique in the source, parallel-load segments that overlap) fails the step's check, the branch is
+  dropped, and the run merges the batch instead, which keeps each key's last row in DMS order.
 CDC files in the same batch are merged on the same branch right after the append: still one change of main.
 LOAD rows need no row order, so uncompressed CSV files fewer than the cores are read split across them,
 unless a value spans lines (``reader.has_multiline_values``: decided from the text, never guessed).
@@ -20,8 +21,6 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -42,12 +41,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
-
-_BAD_ROW = "cdc-lake: a LOAD row cannot be applied"
-
-
-class RepeatedKey(Exception):
-    """Raised on the run's branch when the appended LOAD rows hold a key twice: the run merges them instead."""
 
 
 def appendable_loads(pending: Sequence[DmsFile], state: ReplayState, history: bool) -> list[DmsFile]:
@@ -86,13 +79,16 @@ class LoadAppend:
         self._observation = Observation(f"cdc_lake_load_{uuid.uuid4().hex}")
         read = read_changes(spark, files, table, dms, store.uri, layouts, split=split)
         self._rows = read.observe(
-            self._observation, F.count(F.lit(1)).alias("rows"), F.max(F.col(DMS_TS)).alias("newest")
+            self._observation,
+            F.count(F.lit(1)).alias("rows"),
+            F.max(F.col(DMS_TS)).alias("newest"),
+            F.count(F.col(PROBLEM)).alias("bad"),
         )
         # Split reads number no rows: bad rows are located by reading the files again in order.
         self._ordered = lambda: read_changes(spark, files, table, dms, store.uri, layouts)
 
     def step(self) -> Step:
-        return Step(self._write, lambda: {PART: "load appended"})
+        return Step(self._write, lambda: {PART: "load appended"}, holds=self._keys_held_once)
 
     @property
     def counts(self) -> ChangeCounts:
@@ -100,22 +96,24 @@ class LoadAppend:
         return ChangeCounts(inserts=metrics["rows"], updates=0, deletes=0, newest_change=metrics["newest"])
 
     def _write(self, target: str) -> None:
-        first, *others = lake_columns(self._table)
-        # The first bad row stops the write (its files are never committed); the rows are then read in order
-        # to name every bad row's place in its file.
-        checked = F.when(F.col(PROBLEM).isNull(), first).otherwise(F.raise_error(F.lit(_BAD_ROW)))
-        try:
-            self._rows.select(checked.alias(self._table.columns[0].name), *others).writeTo(target).append()
-        except (Py4JJavaError, PySparkException) as error:
-            if _BAD_ROW not in str(error):
-                raise
+        # Bad rows are left out of the write and counted; any refuses the batch (the branch never lands), the
+        # rows then read in order to name every bad row's place in its file.
+        good = self._rows.filter(F.col(PROBLEM).isNull())
+        good.select(*lake_columns(self._table)).writeTo(target).append()
+        if self._observation.get["bad"]:
             problems, total = describe_problems(self._ordered())
-            raise DmsInputError(self._table.name, problems, total) from None
+            raise DmsInputError(self._table.name, problems, total)
         log.info("%s: appended %d row(s); checking that each key is held once", self._table.name, self.counts.rows)
-        if not _keys_unique_by_order(self._spark, target, self._table) and _repeats_a_key(
+
+    def _keys_held_once(self, target: str) -> bool:
+        held_once = _keys_unique_by_order(self._spark, target, self._table) or not _repeats_a_key(
             self._spark, target, self._table
-        ):
-            raise RepeatedKey(f"{self._table.name}: a key is held twice in the LOAD files")
+        )
+        if not held_once:
+            log.warning(
+                "%s: a key is held twice in the LOAD files; merging the batch in DMS order instead", self._table.name
+            )
+        return held_once
 
 
 def _keys_unique_by_order(spark: SparkSession, target: str, table: TableSpec) -> bool:

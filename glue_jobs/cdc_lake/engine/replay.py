@@ -54,7 +54,7 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
 from cdc_lake.engine.iceberg_java import aws_denial, is_commit_conflict
-from cdc_lake.engine.load_append import LoadAppend, RepeatedKey, appendable_loads
+from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes
 from cdc_lake.engine.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
@@ -271,13 +271,14 @@ def _apply(
     loads = appendable_loads(plan.pending, state, history_plan is not None)
     if loads:
         load = LoadAppend(spark, config.dms, store, table, loads, layouts)
-        try:
-            return _commit(
-                spark, config, location, store, plan, None, table, layouts, files[len(loads) :], load, started
-            )
-        except RepeatedKey as error:
-            log.warning("%s; merging the batch in DMS order instead", error)
-    return _commit(spark, config, location, store, plan, history_plan, table, layouts, files, None, started)
+        appended = _commit(
+            spark, config, location, store, plan, None, table, layouts, files[len(loads) :], load, started
+        )
+        if appended is not None:
+            return appended
+    merged = _commit(spark, config, location, store, plan, history_plan, table, layouts, files, None, started)
+    assert merged is not None  # only the append's key check gives a commit up
+    return merged
 
 
 def _commit(
@@ -292,8 +293,9 @@ def _commit(
     merged: list[DmsFile],
     load: LoadAppend | None,
     started: float,
-) -> Applied:
-    """Commit the batch: ``load`` appended (when given), then ``merged`` files' changes merged, on one branch."""
+) -> Applied | None:
+    """Commit the batch: ``load`` appended (when given), then ``merged`` files' changes merged, on one branch;
+    None when the appended LOAD rows hold a key twice (nothing committed: the caller merges them instead)."""
     use_sequence = config.dms.change_sequence_column is not None
     changes = _checked_changes(spark, config, store, table, merged, layouts) if merged else None
     # Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own.
@@ -354,6 +356,8 @@ def _commit(
             steps,
             check=lambda: _confirm_listed(config, store, plan, history_plan),
         )
+    if snapshot_id is None:
+        return None
     return Applied(
         applied_files=[f.key for f in plan.pending],
         history_files=history_files,

@@ -7,15 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType
-from pyspark.sql.utils import AnalysisException
 
 from cdc_lake.core.config import LakeSettings, TableSpec
 from cdc_lake.core.exceptions import LakeDatabaseMissingError
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.engine.iceberg_java import aws_denial, is_commit_failure
+from cdc_lake.engine.iceberg_java import aws_denial, is_already_exists, is_commit_conflict
 from cdc_lake.engine.spark_types import lake_type
 
 
@@ -126,7 +125,7 @@ def create_iceberg_table(
             f"TBLPROPERTIES ({rendered})"
         )
     except AnalysisException as error:
-        if "already exists" not in str(error).lower():
+        if not is_already_exists(error):
             raise
         return  # a concurrent run created it first
     if identifier_fields:
@@ -144,7 +143,7 @@ def _alter(spark: SparkSession, statement: str, attempts: int = 10) -> None:
             spark.sql(statement)
             return
         except (Py4JJavaError, PySparkException) as error:
-            if not is_commit_failure(error) or attempt == attempts:
+            if not is_commit_conflict(error) or attempt == attempts:
                 raise
             time.sleep(0.05 * attempt)
 

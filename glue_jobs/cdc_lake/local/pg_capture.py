@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc_lake.core.config import DECIMAL_TYPE, PipelineConfig, TableSpec
-from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
 from cdc_lake.local.generator.dms_output import CsvRenderer, write_csv_bytes
 from cdc_lake.local.generator.values import Column, timestamp_text
 
@@ -75,14 +75,6 @@ _TYPE_OIDS = {
     1700: "numeric",
 }
 UNCHANGED_TOAST = object()  # test_decoding's ``unchanged-toast-datum``: the value is not in the WAL record
-
-
-class CaptureError(CdcLakeError):
-    """Raised when the capture meets something DMS's output cannot express or that it does not support."""
-
-
-class UnchangedToastError(CaptureError):
-    """Raised when an UPDATE left a TOASTed value out of the WAL and no old row image holds it."""
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
-from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
 from cdc_lake.core.names import JOB_KINDS
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
-from cdc_lake.engine.drain import DrainResult, TableFailuresError
+from cdc_lake.engine.drain import DrainResult
 from cdc_lake.engine.jobs import JobOptions, run_job
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.session import LOCAL_CATALOG
