@@ -61,7 +61,7 @@ class ConcurrentCommitError(CdcLakeError):
     from the table as it is now."""
 
 
-class TableMovedError(ConcurrentCommitError):
+class TableMovedError(CdcLakeError):
     """Raised when another commit moved the table's main branch after a run planned from it: the run plans again."""
 
 

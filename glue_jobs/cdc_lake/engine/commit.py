@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -17,7 +16,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import TableSpec
-from cdc_lake.core.exceptions import CommitConflictError, TableMovedError
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.iceberg_java import (
     branch_lineage,
@@ -25,7 +23,6 @@ from cdc_lake.engine.iceberg_java import (
     create_branch,
     empty_commit,
     fast_forward,
-    is_commit_conflict,
     remove_branch,
 )
 from cdc_lake.engine.reader import OP
@@ -35,27 +32,7 @@ from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
-Result = TypeVar("Result")
 _RANGED_TYPES = (T.IntegerType, T.LongType, T.DecimalType, T.StringType, T.DateType)
-
-
-def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Result]) -> tuple[Result, int]:
-    """Run ``attempt`` (plan, read, commit) until its commit is not beaten by a concurrent one; returns its
-    result and the number of attempts. The loser of a race plans again from the winner's snapshot."""
-    attempts = retries + 1
-    for number in range(1, attempts + 1):
-        try:
-            return attempt(), number
-        except (Py4JJavaError, PySparkException, TableMovedError) as error:
-            if not isinstance(error, TableMovedError) and not is_commit_conflict(error):
-                raise
-            if number == attempts:
-                raise CommitConflictError(
-                    f"{table_name}: still conflicting with concurrent commits after {attempts} attempts"
-                ) from error
-            log.warning("%s: concurrent commit, planning again (attempt %d/%d)", table_name, number, attempts)
-            time.sleep(min(0.2 * 2**number, 5.0))
-    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 @dataclass(frozen=True)

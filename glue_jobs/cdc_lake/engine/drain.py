@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DmsFile, parse_key, table_files
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, parse_key
 from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
 from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.replay import RunResult, apply_up_to
@@ -102,14 +102,15 @@ def drain(
         ThreadPoolExecutor(max_workers=LISTING_THREADS, thread_name_prefix="cdc-lake-list") as lister,
     ):
         while True:
+            work: list[tuple[TableSpec, LandedFiles | None]]
             if result.rounds == 0:
-                work = tables
+                work = [(t, None) for t in tables]
             else:
                 candidates = [t for t in tables if t.name not in result.failures]
                 found = lister.map(
-                    lambda t: _has_new(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
+                    lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
                 )
-                work = [t for t, new in zip(candidates, found, strict=True) if new]
+                work = [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
             log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
             done = _round(spark, config, location, store, pool, work, result, on_batch)
             for batch in done:
@@ -134,13 +135,15 @@ def drain(
     return result
 
 
-def _has_new(
+def _new_files(
     config: PipelineConfig, store: ObjectStore, table: TableSpec, start: str | None, newest: DmsFile | None
-) -> bool:
-    """Whether the table's listing (from ``start``) shows a data file newer than ``newest``."""
-    keys = [o.key for o in store.list(config.table_prefix(table), start_after=start) if o.size > 0]
-    files = table_files(keys, table, config)
-    return bool(files) and (newest is None or files[-1].order_key > newest.order_key)
+) -> LandedFiles | None:
+    """The table's listing (from ``start``) when it shows a data file newer than ``newest``, else None; the batch
+    then plans from this listing instead of listing the table again."""
+    landed = list_landed(store, config, table, start)
+    if landed.newest is None or (newest is not None and landed.newest.order_key <= newest.order_key):
+        return None
+    return landed
 
 
 def _round(
@@ -149,16 +152,17 @@ def _round(
     location: LakeLocation,
     store: ObjectStore,
     pool: ThreadPoolExecutor,
-    work: Sequence[TableSpec],
+    work: Sequence[tuple[TableSpec, LandedFiles | None]],
     result: DrainResult,
     on_batch: Callable[[RunResult], None] | None,
 ) -> list[RunResult]:
     """One batch per table in ``work``, ``parallel_tables`` at a time; returns their results (also appended to
     ``result``), failed tables recorded in ``result.failures`` instead."""
 
-    def batch(table: TableSpec) -> tuple[TableSpec, RunResult | None, str | None]:
+    def batch(work: tuple[TableSpec, LandedFiles | None]) -> tuple[TableSpec, RunResult | None, str | None]:
+        table, landed = work
         try:
-            return table, apply_up_to(spark, config, location, store, table), None
+            return table, apply_up_to(spark, config, location, store, table, landed=landed), None
         except CommitConflictError:
             # Another run (the other job's, or one started by hand) keeps committing this table: it is
             # applying these files. Not a failure: the table is looked at again in the next round.

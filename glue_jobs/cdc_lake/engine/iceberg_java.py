@@ -26,9 +26,7 @@ by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``C
 
 from __future__ import annotations
 
-import random
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,11 +37,14 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.exceptions import ConcurrentCommitError, TableMovedError
+from cdc_lake.core.retry import RetryPolicy, retried
 
 ICEBERG_VERSION = "1.10"
 COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
 COMMIT_PROPERTIES_FIELD = "COMMIT_PROPERTIES"
-_REF_COMMIT_ATTEMPTS = 20
+# A metadata commit (refs, an ALTER) beaten by a concurrent one is made again from the new metadata: cheap, so
+# soon and often; concurrent runs make a few each.
+METADATA_COMMIT_RETRIES = RetryPolicy(attempts=20, first_delay=0.02, max_delay=0.5)
 
 COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
 VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
@@ -164,18 +165,15 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
     """
     operations = _load(spark, dotted_name).operations()
     builders = _jvm(spark).org.apache.iceberg.TableMetadata
-    for attempt in range(1, _REF_COMMIT_ATTEMPTS + 1):
+
+    def commit() -> None:
         base = operations.refresh()
         builder = change(base, builders.buildFrom(base))
-        if builder is None:
-            return
-        try:
-            operations.commit(base, builder.build())
-            return
-        except Py4JJavaError as error:
-            if not is_commit_conflict(error) or attempt == _REF_COMMIT_ATTEMPTS:
-                raise
-            time.sleep(random.uniform(0.01, 0.05) * attempt)
+        if builder is not None:
+            with conflicts_raised():
+                operations.commit(base, builder.build())
+
+    retried(commit, METADATA_COMMIT_RETRIES, is_concurrent, what=f"{dotted_name}: concurrent metadata commit")
 
 
 def has_write_order(spark: SparkSession, dotted_name: str) -> bool:
@@ -237,6 +235,11 @@ def is_commit_conflict(error: BaseException) -> bool:
         if COMMIT_FAILED in classes or (VALIDATION_FAILED in classes and cause.getCause() is None):
             return True
     return False
+
+
+def is_concurrent(error: Exception) -> bool:
+    """Whether ``error`` is a commit beaten by a concurrent one, as ``conflicts_raised`` raises it: worth retrying."""
+    return isinstance(error, ConcurrentCommitError)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -24,15 +24,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DmsFile, table_files
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
 from cdc_lake.core.exceptions import (
     AccessDeniedError,
     CdcLakeError,
+    CommitConflictError,
+    ConcurrentCommitError,
     DmsInputError,
     LakeTableMissingError,
     LandedFileChangedError,
+    TableMovedError,
 )
 from cdc_lake.core.plan import ReplayState, RunPlan, listing_start, plan_run
+from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.storage import ObjectStore, changed_since_listed
 from cdc_lake.engine.changes import (
@@ -44,16 +48,14 @@ from cdc_lake.engine.changes import (
 )
 from cdc_lake.engine.commit import (
     ChangedKeys,
-    Result,
     Step,
     base_snapshot,
     changed_keys,
     commit_on_branch,
     merge_step,
-    with_commit_retries,
 )
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
-from cdc_lake.engine.iceberg_java import aws_denial, is_commit_conflict
+from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes
 from cdc_lake.engine.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
@@ -61,6 +63,8 @@ from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
 
 log = logging.getLogger(__name__)
+
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -102,22 +106,28 @@ def apply_up_to(
     location: LakeLocation,
     store: ObjectStore,
     trigger: DmsFile | TableSpec,
+    *,
+    landed: LandedFiles | None = None,
 ) -> RunResult:
     """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
-    instead of a file, every landed file of the table."""
+    instead of a file, every landed file of the table. ``landed``, a listing the caller just made, spares the
+    first attempt its own when it covers the listing window the table's state asks for."""
     started = time.monotonic()
     if isinstance(trigger, TableSpec):
         table, upto = trigger, None
         # A configured table with no lake table yet is created only once a data file of it has landed.
-        if not table_exists(spark, location, table) and not table_files(
-            [o.key for o in store.list(config.table_prefix(table)) if o.size > 0], table, config
-        ):
-            return RunResult(table=table.name, trigger="")
+        if not table_exists(spark, location, table):
+            landed = landed if landed is not None and landed.covers(None) else list_landed(store, config, table)
+            if not landed.files:
+                return RunResult(table=table.name, trigger="")
     else:
         table, upto = config.table(trigger.table), trigger
-    applied, attempts = committed_with_retries(
-        spark, config, location, table, lambda: _attempt(spark, config, location, store, table, upto, started)
-    )
+    unused = [landed] if landed is not None else []  # a listing serves one attempt: a retry lists anew
+
+    def attempt() -> Applied:
+        return _attempt(spark, config, location, store, table, upto, started, unused.pop() if unused else None)
+
+    applied, attempts = committed_with_retries(spark, config, location, table, attempt)
     return RunResult(
         table=table.name,
         trigger=applied.trigger,
@@ -141,6 +151,7 @@ def _attempt(
     table: TableSpec,
     trigger: DmsFile | None,
     started: float,
+    landed: LandedFiles | None,
 ) -> Applied:
     # The base is read before the state: if they differ, the table moved on and the commit will be refused.
     main = _recorded(spark, location, table.lake_table)
@@ -148,12 +159,13 @@ def _attempt(
     start = _common_start(config, table, [state for _base, state in filter(None, (main, history))])
     if trigger is not None and start is not None and trigger.key <= start:
         start = None  # an old file named by hand or by a late event: list all, and the plan says it is applied
-    listed = store.list(config.table_prefix(table), start_after=start)
+    if landed is None or not landed.covers(start):
+        landed = list_landed(store, config, table, start)
+    listed = landed.listed
     if trigger is None:
-        landed = table_files([o.key for o in listed if o.size > 0], table, config)
-        if not landed:
+        if landed.newest is None:
             return Applied(listing_start=start)
-        trigger = landed[-1]
+        trigger = landed.newest
     plan = plan_run(config, table, trigger, listed, main[1], main[0])
     # History keeps its own record of applied files: after a stop between the two commits it is ahead.
     history_plan = plan_run(config, table, trigger, listed, history[1], history[0]) if history else None
@@ -163,12 +175,13 @@ def _attempt(
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
         return Applied(trigger=trigger.key, listing_start=next_start)
     try:
-        applied = _apply(spark, config, location, store, plan, history_plan, main[1], started)
+        with conflicts_raised():
+            applied = _apply(spark, config, location, store, plan, history_plan, main[1], started)
     except CdcLakeError:
         raise
-    except Exception as error:
+    except Exception:
         # A file gone or rewritten under the run fails its read in many ways: the listing tells which file.
-        changed = None if is_commit_conflict(error) else _changed_file(config, store, plan, history_plan)
+        changed = _changed_file(config, store, plan, history_plan)
         if changed is None:
             raise
         raise changed from None
@@ -183,13 +196,29 @@ def committed_with_retries(
     attempt: Callable[[], Result],
 ) -> tuple[Result, int]:
     """The lake table (and its history) created if missing, then ``attempt`` (plan, read, commit) until its commit
-    is not beaten by a concurrent one; returns its result and the attempts. AWS refusing the job's role, or the
-    table dropped meanwhile, fail as errors that say what to do."""
+    is not beaten by a concurrent one; returns its result and the attempts. The loser of a race plans again from
+    the winner's snapshot. AWS refusing the job's role, or the table dropped meanwhile, fail as errors that say
+    what to do."""
+    policy = RetryPolicy(attempts=config.lake.commit_retries + 1, first_delay=0.4, max_delay=5.0)
+
+    def conflicts_typed() -> Result:
+        with conflicts_raised():
+            return attempt()
+
     try:
         ensure_table(spark, location, table, config.lake)
         if table.history:
             ensure_history_table(spark, location, table, config.lake)
-        return with_commit_retries(table.name, config.lake.commit_retries, attempt)
+        return retried(
+            conflicts_typed,
+            policy,
+            lambda error: isinstance(error, ConcurrentCommitError | TableMovedError),
+            what=f"{table.name}: concurrent commit, planning again",
+        )
+    except (ConcurrentCommitError, TableMovedError) as error:
+        raise CommitConflictError(
+            f"{table.name}: still conflicting with concurrent commits after {policy.attempts} attempts"
+        ) from error
     except (Py4JJavaError, PySparkException) as error:
         refusal = _refusal(spark, location, table, error)
         if refusal is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -13,8 +12,15 @@ from pyspark.sql.types import DataType
 
 from cdc_lake.core.config import LakeSettings, TableSpec
 from cdc_lake.core.exceptions import LakeDatabaseMissingError
+from cdc_lake.core.retry import retried
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.engine.iceberg_java import aws_denial, is_already_exists, is_commit_conflict
+from cdc_lake.engine.iceberg_java import (
+    METADATA_COMMIT_RETRIES,
+    aws_denial,
+    conflicts_raised,
+    is_already_exists,
+    is_concurrent,
+)
 from cdc_lake.engine.spark_types import lake_type
 
 
@@ -136,16 +142,14 @@ def create_iceberg_table(
     _alter(spark, f"ALTER TABLE {location.named(name)} WRITE LOCALLY ORDERED BY {ordered}")
 
 
-def _alter(spark: SparkSession, statement: str, attempts: int = 10) -> None:
+def _alter(spark: SparkSession, statement: str) -> None:
     """An ALTER of a table just created, tried again when a run that found the table first committed to it."""
-    for attempt in range(1, attempts + 1):
-        try:
+
+    def alter() -> None:
+        with conflicts_raised():
             spark.sql(statement)
-            return
-        except (Py4JJavaError, PySparkException) as error:
-            if not is_commit_conflict(error) or attempt == attempts:
-                raise
-            time.sleep(0.05 * attempt)
+
+    retried(alter, METADATA_COMMIT_RETRIES, is_concurrent, what=f"{statement}: concurrent metadata commit")
 
 
 def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> bool:

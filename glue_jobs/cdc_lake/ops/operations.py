@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import table_files
+from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.core.storage import ObjectStore
@@ -117,11 +117,10 @@ def reapply(
     spark: SparkSession, config: PipelineConfig, location: LakeLocation, store: ObjectStore, table: TableSpec
 ) -> RunResult | None:
     """Apply every landed file of the table not yet applied (after a rollback, or lost events)."""
-    objects = store.list(config.table_prefix(table))
-    files = table_files([o.key for o in objects if o.size > 0], table, config)
-    if not files:
+    landed = list_landed(store, config, table)
+    if landed.newest is None:
         return None
-    return apply_up_to(spark, config, location, store, files[-1])
+    return apply_up_to(spark, config, location, store, landed.newest, landed=landed)
 
 
 def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, snapshot_id: int) -> None:
