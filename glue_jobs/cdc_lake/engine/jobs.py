@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal, Self
 
 from pyspark.sql import SparkSession
 
@@ -33,9 +33,27 @@ REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
 OPTIONAL_ARGUMENTS = {"catalog": GLUE_CATALOG, "database": "", "idle_seconds": ""}
 
 
+class _GlueArguments:
+    """A job's options read from the arguments Glue hands its script, as Glue resolves them."""
+
+    required: ClassVar[tuple[str, ...]]
+    optional: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def from_sys_argv(cls, argv: Sequence[str]) -> Self:
+        return cls.from_options(_resolve_glue_arguments(argv, cls.required, cls.optional))
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Self:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class JobOptions:
+class JobOptions(_GlueArguments):
     """Arguments of a job run; the Lambda passes bucket, key and table, the job defines the rest."""
+
+    required = REQUIRED_ARGUMENTS
+    optional = tuple(OPTIONAL_ARGUMENTS)
 
     config_uri: str
     bucket: str
@@ -48,11 +66,7 @@ class JobOptions:
     idle_seconds: int | None = None
 
     @classmethod
-    def from_sys_argv(cls, argv: Sequence[str]) -> JobOptions:
-        return cls.from_options(_resolve_glue_arguments(argv, REQUIRED_ARGUMENTS, OPTIONAL_ARGUMENTS))
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> JobOptions:
+    def from_options(cls, options: Mapping[str, str]) -> Self:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
         plain = _plain_arguments(options, REQUIRED_ARGUMENTS)
         known = {*REQUIRED_ARGUMENTS, "catalog", "database"}
@@ -152,8 +166,11 @@ JOB_ACTIONS: tuple[Action | Literal["reload"], ...] = (*ACTIONS, RELOAD)
 
 
 @dataclass(frozen=True)
-class MaintenanceOptions:
+class MaintenanceOptions(_GlueArguments):
     """Arguments of a maintenance run; the scheduled trigger passes --action, the job defines the rest."""
+
+    required = MAINTENANCE_REQUIRED
+    optional = MAINTENANCE_OPTIONAL
 
     config_uri: str
     action: Action | Literal["reload"]
@@ -165,11 +182,7 @@ class MaintenanceOptions:
     since: str | None = None  # reload: first CDC file (name or time) to apply; None: automatic
 
     @classmethod
-    def from_sys_argv(cls, argv: Sequence[str]) -> MaintenanceOptions:
-        return cls.from_options(_resolve_glue_arguments(argv, MAINTENANCE_REQUIRED, MAINTENANCE_OPTIONAL))
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> MaintenanceOptions:
+    def from_options(cls, options: Mapping[str, str]) -> Self:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
         plain = _plain_arguments(options, MAINTENANCE_REQUIRED)
         action = plain["action"]

@@ -196,32 +196,27 @@ def parse_tuple(text: str) -> tuple[list[tuple[str, str, Any]], list[tuple[str, 
     return sections["new"], sections.get("old")
 
 
-def _identifier(text: str, position: int) -> tuple[str, int]:
-    if text[position] != '"':
-        bracket = text.index("[", position)
-        return text[position:bracket], bracket
+def _quoted(text: str, position: int) -> tuple[str, int]:
+    """The value quoted at ``position`` (by ``"`` or ``'``, the quote doubled inside) and the position after it."""
+    quote = text[position]
     out, index = [], position + 1
-    while True:
-        quote = text.index('"', index)
-        out.append(text[index:quote])
-        if text.startswith('""', quote):
-            out.append('"')
-            index = quote + 2
-            continue
-        return "".join(out), quote + 1
+    while (end := text.index(quote, index)) + 1 < len(text) and text[end + 1] == quote:
+        out.append(text[index : end + 1])
+        index = end + 2
+    out.append(text[index:end])
+    return "".join(out), end + 1
+
+
+def _identifier(text: str, position: int) -> tuple[str, int]:
+    if text[position] == '"':
+        return _quoted(text, position)
+    bracket = text.index("[", position)
+    return text[position:bracket], bracket
 
 
 def _literal(text: str, position: int) -> tuple[Any, int]:
     if position < len(text) and text[position] == "'":
-        out, index = [], position + 1
-        while True:
-            quote = text.index("'", index)
-            out.append(text[index:quote])
-            if text.startswith("''", quote):
-                out.append("'")
-                index = quote + 2
-                continue
-            return "".join(out), quote + 1
+        return _quoted(text, position)
     space = text.find(" ", position)
     token = text[position:] if space < 0 else text[position:space]
     following = len(text) if space < 0 else space
