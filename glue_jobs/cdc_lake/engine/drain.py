@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, parse_key
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
 from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
 from cdc_lake.core.storage import ObjectStore
-from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def drain(
             done = _round(spark, config, location, store, pool, work, result, on_batch)
             for batch in done:
                 starts[batch.table] = batch.listing_start
-                newest[batch.table] = parse_key(batch.trigger, config) if batch.trigger else None
+                newest[batch.table] = batch.trigger
             commits = sum(1 for batch in done if not batch.already_applied)
             result.rounds += 1
             if on_round:
@@ -162,7 +163,7 @@ def _round(
     def batch(work: tuple[TableSpec, LandedFiles | None]) -> tuple[TableSpec, RunResult | None, str | None]:
         table, landed = work
         try:
-            return table, apply_up_to(spark, config, location, store, table, landed=landed), None
+            return table, replay(ReplayContext(spark, config, location, store), table, landed), None
         except CommitConflictError:
             # Another run (the other job's, or one started by hand) keeps committing this table: it is
             # applying these files. Not a failure: the table is looked at again in the next round.

@@ -118,7 +118,7 @@ def run_job(
                 "%s: applied %d file(s) up to %s in snapshot %s: %s, %d key(s) changed",
                 result.table,
                 len(result.applied_files),
-                result.trigger,
+                result.trigger.key if result.trigger else None,
                 result.snapshot_id,
                 result.counts.as_dict() if result.counts else {},
                 result.keys_changed,

@@ -201,8 +201,9 @@ def _print_run(run: LocalJobRun) -> None:
         return
     for result in outcome.commits:
         counts = result.counts.as_dict() if result.counts else {}
+        upto = result.trigger.key if result.trigger else "-"
         print(
-            f"  applied {result.table}  {len(result.applied_files)} file(s) up to {result.trigger}, "
+            f"  applied {result.table}  {len(result.applied_files)} file(s) up to {upto}, "
             f"I {counts.get('I', 0)} U {counts.get('U', 0)} D {counts.get('D', 0)}, {result.keys_changed} key(s), "
             f"{result.seconds:.1f}s"
         )

@@ -19,6 +19,7 @@ from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.history import history_name
 from cdc_lake.engine.record import (
     APPLIED,
@@ -30,7 +31,7 @@ from cdc_lake.engine.record import (
     TRIGGER,
     snapshot_summaries,
 )
-from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def reapply(
     landed = list_landed(store, config, table)
     if landed.newest is None:
         return None
-    return apply_up_to(spark, config, location, store, landed.newest, landed=landed)
+    return replay(ReplayContext(spark, config, location, store), landed.newest, landed)
 
 
 def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, snapshot_id: int) -> None:
