@@ -18,7 +18,7 @@ from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.drain import Budget, drain
-from cdc_lake.engine.jobs import JobOptions, run_job
+from cdc_lake.engine.jobs import JobOptions, job_context, run_job
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.record import APPLIED, snapshot_summaries
 from cdc_lake.engine.replay import RunResult
@@ -62,7 +62,7 @@ def landed_source(config: PipelineConfig, tmp_path: Path):  # type: ignore[no-un
 
 
 def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected: Path, out: Path) -> None:
-    export_tables(spark, pipeline.config, pipeline.location, out)
+    export_tables(pipeline.context, out)
     for table in pipeline.config.tables:
         assert read_jsonl(out / f"{table.name}.jsonl") == read_jsonl(expected / f"{table.name}.jsonl"), table.name
 
@@ -139,7 +139,7 @@ def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
     failed = failed_runs(runs)
     assert failed and all("app.orders" in (r.error or "") and bad in (r.error or "") for r in failed)
     assert (landing / bad).exists()
-    export_tables(spark, config, pipeline.location, tmp_path / "export")
+    export_tables(pipeline.context, tmp_path / "export")
     for name in ("app.accounts", "app.events"):
         assert read_jsonl(tmp_path / "export" / f"{name}.jsonl") == read_jsonl(generated.expected / f"{name}.jsonl")
     # The batch held every landed file of the table (LOAD files too): none of it was applied.
@@ -154,7 +154,7 @@ def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_pat
     outcomes: list[Any] = []
 
     def one_run() -> None:
-        outcomes.append(drain(spark, config, pipeline.location, LocalFolderStore(landing), budget))
+        outcomes.append(drain(pipeline.context, budget))
 
     threads = [threading.Thread(target=one_run) for _ in range(2)]
     for thread in threads:
@@ -181,12 +181,13 @@ def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark,
             "table": table,
             "catalog": "lake",
             "database": database,
+            "idle_seconds": "0",
         }
     )
-    store = LocalFolderStore(landing)
+    context = job_context(options, spark, config=config, store=LocalFolderStore(landing))
 
-    first = run_job("cdc_replay", options, spark, config=config, store=store, idle_seconds=0)
-    again = run_job("cdc_replay", options, spark, config=config, store=store, idle_seconds=0)
+    first = run_job("cdc_replay", options, context)
+    again = run_job("cdc_replay", options, context)
 
     assert sorted(first.applied_files) == sorted(keys) and first.results[0].table == table
     assert again.already_applied and again.rounds == 1
@@ -204,10 +205,8 @@ def test_a_zero_time_budget_runs_one_round(spark, database, tmp_path):
         rounds.append(number)
         land(generated.landing, landing, keys[-1:])
 
-    location = LocalPipeline(config, landing, spark, database=database).location
-    outcome = drain(
-        spark, config, location, LocalFolderStore(landing), Budget.of(config, idle_seconds=60), on_round=land_last
-    )
+    context = LocalPipeline(config, landing, spark, database=database).context
+    outcome = drain(context, Budget.of(config, idle_seconds=60), on_round=land_last)
     assert rounds == [1] and sorted(outcome.applied_files) == sorted(keys[:-1])
 
 
@@ -233,7 +232,8 @@ def test_each_commit_publishes_its_freshness_to_cloudwatch(spark, database, tmp_
             {"config_uri": "(local)", "bucket": "b", "key": keys[0], "table": "app.accounts", "catalog": "lake"}
             | {"database": database}
         )
-        run_job("full_load", options, spark, config=config, store=LocalFolderStore(landing), on_batch=on_batch)
+        context = job_context(options, spark, config=config, store=LocalFolderStore(landing))
+        run_job("full_load", options, context, on_batch=on_batch)
         publisher.table_failures(1)
         metrics = cloudwatch.list_metrics(Namespace=METRICS_NAMESPACE)["Metrics"]
         stats = cloudwatch.get_metric_statistics(

@@ -10,7 +10,7 @@ from cdc_lake.core.config import parse_config
 from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions, run_job
+from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions, job_context, run_job
 from cdc_lake.engine.maintenance import Retention
 from tests.conftest import write_file
 
@@ -108,5 +108,5 @@ def test_runs_that_contradict_their_arguments_are_refused(spark, landing: Path, 
         {"config_uri": "(inline)", "bucket": "b", "key": key, "table": table, "catalog": "lake", "database": database}
     )
     with pytest.raises(JobArgumentError, match=message):
-        run_job(job, options, spark, config=CONFIG, store=LocalFolderStore(landing))
+        run_job(job, options, job_context(options, spark, config=CONFIG, store=LocalFolderStore(landing)))
     assert not spark.catalog.tableExists(f"lake.{database}.shop_items")

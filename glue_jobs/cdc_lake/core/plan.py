@@ -121,14 +121,11 @@ class RunPlan:
 
 
 def plan_run(
-    config: PipelineConfig,
-    table: TableSpec,
-    trigger: DmsFile,
-    listed: Sequence[StoredObject],
-    state: ReplayState,
-    base_snapshot_id: int,
+    config: PipelineConfig, trigger: DmsFile, listed: Sequence[StoredObject], state: ReplayState, base_snapshot_id: int
 ) -> RunPlan:
-    """Decide which of the table's ``listed`` objects this run applies, or refuse when that would break DMS order."""
+    """Decide which of the trigger's table's ``listed`` objects this run applies (those up to ``trigger`` that
+    ``state`` has not applied), or refuse when that would break DMS order."""
+    table = config.table(trigger.table)
     landed = landed_files(listed, table, config)
     objects, files = dict(landed.objects), landed.files
     if trigger.key not in objects:

@@ -18,15 +18,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
-
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
 from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
 from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import RunResult, replay
-from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +55,15 @@ class DrainResult:
 
 @dataclass(frozen=True)
 class Budget:
-    """How long a run goes on: rounds while files land, none started after ``seconds``."""
+    """How long a run goes on: rounds while files land, none started after ``seconds``, measured by ``clock``
+    (waits by ``sleep``; tests give their own)."""
 
     seconds: float
     idle_seconds: float
     poll_seconds: float
     parallel_tables: int
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
 
     @classmethod
     def of(cls, config: PipelineConfig, *, idle_seconds: float | None = None) -> Budget:
@@ -73,17 +73,12 @@ class Budget:
 
 
 def drain(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
+    context: ReplayContext,
     budget: Budget,
     *,
     first: str | None = None,
     on_batch: Callable[[RunResult], None] | None = None,
     on_round: Callable[[int, int], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> DrainResult:
     """Apply every table's landed files until a round commits nothing for ``idle_seconds`` or the budget is spent.
 
@@ -92,6 +87,7 @@ def drain(
     every committed batch (the Glue job publishes its metrics from it); ``on_round(round, commits)`` sees
     every finished round.
     """
+    config, store, clock = context.config, context.store, budget.clock
     started = clock()
     result = DrainResult()
     newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
@@ -113,7 +109,7 @@ def drain(
                 )
                 work = [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
             log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
-            done = _round(spark, config, location, store, pool, work, result, on_batch)
+            done = _round(context, pool, work, result, on_batch)
             for batch in done:
                 starts[batch.table] = batch.listing_start
                 newest[batch.table] = batch.trigger
@@ -131,7 +127,7 @@ def drain(
                 continue
             if now - last_work >= budget.idle_seconds:
                 break
-            sleep(budget.poll_seconds)
+            budget.sleep(budget.poll_seconds)
     result.seconds = clock() - started
     return result
 
@@ -148,10 +144,7 @@ def _new_files(
 
 
 def _round(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
+    context: ReplayContext,
     pool: ThreadPoolExecutor,
     work: Sequence[tuple[TableSpec, LandedFiles | None]],
     result: DrainResult,
@@ -163,7 +156,7 @@ def _round(
     def batch(work: tuple[TableSpec, LandedFiles | None]) -> tuple[TableSpec, RunResult | None, str | None]:
         table, landed = work
         try:
-            return table, replay(ReplayContext(spark, config, location, store), table, landed), None
+            return table, replay(context, table, landed), None
         except CommitConflictError:
             # Another run (the other job's, or one started by hand) keeps committing this table: it is
             # applying these files. Not a failure: the table is looked at again in the next round.

@@ -31,7 +31,7 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
 from cdc_lake.engine.record import run_properties
 from cdc_lake.engine.spark_types import lake_type
-from cdc_lake.engine.tables import LakeLocation, create_iceberg_table, table_exists
+from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
 
 VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
     ("op", T.StringType()),
@@ -54,17 +54,15 @@ def ensure_history_table(spark: SparkSession, location: LakeLocation, table: Tab
         return
     columns = [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns]
     columns += [(name, data_type, name in ("valid_from", "version")) for name, data_type in VERSION_COLUMNS]
-    create_iceberg_table(
-        spark,
-        location,
+    definition = TableDefinition(
         history_name(table),
         columns,
         table.partition_by,
-        settings,
         {"cdc-lake.history-of": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
         identifier_fields=None,
         sort_by=[*table.primary_key, "version"],
     )
+    create_iceberg_table(spark, location, definition, settings)
 
 
 def new_versions(

@@ -21,10 +21,11 @@ from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
 from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.core.storage import ObjectStore, S3Store
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.engine.reload import ReloadResult, reload_table
-from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
@@ -77,15 +78,26 @@ class JobOptions(_GlueArguments):
         )
 
 
-def run_job(
-    kind: JobKind,
-    options: JobOptions,
+def job_context(
+    options: JobOptions | MaintenanceOptions,
     spark: SparkSession,
     *,
     config: PipelineConfig | None = None,
     store: ObjectStore | None = None,
+) -> ReplayContext:
+    """A run's context from its options: the configuration read from --config_uri unless given, the lake at
+    --catalog/--database (default: the configuration's), the landed files in --bucket unless a store is given."""
+    config = config or load_config_uri(options.config_uri)
+    location = LakeLocation(options.catalog, options.database or config.lake.database)
+    return ReplayContext(spark, config, location, store or S3Store(options.bucket))
+
+
+def run_job(
+    kind: JobKind,
+    options: JobOptions,
+    context: ReplayContext,
+    *,
     on_batch: Callable[[RunResult], None] | None = None,
-    idle_seconds: float | None = None,
     on_round: Callable[[int, int], None] | None = None,
 ) -> DrainResult:
     """Run one job: check the file suits this job, then apply.
@@ -94,21 +106,17 @@ def run_job(
     the time budget (``drain``). ``per_file``: the file's table's pending files up to the file. A table
     whose batch is refused is reported in the result's ``failures``; the caller fails the run.
     """
-    config = config or load_config_uri(options.config_uri)
+    config = context.config
     dms_file = parse_key(options.key, config)
     if dms_file.table != options.table:
         raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
     if JOB_FOR_FILE_KIND[dms_file.kind] != kind:
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
-    location = LakeLocation(options.catalog, options.database or config.lake.database)
-    store = store or S3Store(options.bucket)
     if config.runs.coalesced:
-        budget = Budget.of(config, idle_seconds=options.idle_seconds if idle_seconds is None else idle_seconds)
-        outcome = drain(
-            spark, config, location, store, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round
-        )
+        budget = Budget.of(config, idle_seconds=options.idle_seconds)
+        outcome = drain(context, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round)
     else:
-        single = apply_up_to(spark, config, location, store, dms_file)
+        single = replay(context, dms_file)
         if on_batch and not single.already_applied:
             on_batch(single)
         outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds)
@@ -148,10 +156,9 @@ def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> DrainResult:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    config = load_config_uri(options.config_uri)
-    publisher = CloudWatchPublisher(boto3.client("cloudwatch"), options.database or config.lake.database)
-    spark = glue_spark_session(options.catalog)
-    outcome = run_job(kind, options, spark, config=config, on_batch=publisher.batch)
+    context = job_context(options, glue_spark_session(options.catalog))
+    publisher = CloudWatchPublisher(boto3.client("cloudwatch"), context.location.database)
+    outcome = run_job(kind, options, context, on_batch=publisher.batch)
     if outcome.failures:
         publisher.table_failures(len(outcome.failures))
         raise TableFailuresError(outcome.failures)
@@ -249,24 +256,15 @@ def _whole_number(options: Mapping[str, str], name: str, default: int) -> int:
     return int(text)
 
 
-def run_maintenance(
-    options: MaintenanceOptions,
-    spark: SparkSession,
-    *,
-    config: PipelineConfig | None = None,
-    store: ObjectStore | None = None,
-) -> list[MaintenanceResult]:
+def run_maintenance(options: MaintenanceOptions, context: ReplayContext) -> list[MaintenanceResult]:
     """Run one maintenance action on one table or on every configured table, or reload one table."""
-    config = config or load_config_uri(options.config_uri)
-    location = LakeLocation(options.catalog, options.database or config.lake.database)
     if options.action == RELOAD:
         assert options.table is not None  # checked by from_options
-        store = store or S3Store(options.bucket)
-        result = reload_table(spark, config, location, store, config.table(options.table), since=options.since)
+        result = reload_table(context, context.config.table(options.table), since=options.since)
         log.info("%s", describe_reload(result))
         return [MaintenanceResult(result.table, RELOAD, reload_detail(result))]
     tables = [options.table] if options.table else None
-    return maintain(spark, config, location, options.action, tables=tables, retention=options.retention)
+    return maintain(context, options.action, tables=tables, retention=options.retention)
 
 
 def reload_detail(result: ReloadResult) -> dict[str, int]:
@@ -315,4 +313,4 @@ def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[Maintenance
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = MaintenanceOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    return run_maintenance(options, glue_spark_session(options.catalog))
+    return run_maintenance(options, job_context(options, glue_spark_session(options.catalog)))

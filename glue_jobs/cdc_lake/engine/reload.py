@@ -22,11 +22,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.core.plan import ReloadPlan, plan_reload, show_position
 from cdc_lake.core.sql import quote
-from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.changes import ChangeCounts, describe_problems, dms_order, last_change_per_key, split_key_updates
 from cdc_lake.engine.commit import (
     Properties,
@@ -72,22 +71,13 @@ class ReloadResult:
     history_counts: ChangeCounts | None = None
 
 
-def reload_table(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    table: TableSpec,
-    *,
-    since: str | None = None,
-) -> ReloadResult:
+def reload_table(context: ReplayContext, table: TableSpec, *, since: str | None = None) -> ReloadResult:
     """Replace the table's contents with its rebuild from the current LOAD files, in one Iceberg commit.
 
     ``since`` (a CDC file name or a time) overrides the automatic choice of the first CDC file applied.
     Bad rows refuse the reload, naming file, row and column, and change nothing.
     """
     started = time.monotonic()
-    context = ReplayContext(spark, config, location, store)
     result, attempts = committed_with_retries(context, table, lambda: _attempt(context, table, since))
     return replace(result, attempts=attempts, seconds=time.monotonic() - started)
 
@@ -136,21 +126,13 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)
     merge = merge_update(spark, table, diff, changed_keys(diff, table))
     snapshot_id = _commit(context, Transaction(table.lake_table, base, [merge], lambda: Properties(properties)))
+    lists = (plan.load_files, plan.cdc_files, plan.skipped_cdc_files, plan.stale_load_files)
+    loads, cdc, skipped, stale = ([f.key for f in files] for files in lists)
+    boundary = show_position(plan.boundary)
     return ReloadResult(
-        table=table.name,
-        load_files=[f.key for f in plan.load_files],
-        cdc_files=[f.key for f in plan.cdc_files],
-        skipped_cdc_files=[f.key for f in plan.skipped_cdc_files],
-        stale_load_files=[f.key for f in plan.stale_load_files],
-        boundary=show_position(plan.boundary),
-        boundary_source=plan.boundary_source,
-        rows=rows,
-        counts=counts,
-        snapshot_id=snapshot_id,
-        previous_snapshot_id=base,
-        history_snapshot_id=history_snapshot,
-        history_counts=history_counts,
-    )
+        table.name, loads, cdc, skipped, stale, boundary, plan.boundary_source, rows, counts, snapshot_id, base,
+        history_snapshot, history_counts=history_counts
+    )  # fmt: skip
 
 
 def run_plan_properties(plan: ReloadPlan) -> dict[str, str]:

@@ -217,10 +217,10 @@ def plan_batch(
     """The batch: what the listing holds up to ``trigger`` that the table's and its history's recorded states
     have not applied, each planned from its base snapshot."""
     config, table = context.config, context.config.table(trigger.table)
-    main = plan_run(config, table, trigger, landed.listed, recorded.state, recorded.base_snapshot_id)
+    main = plan_run(config, trigger, landed.listed, recorded.state, recorded.base_snapshot_id)
     history, history_plan = recorded.history, None
     if history is not None:
-        history_plan = plan_run(config, table, trigger, landed.listed, history.state, history.base_snapshot_id)
+        history_plan = plan_run(config, trigger, landed.listed, history.state, history.base_snapshot_id)
     next_start = _common_start(config, table, [p.next_state for p in (main, history_plan) if p is not None])
     return Batch(trigger, landed, main, history_plan, recorded.state, next_start, started)
 
