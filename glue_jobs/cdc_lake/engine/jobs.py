@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pyspark.sql import SparkSession
 
@@ -143,21 +143,30 @@ def run_job(
     return outcome
 
 
-def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> DrainResult:
+@dataclass(frozen=True)
+class JobClients:
+    """The AWS clients of a job's Python side: S3 (the configuration and the landed files) and CloudWatch (the
+    metrics). Spark's Glue catalog and its S3 reads have clients of their own, set by the job's --conf."""
+
+    s3: Any
+    cloudwatch: Any
+
+
+def glue_main(kind: JobKind, clients: JobClients, argv: Sequence[str] | None = None) -> DrainResult:
     """Entry point of the Glue scripts: resolve arguments, use Glue's Spark session, run, publish the metrics.
 
     Fails the run (after every other table was applied) when a table's batch was refused, so the Glue
     run's state and the TableFailures metric both say so.
     """
-    import boto3
-
     from cdc_lake.engine.metrics import CloudWatchPublisher
     from cdc_lake.engine.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    context = job_context(options, glue_spark_session(options.catalog))
-    publisher = CloudWatchPublisher(boto3.client("cloudwatch"), context.location.database)
+    config = load_config_uri(options.config_uri, s3_client=clients.s3)
+    store = S3Store(options.bucket, client=clients.s3)
+    context = job_context(options, glue_spark_session(options.catalog), config=config, store=store)
+    publisher = CloudWatchPublisher(clients.cloudwatch, context.location.database)
     outcome = run_job(kind, options, context, on_batch=publisher.batch)
     if outcome.failures:
         publisher.table_failures(len(outcome.failures))
