@@ -81,7 +81,7 @@ def drain_once(spark: SparkSession, work: Path, tables: int, files: int, mode: s
         check_s = (time.perf_counter() - started) * config.runs.parallel_tables / tables
         assert all(r.result and r.result.already_applied for r in idle)
 
-    export_tables(spark, config, pipeline.location, work / f"export-{mode}")
+    export_tables(pipeline.context, work / f"export-{mode}")
     for table in config.tables:
         expected = read_jsonl(generated.expected / f"{table.name}.jsonl")
         assert read_jsonl(work / f"export-{mode}" / f"{table.name}.jsonl") == expected, f"{mode}: {table.name}"

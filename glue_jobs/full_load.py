@@ -4,7 +4,9 @@
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
-from cdc_lake.engine.jobs import glue_main
+import boto3
+
+from cdc_lake.engine.jobs import JobClients, glue_main
 
 if __name__ == "__main__":
-    glue_main("full_load")
+    glue_main("full_load", JobClients(s3=boto3.client("s3"), cloudwatch=boto3.client("cloudwatch")))

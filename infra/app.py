@@ -17,6 +17,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from cdc_lake.core.config import load_config
+from infra.deployment import Deployment
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
 from infra.settings import DeploySettings, example_values_message
@@ -42,7 +43,7 @@ def create_app(
         config_path = REPO_ROOT / config_path
     config = load_config(config_path)
     assets = build_assets(config, asset_dir, sources=sources)
-    stack = PipelineStack(app, settings.stack_name, settings=settings, config=config, assets=assets)
+    stack = PipelineStack(app, settings.stack_name, deployment=Deployment(settings, config, assets))
     message = example_values_message(settings)
     if message:
         # Recorded in the cloud assembly too, so synth, diff and deploy all show it against the stack.

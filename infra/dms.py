@@ -16,6 +16,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
+from infra.deployment import Deployment, stack_output
 from infra.settings import DeploySettings
 from infra.table_mappings import s3_settings, table_mappings
 
@@ -85,17 +86,10 @@ class DmsServiceRoles(Construct):
 class DmsReplication(Construct):
     """Endpoints and replication for one source database into the raw bucket."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: DeploySettings,
-        config: PipelineConfig,
-        raw_bucket: s3.IBucket,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, raw_bucket: s3.IBucket) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        settings, config = deployment.settings, deployment.config
         prefix = settings.resource_prefix
         self.service_roles = DmsServiceRoles(self, "ServiceRoles") if settings.create_dms_service_roles else None
 
@@ -147,14 +141,14 @@ class DmsReplication(Construct):
         self.target_role, self.target_endpoint = self._target_endpoint(config, raw_bucket, prefix)
 
         mappings = table_mappings(config)
+        endpoints = {"source_endpoint_arn": self.source_endpoint.ref, "target_endpoint_arn": self.target_endpoint.ref}
         if settings.dms_mode == "serverless":
             self.replication: CfnResource = dms.CfnReplicationConfig(
                 self,
                 "ReplicationConfig",
+                **endpoints,
                 replication_config_identifier=f"{prefix}-replication",
                 replication_type="full-load-and-cdc",
-                source_endpoint_arn=self.source_endpoint.ref,
-                target_endpoint_arn=self.target_endpoint.ref,
                 table_mappings=mappings,
                 replication_settings=REPLICATION_SETTINGS,
                 compute_config=dms.CfnReplicationConfig.ComputeConfigProperty(
@@ -180,16 +174,20 @@ class DmsReplication(Construct):
             self.replication = dms.CfnReplicationTask(
                 self,
                 "ReplicationTask",
+                **endpoints,
                 replication_task_identifier=f"{prefix}-task",
                 migration_type="full-load-and-cdc",
                 replication_instance_arn=self.instance.ref,
-                source_endpoint_arn=self.source_endpoint.ref,
-                target_endpoint_arn=self.target_endpoint.ref,
                 table_mappings=json.dumps(mappings),
                 replication_task_settings=json.dumps(REPLICATION_SETTINGS),
             )
         if self.service_roles:
             self.replication.node.add_dependency(self.service_roles.logs_role)
+        replication = "ReplicationConfigArn" if settings.dms_mode == "serverless" else "ReplicationTaskArn"
+        stack_output(self, replication, self.replication.ref, "Start this to begin the full load and CDC")
+        stack_output(
+            self, "DmsSecurityGroupId", self.security_group.security_group_id, "Allow it on the source database"
+        )
 
     def _source_endpoint(self, settings: DeploySettings, prefix: str) -> dms.CfnEndpoint:
         # DMS reads host, port, username and password from the secret: with SecretsManagerSecretId the

@@ -16,9 +16,10 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from cdc_lake.core.catalogs import glue_catalog_conf, render_conf
-from cdc_lake.core.config import PipelineConfig, RunSettings
+from cdc_lake.core.config import RunSettings
 from cdc_lake.core.names import GLUE_CATALOG, GLUE_VERSION, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
-from infra.packaging import PipelineAssets, pinned_requirement
+from infra.deployment import Deployment, stack_output
+from infra.packaging import pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 
 WORKER_TYPE = "G.1X"
@@ -111,20 +112,14 @@ class GlueJobs(Construct):
     """Database, security configuration, role, the three jobs and the maintenance schedule."""
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: PipelineConfig,
-        storage: Storage,
-        assets: PipelineAssets,
-        key: kms.IKey,
-        name_prefix: str,
-        maintenance_schedule: str | None,
+        self, scope: Construct, construct_id: str, *, deployment: Deployment, storage: Storage, key: kms.IKey
     ) -> None:
-        """``maintenance_schedule``: Glue cron expression of the maintenance trigger; None for no trigger."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        config, assets, settings = deployment.config, deployment.assets, deployment.settings
+        name_prefix = settings.resource_prefix
+        # The maintenance trigger's Glue cron expression; None for no trigger.
+        maintenance_schedule = settings.maintenance_schedule if settings.maintenance_enabled else None
         database_name = config.lake.database
 
         self.database = glue.CfnDatabase(
@@ -193,6 +188,13 @@ class GlueJobs(Construct):
             # The raw bucket for --action reload, which rebuilds a table from its landed files.
             extra_arguments={**MAINTENANCE_ARGUMENTS, "--bucket": storage.raw.bucket_name},
         )
+        stack_output(self, "FullLoadJobName", self.full_load.ref, "Glue job applying full-load files")
+        stack_output(self, "CdcReplayJobName", self.cdc_replay.ref, "Glue job replaying CDC files")
+        stack_output(
+            self, "MaintenanceJobName", self.maintenance.ref, "Glue job compacting and expiring the lake tables"
+        )
+        stack_output(self, "DatabaseName", database_name, "Glue database of the lake tables")
+        stack_output(self, "TableConfigUri", self.config_asset.s3_object_url, "Table configuration (--config_uri)")
         self.maintenance_trigger: glue.CfnTrigger | None = None
         if maintenance_schedule is not None:
             self.maintenance_trigger = glue.CfnTrigger(

@@ -4,6 +4,8 @@ batch a replay run refused."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
@@ -18,26 +20,30 @@ from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from infra.deployment import Deployment, stack_output
 
 FAILED_GLUE_STATES = ["FAILED", "TIMEOUT", "ERROR"]
 ALARM_PERIOD = Duration.minutes(5)
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What the alarms watch: the Glue jobs (by name), the trigger's on-failure queue and its function."""
+
+    job_names: list[str]
+    failure_queue: sqs.IQueue
+    function: lambda_.IFunction
+
+
 class Monitoring(Construct):
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        key: kms.IKey,
-        job_names: list[str],
-        failure_queue: sqs.IQueue,
-        function: lambda_.IFunction,
-        alarm_email: str | None,
-        config: PipelineConfig,
+        self, scope: Construct, construct_id: str, *, deployment: Deployment, key: kms.IKey, watched: Watched
     ) -> None:
         super().__init__(scope, construct_id)
+        config, alarm_email = deployment.config, deployment.settings.alarm_email
+        job_names, failure_queue, function = watched.job_names, watched.failure_queue, watched.function
         self.topic = sns.Topic(self, "AlarmTopic", display_name="cdc-lake alarms", master_key=key, enforce_ssl=True)
+        stack_output(self, "AlarmTopicArn", self.topic.topic_arn, "SNS topic for alarms and failed job runs")
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
 

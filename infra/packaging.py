@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.exceptions import PackagingError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_FILE_NAME = "tables.json"
@@ -26,10 +27,6 @@ LAMBDA_HANDLER = "dms_trigger.handler.lambda_handler"
 GLUE_SCRIPTS = {"full_load": "full_load.py", "cdc_replay": "cdc_replay.py", "maintenance": "maintenance.py"}
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
-
-
-class PackagingError(RuntimeError):
-    """Raised when a source file the deployment needs is missing."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from cdc_lake.core.exceptions import SettingsError
+
 SourceEngine = Literal["mysql", "aurora", "postgres"]
 DmsMode = Literal["instance", "serverless"]
 
@@ -72,10 +74,6 @@ _GLUE_CRON = re.compile(r"^cron\(\S+ \S+ (\? \S+ \S+|\S+ \S+ \?) \S+\)$")
 
 class ContextSource(Protocol):
     def try_get_context(self, key: str) -> Any: ...
-
-
-class SettingsError(ValueError):
-    """Raised when context values are missing or invalid; the message lists every problem."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.deployment import stack_output
+
 WAREHOUSE_PREFIX = "warehouse/"
 GLUE_TEMP_PREFIX = "tmp/glue/"
 ACCESS_LOG_RETENTION = Duration.days(365)
@@ -37,38 +39,32 @@ class Storage(Construct):
         # cdk-nag's S1 accepts a bucket that is the access-log destination of other buckets, like this one.
 
         # No versioning: DMS advises against it on an S3 target, and the lake's Iceberg files are immutable.
-        self.raw = s3.Bucket(
-            self,
+        self.raw = self._logged_bucket(
             "Raw",
-            **_private_bucket_props(),
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="raw/",
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="expire-dms-files",
-                    expiration=Duration.days(raw_retention_days),
-                    abort_incomplete_multipart_upload_after=Duration.days(1),
-                )
-            ],
+            s3.LifecycleRule(
+                id="expire-dms-files",
+                expiration=Duration.days(raw_retention_days),
+                abort_incomplete_multipart_upload_after=Duration.days(1),
+            ),
         )
-        self.lake = s3.Bucket(
-            self,
+        self.lake = self._logged_bucket(
             "Lake",
+            s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(7)),
+            s3.LifecycleRule(id="expire-glue-temp", prefix=GLUE_TEMP_PREFIX, expiration=Duration.days(7)),
+        )
+        self.warehouse_uri = f"s3://{self.lake.bucket_name}/{WAREHOUSE_PREFIX}"
+        self.glue_temp_uri = f"s3://{self.lake.bucket_name}/{GLUE_TEMP_PREFIX}"
+        stack_output(self, "RawBucketName", self.raw.bucket_name, "DMS target bucket (raw CSV/Parquet files)")
+        stack_output(self, "LakeBucketName", self.lake.bucket_name, "Iceberg warehouse bucket")
+        stack_output(self, "AccessLogBucketName", self.access_logs.bucket_name, "S3 server access logs")
+
+    def _logged_bucket(self, construct_id: str, *lifecycle_rules: s3.LifecycleRule) -> s3.Bucket:
+        """A private bucket logging its access to ``access_logs`` under its own lower-cased name."""
+        return s3.Bucket(
+            self,
+            construct_id,
             **_private_bucket_props(),
             server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="lake/",
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(7)
-                ),
-                s3.LifecycleRule(id="expire-glue-temp", prefix=GLUE_TEMP_PREFIX, expiration=Duration.days(7)),
-            ],
+            server_access_logs_prefix=f"{construct_id.lower()}/",
+            lifecycle_rules=list(lifecycle_rules),
         )
-
-    @property
-    def warehouse_uri(self) -> str:
-        return f"s3://{self.lake.bucket_name}/{WAREHOUSE_PREFIX}"
-
-    @property
-    def glue_temp_uri(self) -> str:
-        return f"s3://{self.lake.bucket_name}/{GLUE_TEMP_PREFIX}"

@@ -30,6 +30,20 @@ def _object_locator(table: TableSpec) -> dict[str, str]:
     return {"schema-name": dms_literal(table.schema_name), "table-name": dms_literal(table.table_name)}
 
 
+def _rule(
+    rule_id: int, name: str, table: TableSpec, action: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One table's rule: ``include`` selects it, any other action transforms its columns."""
+    rule: dict[str, Any] = {
+        "rule-type": "selection" if action == "include" else "transformation",
+        "rule-id": str(rule_id),
+        "rule-name": f"{name}-{table.schema_name}.{table.table_name}",
+    }
+    if action != "include":
+        rule["rule-target"] = "column"
+    return {**rule, "object-locator": _object_locator(table), "rule-action": action, **(details or {})}
+
+
 def table_mappings(config: PipelineConfig) -> dict[str, Any]:
     """DMS table mappings: one include rule per configured table, then per table the change-sequence column
     (``add-column``) and the before-image key columns (``add-before-image-columns``) when configured.
@@ -42,49 +56,27 @@ def table_mappings(config: PipelineConfig) -> dict[str, Any]:
     """
     rules: list[dict[str, Any]] = []
     for table in config.tables:
-        rules.append(
-            {
-                "rule-type": "selection",
-                "rule-id": str(len(rules) + 1),
-                "rule-name": f"include-{table.schema_name}.{table.table_name}",
-                "object-locator": _object_locator(table),
-                "rule-action": "include",
-            }
-        )
+        rules.append(_rule(len(rules) + 1, "include", table, "include"))
     column = config.dms.change_sequence_column
     if column:
+        sequence = {
+            "value": column,
+            "expression": CHANGE_SEQUENCE_EXPRESSION,
+            "data-type": {"type": "string", "length": CHANGE_SEQUENCE_LENGTH},
+        }
         for table in config.tables:
-            rules.append(
-                {
-                    "rule-type": "transformation",
-                    "rule-id": str(len(rules) + 1),
-                    "rule-name": f"change-sequence-{table.schema_name}.{table.table_name}",
-                    "rule-target": "column",
-                    "object-locator": _object_locator(table),
-                    "rule-action": "add-column",
-                    "value": column,
-                    "expression": CHANGE_SEQUENCE_EXPRESSION,
-                    "data-type": {"type": "string", "length": CHANGE_SEQUENCE_LENGTH},
-                }
-            )
+            rules.append(_rule(len(rules) + 1, "change-sequence", table, "add-column", sequence))
     before_image = config.dms.before_image
     if before_image is not None:
+        definition = {
+            "before-image-def": {
+                "column-prefix": before_image.column_prefix,
+                "column-suffix": "",
+                "column-filter": before_image.column_filter,
+            }
+        }
         for table in config.tables:
-            rules.append(
-                {
-                    "rule-type": "transformation",
-                    "rule-id": str(len(rules) + 1),
-                    "rule-name": f"before-image-{table.schema_name}.{table.table_name}",
-                    "rule-target": "column",
-                    "object-locator": _object_locator(table),
-                    "rule-action": "add-before-image-columns",
-                    "before-image-def": {
-                        "column-prefix": before_image.column_prefix,
-                        "column-suffix": "",
-                        "column-filter": before_image.column_filter,
-                    },
-                }
-            )
+            rules.append(_rule(len(rules) + 1, "before-image", table, "add-before-image-columns", definition))
     return {"rules": rules}
 
 

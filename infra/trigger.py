@@ -13,6 +13,8 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from infra.deployment import Deployment, stack_output
+from infra.glue import GlueJobs
 from infra.packaging import CONFIG_FILE_NAME, LAMBDA_HANDLER
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -44,22 +46,16 @@ class DmsTrigger(Construct):
     """Function, its on-failure queue and the raw bucket's OBJECT_CREATED notification."""
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        code_dir: str,
-        raw_bucket: s3.IBucket,
-        key_prefix: str,
-        full_load_job: str,
-        cdc_replay_job: str,
-        powertools_layer_version: int,
-        coalesced: bool,
+        self, scope: Construct, construct_id: str, *, deployment: Deployment, raw_bucket: s3.IBucket, jobs: GlueJobs
     ) -> None:
-        """``coalesced``: the configuration's runs.mode is coalesced, so the function looks at the jobs'
-        recent runs (glue:GetJobRuns) before it starts one."""
+        """Runs ``jobs``' full-load and CDC jobs for the files that land in ``raw_bucket``."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        folder = deployment.config.dms.bucket_folder
+        key_prefix = f"{folder}/" if folder else ""
+        full_load_job, cdc_replay_job = jobs.full_load.ref, jobs.cdc_replay.ref
+        # Coalesced runs: the function looks at the jobs' recent runs (glue:GetJobRuns) before it starts one.
+        coalesced = deployment.config.runs.coalesced
 
         self.failure_queue = sqs.Queue(
             self,
@@ -108,7 +104,7 @@ class DmsTrigger(Construct):
         )
 
         layer = lambda_.LayerVersion.from_layer_version_arn(
-            self, "PowertoolsLayer", powertools_layer_arn(powertools_layer_version)
+            self, "PowertoolsLayer", powertools_layer_arn(deployment.settings.powertools_layer_version)
         )
         self.function = lambda_.Function(
             self,
@@ -117,7 +113,7 @@ class DmsTrigger(Construct):
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=LAMBDA_HANDLER,
-            code=lambda_.Code.from_asset(code_dir),
+            code=lambda_.Code.from_asset(str(deployment.assets.lambda_dir)),
             layers=[layer],
             role=self.role,
             log_group=self.log_group,
@@ -137,3 +133,6 @@ class DmsTrigger(Construct):
 
         filters = [s3.NotificationKeyFilter(prefix=key_prefix)] if key_prefix else []
         raw_bucket.add_event_notification(s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(self.function), *filters)
+        stack_output(self, "FailureQueueArn", self.failure_queue.queue_arn, "Trigger Lambda on-failure queue")
+        stack_output(self, "FailureQueueUrl", self.failure_queue.queue_url, "Trigger Lambda on-failure queue URL")
+        stack_output(self, "TriggerFunctionName", self.function.function_name, "Trigger Lambda")

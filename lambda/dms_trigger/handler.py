@@ -7,7 +7,9 @@ from environment variables on the first invocation of a container and then reuse
 
 Nothing is dropped silently: every object that starts no run is logged with its reason, and when Glue still
 refuses a run after the retries the invocation fails, so Lambda's asynchronous retries and then the on-failure
-destination keep the event.
+destination keep the event. The starter's retries (``cdc_lake.core.retry``) are the only ones: Glue's capacity
+refusals (ConcurrentRunsExceededException…) are not among botocore's retryable errors, so botocore cannot do
+them alone, and the deployed client is built with its own retries off rather than retrying inside each attempt.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
-from cdc_lake.core.exceptions import CdcLakeError, ConfigError
+from cdc_lake.core.exceptions import ConfigError, JobStartError
 from cdc_lake.core.names import JOB_KINDS, JobKind
+from cdc_lake.core.retry import RetryPolicy, retried
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
@@ -79,15 +81,6 @@ RECENT_RUNS = 50
 _log = logging.getLogger(__name__)
 
 
-class JobStartError(CdcLakeError):
-    """Raised when Glue refused one or more job runs after every retry; the invocation fails and the event is kept."""
-
-    def __init__(self, failures: list[tuple[JobRunRequest, Exception]]) -> None:
-        self.failures = failures
-        lines = [f"  {r.job} for s3://{r.bucket}/{r.key} ({r.table}): {error}" for r, error in failures]
-        super().__init__(f"Glue refused {len(failures)} job run(s):\n" + "\n".join(lines))
-
-
 class LogSink(Protocol):
     """What handle() needs of a logger: a Powertools Logger or a standard logging.Logger."""
 
@@ -111,6 +104,10 @@ def is_retryable(error: ClientError) -> bool:
     return code in RETRYABLE_ERROR_CODES or int(status or 0) >= 500
 
 
+def _is_temporary_refusal(error: Exception) -> bool:
+    return isinstance(error, ClientError) and is_retryable(error)
+
+
 class GlueJobStarter:
     """The one place that calls Glue: start_job_run with retries on temporary refusals."""
 
@@ -126,12 +123,9 @@ class GlueJobStarter:
         missing = [kind for kind in JOB_KINDS if not job_names.get(kind)]
         if missing:
             raise ConfigError(f"no Glue job name for {missing}; set {[JOB_NAME_ENV[k] for k in missing]}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         self.glue_client = glue_client
         self.job_names = dict(job_names)
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
+        self.retries = RetryPolicy(attempts=max_attempts, first_delay=base_delay, max_delay=MAX_RETRY_DELAY)
         self.sleep = sleep
 
     def start(self, request: JobRunRequest) -> str:
@@ -142,30 +136,19 @@ class GlueJobStarter:
         raised at once: waiting would not fix them.
         """
         job_name = self.job_names[request.job]
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                response = self.glue_client.start_job_run(
-                    JobName=job_name,
-                    Arguments=request.arguments(),
-                    # Without it a run is refused, not queued, when the job is at MaxConcurrentRuns.
-                    JobRunQueuingEnabled=True,
-                )
-                return str(response["JobRunId"])
-            except ClientError as error:
-                if not is_retryable(error) or attempt == self.max_attempts:
-                    raise
-                delay = self.backoff(attempt)
-                _log.warning(
-                    "Glue refused %s for %s (attempt %d/%d): %s; retrying in %.2fs",
-                    job_name,
-                    request.key,
-                    attempt,
-                    self.max_attempts,
-                    error.response.get("Error", {}).get("Code"),
-                    delay,
-                )
-                self.sleep(delay)
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+        def start_run() -> str:
+            response = self.glue_client.start_job_run(
+                JobName=job_name,
+                Arguments=request.arguments(),
+                # Without it a run is refused, not queued, when the job is at MaxConcurrentRuns.
+                JobRunQueuingEnabled=True,
+            )
+            return str(response["JobRunId"])
+
+        what = f"Glue refused {job_name} for {request.key}"
+        run_id, _attempts = retried(start_run, self.retries, _is_temporary_refusal, what=what, sleep=self.sleep)
+        return run_id
 
     def waiting_run(self, kind: JobKind) -> str | None:
         """The id of a run of the job that is waiting or starting (it will list the bucket after now), or None.
@@ -185,8 +168,7 @@ class GlueJobStarter:
 
     def backoff(self, attempt: int) -> float:
         """Delay after the given failed attempt: exponential, capped, with equal jitter (between half and all)."""
-        ceiling = min(MAX_RETRY_DELAY, self.base_delay * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return self.retries.delay(attempt)
 
 
 def handle(
@@ -329,7 +311,8 @@ def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str)
     return ContainerSettings(
         config=load_config_uri(config_location, label=CONFIG_ENV),
         starter=GlueJobStarter(
-            boto3.client("glue", config=Config(retries={"mode": "standard"})),
+            # The starter retries start_job_run; botocore retrying inside each of its attempts would multiply them.
+            boto3.client("glue", config=Config(retries={"mode": "standard", "total_max_attempts": 1})),
             {"full_load": full_load_job, "cdc_replay": cdc_replay_job},
         ),
     )

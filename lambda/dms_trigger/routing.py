@@ -16,7 +16,12 @@ from aws_lambda_powertools.utilities.data_classes import S3Event, S3EventBridgeN
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
-from cdc_lake.core.exceptions import CdcLakeError, NotADmsFileError, OutsideDmsFolderError, UnknownTableError
+from cdc_lake.core.exceptions import (
+    NotADmsFileError,
+    OutsideDmsFolderError,
+    UnknownTableError,
+    UnrecognizedEventError,
+)
 from cdc_lake.core.names import JobKind
 
 # Why an object started no job run; every one is logged once by the handler.
@@ -43,10 +48,6 @@ S3_TEST_EVENT = "s3:TestEvent"
 OBJECT_CREATED_PREFIX = "ObjectCreated:"
 EVENTBRIDGE_SOURCE = "aws.s3"
 EVENTBRIDGE_OBJECT_CREATED = "Object Created"
-
-
-class UnrecognizedEventError(CdcLakeError):
-    """Raised when an invocation event is neither an S3 notification, an S3 test event nor an S3 EventBridge event."""
 
 
 @dataclass(frozen=True)

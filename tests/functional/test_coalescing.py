@@ -1,37 +1,48 @@
 """Coalesced runs with real Spark and Iceberg: one run drains every table, files landing while a run works or
 finishes are applied exactly once, a refused table does not hold the others back, overlapping runs agree,
-a manual rerun with --key works, and the metrics reach CloudWatch (moto)."""
+a manual rerun with --key works, and the metrics reach CloudWatch (the local endpoint, through the Glue entry
+point)."""
 
 from __future__ import annotations
 
+import json
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.exceptions import TableFailuresError
 from cdc_lake.core.jsonl import read_jsonl
-from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.core.names import (
+    CHANGE_LAG_METRIC,
+    GLUE_CATALOG,
+    LANDED_LAG_METRIC,
+    METRICS_NAMESPACE,
+    PIPELINE_DIMENSION,
+    TABLE_FAILURES_METRIC,
+)
 from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.drain import Budget, drain
-from cdc_lake.engine.jobs import JobOptions, run_job
-from cdc_lake.engine.metrics import CloudWatchPublisher
-from cdc_lake.engine.record import APPLIED, snapshot_summaries
-from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.jobs import JobClients, JobOptions, glue_main, job_context, run_job
+from cdc_lake.engine.record import APPLIED, FRESHNESS, snapshot_summaries
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
+from tests.conftest import aws_client
 
 pytestmark = pytest.mark.spark
 
 TABLE_NAMES = ("app.accounts", "app.orders", "app.events")
 
 
-def make_config(**runs: Any) -> PipelineConfig:
+def config_data(**runs: Any) -> dict[str, Any]:
+    """The configuration of these tests, as its file holds it."""
     tables = [
         {
             "name": name,
@@ -44,7 +55,59 @@ def make_config(**runs: Any) -> PipelineConfig:
         }
         for name in TABLE_NAMES
     ]
-    return parse_config({"dms": {"timestamp_column": "dms_timestamp"}, "runs": runs, "tables": tables})
+    return {"dms": {"timestamp_column": "dms_timestamp"}, "runs": runs, "tables": tables}
+
+
+def make_config(**runs: Any) -> PipelineConfig:
+    return parse_config(config_data(**runs))
+
+
+class GlueRun:
+    """What a deployed run finds on the local endpoint: the configuration and a generated source's files in
+    buckets, a lake database of its own in the Glue catalog, and the clients its Python side uses."""
+
+    def __init__(self, endpoint: str, database: str, tmp_path: Path) -> None:
+        self.s3 = aws_client(endpoint, "s3")
+        self.clients = JobClients(s3=self.s3, cloudwatch=aws_client(endpoint, "cloudwatch"))
+        self.database = database
+        self.bucket = f"raw-{uuid.uuid4().hex[:12]}"
+        self.s3.create_bucket(Bucket=self.bucket)
+        data = config_data() | {"lake": {"database": database}}
+        self.config: PipelineConfig = parse_config(data)
+        self.s3.put_object(Bucket=self.bucket, Key="config/tables.json", Body=json.dumps(data).encode())
+        spec = GeneratorSpec(seed=7, initial_rows=30, cdc_files=2, changes_per_file=10, cached_changes=0)
+        self.generated = generate(self.config, tmp_path / "source", spec)
+        self.keys = land_order(self.generated)
+
+    def land(self, key: str, body: bytes | None = None) -> None:
+        data = body if body is not None else (self.generated.landing / key).read_bytes()
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+
+    def argv(self, key: str) -> list[str]:
+        """The arguments Glue hands the script for a run the Lambda started for ``key``."""
+        table = ".".join(key.split("/")[:2])
+        return ["full_load.py", "--JOB_ID", "j_1", "--config_uri", f"s3://{self.bucket}/config/tables.json",
+                "--bucket", self.bucket, "--key", key, "--table", table, "--catalog", GLUE_CATALOG,
+                "--database", self.database, "--idle_seconds", "0"]  # fmt: skip
+
+    def lake(self) -> LakeContext:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        assert spark is not None
+        return LakeContext(spark, self.config, LakeLocation(GLUE_CATALOG, self.database))
+
+    def metric(self, name: str) -> list[dict[str, Any]]:
+        """The datapoints of one of the pipeline's metrics, this run's pipeline (its lake database) only."""
+        return self.clients.cloudwatch.get_metric_statistics(
+            Namespace=METRICS_NAMESPACE,
+            MetricName=name,
+            Dimensions=[{"Name": PIPELINE_DIMENSION, "Value": self.database}],
+            StartTime="2000-01-01T00:00:00Z",
+            EndTime="2100-01-01T00:00:00Z",
+            Period=60,
+            Statistics=["SampleCount", "Maximum", "Sum"],
+        )["Datapoints"]
 
 
 def generated_source(config: PipelineConfig, tmp_path: Path, cdc_files: int = 3):  # type: ignore[no-untyped-def]
@@ -62,7 +125,7 @@ def landed_source(config: PipelineConfig, tmp_path: Path):  # type: ignore[no-un
 
 
 def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected: Path, out: Path) -> None:
-    export_tables(spark, pipeline.config, pipeline.location, out)
+    export_tables(pipeline.context, out)
     for table in pipeline.config.tables:
         assert read_jsonl(out / f"{table.name}.jsonl") == read_jsonl(expected / f"{table.name}.jsonl"), table.name
 
@@ -139,7 +202,7 @@ def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
     failed = failed_runs(runs)
     assert failed and all("app.orders" in (r.error or "") and bad in (r.error or "") for r in failed)
     assert (landing / bad).exists()
-    export_tables(spark, config, pipeline.location, tmp_path / "export")
+    export_tables(pipeline.context, tmp_path / "export")
     for name in ("app.accounts", "app.events"):
         assert read_jsonl(tmp_path / "export" / f"{name}.jsonl") == read_jsonl(generated.expected / f"{name}.jsonl")
     # The batch held every landed file of the table (LOAD files too): none of it was applied.
@@ -154,7 +217,7 @@ def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_pat
     outcomes: list[Any] = []
 
     def one_run() -> None:
-        outcomes.append(drain(spark, config, pipeline.location, LocalFolderStore(landing), budget))
+        outcomes.append(drain(pipeline.context, budget))
 
     threads = [threading.Thread(target=one_run) for _ in range(2)]
     for thread in threads:
@@ -181,12 +244,13 @@ def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark,
             "table": table,
             "catalog": "lake",
             "database": database,
+            "idle_seconds": "0",
         }
     )
-    store = LocalFolderStore(landing)
+    context = job_context(options, spark, config=config, store=LocalFolderStore(landing))
 
-    first = run_job("cdc_replay", options, spark, config=config, store=store, idle_seconds=0)
-    again = run_job("cdc_replay", options, spark, config=config, store=store, idle_seconds=0)
+    first = run_job("cdc_replay", options, context)
+    again = run_job("cdc_replay", options, context)
 
     assert sorted(first.applied_files) == sorted(keys) and first.results[0].table == table
     assert again.already_applied and again.rounds == 1
@@ -204,53 +268,36 @@ def test_a_zero_time_budget_runs_one_round(spark, database, tmp_path):
         rounds.append(number)
         land(generated.landing, landing, keys[-1:])
 
-    location = LocalPipeline(config, landing, spark, database=database).location
-    outcome = drain(
-        spark, config, location, LocalFolderStore(landing), Budget.of(config, idle_seconds=60), on_round=land_last
-    )
+    context = LocalPipeline(config, landing, spark, database=database).context
+    outcome = drain(context, Budget.of(config, idle_seconds=60), on_round=land_last)
     assert rounds == [1] and sorted(outcome.applied_files) == sorted(keys[:-1])
 
 
-def test_each_commit_publishes_its_freshness_to_cloudwatch(spark, database, tmp_path, monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    config = make_config()
-    _generated, keys, landing = landed_source(config, tmp_path)
-    batches: list[RunResult] = []
-    with mock_aws():
-        cloudwatch = boto3.client("cloudwatch")
-        publisher = CloudWatchPublisher(cloudwatch, "shop_lake")
+def test_each_commit_publishes_its_freshness_and_a_refused_table_its_failure_to_cloudwatch(
+    spark, aws_endpoint, database, tmp_path
+):
+    """Through the Glue entry point, as deployed: CloudWatch (the local endpoint) gets what each commit recorded,
+    and the run, failed for the refused table, says so in the TableFailures metric."""
+    run = GlueRun(aws_endpoint, database, tmp_path)
+    for key in run.keys:
+        run.land(key)
+    run.land("app/orders/20250301-000000000.csv", b"I,2025-03-01 00:00:00.000000,not-a-number,x,1.00\n")
 
-        def on_batch(result: RunResult) -> None:
-            batches.append(result)
-            publisher.batch(result)
+    with pytest.raises(TableFailuresError) as failed:
+        glue_main("full_load", run.clients, run.argv(run.keys[0]))
 
-        options = JobOptions.from_options(
-            {"config_uri": "(local)", "bucket": "b", "key": keys[0], "table": "app.accounts", "catalog": "lake"}
-            | {"database": database}
-        )
-        run_job("full_load", options, spark, config=config, store=LocalFolderStore(landing), on_batch=on_batch)
-        publisher.table_failures(1)
-        metrics = cloudwatch.list_metrics(Namespace=METRICS_NAMESPACE)["Metrics"]
-        stats = cloudwatch.get_metric_statistics(
-            Namespace=METRICS_NAMESPACE,
-            MetricName=LANDED_LAG_METRIC,
-            Dimensions=[{"Name": PIPELINE_DIMENSION, "Value": "shop_lake"}],
-            StartTime="2000-01-01T00:00:00Z",
-            EndTime="2100-01-01T00:00:00Z",
-            Period=60,
-            Statistics=["SampleCount", "Maximum"],
-        )["Datapoints"]
-
-    assert len(batches) == len(TABLE_NAMES)
-    names = {m["MetricName"] for m in metrics}
-    assert {LANDED_LAG_METRIC, "ChangeLagSeconds", "FilesApplied", "RowsApplied", TABLE_FAILURES_METRIC} <= names
-    assert all(m["Dimensions"] == [{"Name": PIPELINE_DIMENSION, "Value": "shop_lake"}] for m in metrics)
-    assert sum(p["SampleCount"] for p in stats) == len(TABLE_NAMES)
-    assert max(p["Maximum"] for p in stats) == pytest.approx(
-        max(b.freshness["landed_lag_s"] for b in batches if b.freshness)  # type: ignore[type-var]
-    )
+    assert list(failed.value.failures) == ["app.orders"]
+    assert [point["Sum"] for point in run.metric(TABLE_FAILURES_METRIC)] == [1.0]
+    lake = run.lake()
+    recorded = [
+        json.loads(snapshot["summary"][FRESHNESS])
+        for table in lake.config.tables
+        for snapshot in snapshot_summaries(spark, lake.location, table)
+        if FRESHNESS in (snapshot["summary"] or {})
+    ]
+    assert len(recorded) == len(lake.config.tables) - 1  # one commit for each table but the refused one
+    landed_lag = run.metric(LANDED_LAG_METRIC)
+    assert sum(point["SampleCount"] for point in landed_lag) == len(recorded)
+    assert max(point["Maximum"] for point in landed_lag) == pytest.approx(max(r["landed_lag_s"] for r in recorded))
+    change_lag = run.metric(CHANGE_LAG_METRIC)
+    assert max(point["Maximum"] for point in change_lag) == pytest.approx(max(r["change_lag_s"] for r in recorded))

@@ -20,6 +20,8 @@ from cdc_lake.engine.iceberg_java import (
     create_branch,
     empty_commit,
     fast_forward,
+    is_already_exists,
+    is_commit_conflict,
     remove_branch,
 )
 
@@ -124,3 +126,20 @@ def test_branches_made_while_main_moves_never_move_main_back(spark, database: st
     head_summary = next(branch_lineage(spark, dotted))[1]
     assert head_summary.get("cdc-lake.probe") == "11"
     assert {row["name"] for row in spark.sql(f"SELECT name FROM {table}.refs").collect()} == {"main"}
+
+
+@pytest.mark.parametrize(
+    ("statement", "exists"),
+    [
+        ("CREATE TABLE {table} (id bigint) USING iceberg", True),
+        ("ALTER TABLE {table} ADD COLUMN NOTE string", True),  # a column another run added first
+        ("ALTER TABLE {table} ADD COLUMN id string", True),
+        ("CREATE TABLE {table}_other (id bigint, id bigint) USING iceberg", False),
+        ("ALTER TABLE {table} ALTER COLUMN note TYPE bigint", False),
+    ],
+)
+def test_what_another_run_created_first_is_told_by_its_class_or_condition(spark, table: str, statement, exists) -> None:
+    with pytest.raises(Exception) as failed:
+        spark.sql(statement.format(table=table))
+    assert is_already_exists(failed.value) is exists
+    assert not is_commit_conflict(failed.value)

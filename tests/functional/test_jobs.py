@@ -8,11 +8,19 @@ import pytest
 
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.exceptions import JobArgumentError
-from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.core.names import (
+    FILES_APPLIED_METRIC,
+    ORPHAN_DAYS,
+    RETAIN_DAYS,
+    RETAIN_LAST,
+)
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions, run_job
+from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions, glue_main, job_context, run_job
 from cdc_lake.engine.maintenance import Retention
+from cdc_lake.ops.export import export_tables
 from tests.conftest import write_file
+from tests.functional.test_coalescing import GlueRun
 
 CONFIG = parse_config(
     {
@@ -108,5 +116,29 @@ def test_runs_that_contradict_their_arguments_are_refused(spark, landing: Path, 
         {"config_uri": "(inline)", "bucket": "b", "key": key, "table": table, "catalog": "lake", "database": database}
     )
     with pytest.raises(JobArgumentError, match=message):
-        run_job(job, options, spark, config=CONFIG, store=LocalFolderStore(landing))
+        run_job(job, options, job_context(options, spark, config=CONFIG, store=LocalFolderStore(landing)))
     assert not spark.catalog.tableExists(f"lake.{database}.shop_items")
+
+
+# --- the Glue entry point, with the clients of the local AWS endpoint ---------------------------------------
+
+
+@pytest.mark.spark
+def test_the_glue_entry_point_applies_every_landed_file_with_the_clients_it_is_given(
+    spark, aws_endpoint, database, tmp_path
+):
+    run = GlueRun(aws_endpoint, database, tmp_path)
+    for key in run.keys:
+        run.land(key)
+
+    outcome = glue_main("full_load", run.clients, run.argv(run.keys[0]))
+
+    assert not outcome.failures and sorted(outcome.applied_files) == sorted(run.keys)
+    export_tables(run.lake(), tmp_path / "export")
+    for table in run.config.tables:
+        expected = read_jsonl(run.generated.expected / f"{table.name}.jsonl")
+        assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == expected, table.name
+    # Each commit's freshness went to CloudWatch through the client the run was given.
+    files_applied = run.metric(FILES_APPLIED_METRIC)
+    assert sum(p["SampleCount"] for p in files_applied) == len(outcome.commits) == len(run.config.tables)
+    assert sum(p["Sum"] for p in files_applied) == len(run.keys)

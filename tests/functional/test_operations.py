@@ -14,6 +14,7 @@ from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import history_name
 from cdc_lake.engine.maintenance import Retention, maintain
 from cdc_lake.engine.replay import apply_up_to
@@ -149,7 +150,7 @@ def check_history_invariants(lake: Lake, config: PipelineConfig) -> None:
 def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, lake, tmp_path, generated):
     config, result = generated
     pipeline = replay_all(lake, config, result)
-    export_tables(spark, config, pipeline.location, tmp_path / "export")
+    export_tables(pipeline.context, tmp_path / "export")
     for table in config.tables:
         assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == read_jsonl(
             result.expected / f"{table.name}.jsonl"
@@ -173,17 +174,17 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, lake, tmp
     done = rollback(spark, pipeline.location, table, target.snapshot_id)
     assert done.files_to_reapply == sum(len(c.files) for c in changes[2:])
     as_of = tmp_path / "as-of"
-    export_tables(spark, config, pipeline.location, as_of, ["shop.orders"], snapshot_id=target.snapshot_id)
-    export_tables(spark, config, pipeline.location, tmp_path / "now", ["shop.orders"])
+    export_tables(pipeline.context, as_of, ["shop.orders"], snapshot_id=target.snapshot_id)
+    export_tables(pipeline.context, tmp_path / "now", ["shop.orders"])
     assert read_jsonl(as_of / "shop.orders.jsonl") == read_jsonl(tmp_path / "now" / "shop.orders.jsonl")
     assert table_rows(lake, table.lake_table) != before
     check_history_invariants(lake, config)
 
-    again = reapply(spark, config, pipeline.location, pipeline.store, table)
+    again = reapply(pipeline.context, table)
     assert again is not None and again.applied_files == [f for c in changes[2:] for f in c.files]
     assert table_rows(lake, table.lake_table) == before
     assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
-    assert reapply(spark, config, pipeline.location, pipeline.store, table).already_applied
+    assert reapply(pipeline.context, table).already_applied
 
 
 def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, lake, tmp_path, generated):
@@ -198,7 +199,7 @@ def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, l
         f"CALL {lake.catalog}.system.set_current_snapshot(table => '{lake.database}.{table.lake_table}', "
         f"snapshot_id => {changes[-2].snapshot_id})"
     ).collect()
-    again = reapply(spark, config, pipeline.location, pipeline.store, table)
+    again = reapply(pipeline.context, table)
     assert again is not None and again.applied_files == changes[-1].files and again.history_files == []
     assert table_rows(lake, table.lake_table) == before
     assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
@@ -210,9 +211,7 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, l
     table = config.table("shop.lines")
     before = table_rows(lake, table.lake_table)
     changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
-    results = maintain(
-        spark, config, pipeline.location, "all", tables=["shop.lines"], retention=Retention(days=7, last=5)
-    )
+    results = maintain(pipeline.context, "all", tables=["shop.lines"], retention=Retention(days=7, last=5))
     actions = {(r.table.split(".")[-1], r.action) for r in results}
     assert actions == {(name, step) for name in ("shop_lines", "shop_lines_history")
                        for step in ("compact", "expire", "orphans")}  # fmt: skip
@@ -221,10 +220,10 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, l
     kinds = [c.kind for c in list_changes(spark, pipeline.location, table)]
     assert kinds[-1] == "maintenance"
     # The record of applied files survives compaction: every trigger is still a no-op.
-    assert reapply(spark, config, pipeline.location, pipeline.store, table).already_applied
+    assert reapply(pipeline.context, table).already_applied
     # Snapshots younger than the retention are kept: rolling back and re-applying still works.
     rollback(spark, pipeline.location, table, changes_before[1])
-    reapply(spark, config, pipeline.location, pipeline.store, table)
+    reapply(pipeline.context, table)
     assert table_rows(lake, table.lake_table) == before
 
 
@@ -235,7 +234,8 @@ def test_expiry_never_drops_the_newest_applied_files_record(spark, database, lan
     location = LakeLocation("lake", database)
     apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
     for _ in range(3):
-        maintain(spark, config, location, "compact", tables=["shop.orders"])
+        maintain(LakeContext(spark, config, location), "compact", tables=["shop.orders"])
     later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
-    maintain(spark, config, location, "expire", tables=["shop.orders"], retention=Retention(days=1, last=1), now=later)
+    retention = Retention(days=1, last=1, now=later)
+    maintain(LakeContext(spark, config, location), "expire", tables=["shop.orders"], retention=retention)
     assert apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config)).already_applied

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, RunSettings, parse_config
 from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
@@ -83,7 +84,7 @@ def make_config(dms: dict[str, Any]) -> PipelineConfig:
 
 
 def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected_dir: Path, out: Path) -> None:
-    export_tables(spark, pipeline.config, pipeline.location, out)
+    export_tables(pipeline.context, out)
     for table in pipeline.config.tables:
         expected = read_jsonl(expected_dir / f"{table.name}.jsonl")
         actual = read_jsonl(out / f"{table.name}.jsonl")
@@ -279,7 +280,7 @@ def test_living_source_equals_oracle(spark: SparkSession, database: str, tmp_pat
     }
     lake_config = parse_config({"dms": dms, "tables": [lake_table]})
     table = lake_config.tables[0]
-    export_tables(spark, lake_config, pipeline.location, tmp_path / "export")
+    export_tables(LakeContext(spark, lake_config, pipeline.location), tmp_path / "export")
     expected = read_jsonl(generated.expected / f"{table.name}.jsonl")
     for row in expected:
         row.update({name: str(row[name]) for name in living.as_string if row[name] is not None})

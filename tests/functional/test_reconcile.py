@@ -21,7 +21,7 @@ import pytest
 from cdc_lake.core.config import TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.engine.record import snapshot_summaries
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import LakeLocation, TableSnapshot
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.reconcile import format_report, read_expected, reconcile
@@ -77,8 +77,8 @@ class Replayed:
         path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         return path
 
-    def reconcile(self, spark, expected: Path, **options: Any):
-        return reconcile(spark, self.table, self.location, expected, **options)
+    def reconcile(self, spark, expected: Path, *, snapshot_id: int | None = None, **options: Any):
+        return reconcile(spark, TableSnapshot(self.location, self.table, snapshot_id), expected, **options)
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +244,7 @@ def test_duplicate_keys_in_expected_are_counted(spark, replayed):
 def test_missing_table_reconciles_as_empty_and_snapshots_travel(spark, replayed):
     rows = len(replayed.lines())
     absent = LakeLocation(replayed.location.catalog, f"absent_{uuid.uuid4().hex[:8]}")
-    report = reconcile(spark, replayed.table, absent, replayed.oracle)
+    report = reconcile(spark, TableSnapshot(absent, replayed.table), replayed.oracle)
     assert (report.lake_rows, report.missing_keys, report.extra_keys) == (0, rows, 0)
     assert report.lake_checksum == "0:0"
 

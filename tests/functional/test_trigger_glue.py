@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 import pytest
@@ -17,10 +19,10 @@ from moto import mock_aws
 from moto.moto_api import state_manager
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri, parse_config
-from cdc_lake.core.exceptions import ConfigError
+from cdc_lake.core.exceptions import ConfigError, JobStartError
 from cdc_lake.local.events import eventbridge_object_created_event, s3_object_created_event
 from dms_trigger import handler as trigger
-from dms_trigger.handler import GlueJobStarter, JobStartError, handle, lambda_handler
+from dms_trigger.handler import GlueJobStarter, handle, lambda_handler
 from dms_trigger.routing import JobRunRequest
 
 BUCKET = "cdc-lake-landing"
@@ -314,6 +316,45 @@ def test_backoff_is_capped():
     starter = GlueJobStarter(RefusingGlue(), JOB_NAMES, base_delay=1.0)
 
     assert all(trigger.MAX_RETRY_DELAY / 2 <= starter.backoff(30) <= trigger.MAX_RETRY_DELAY for _ in range(20))
+
+
+class ThrottlingGlue(BaseHTTPRequestHandler):
+    """A Glue endpoint that answers every request with a ThrottlingException, which botocore retries by default."""
+
+    targets: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.targets.append(self.headers.get("X-Amz-Target", ""))
+        body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_deployed_glue_client_leaves_every_retry_to_the_starter(monkeypatch, tmp_path, sleeps):
+    """One retry policy: botocore must not retry start_job_run inside each of the starter's attempts."""
+    ThrottlingGlue.targets = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ThrottlingGlue)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        set_function_env(monkeypatch, str(write_config(tmp_path, "json")))
+        deployed = trigger.container_settings().starter
+        starter = GlueJobStarter(deployed.glue_client, JOB_NAMES, sleep=sleeps.append)
+        with pytest.raises(ClientError, match="ThrottlingException"):
+            starter.start(JobRunRequest("cdc_replay", BUCKET, ORDERS_CDC, "shop.orders"))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert ThrottlingGlue.targets == ["AWSGlue.StartJobRun"] * 5  # the starter's five attempts, one request each
+    assert len(sleeps) == 4
 
 
 class RecordingLog:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.core.config import load_config, parse_config_text
-from infra.packaging import PackagingError, SourceLayout, build_assets, pinned_requirement
+from cdc_lake.core.exceptions import PackagingError
+from infra.packaging import SourceLayout, build_assets, pinned_requirement
 from tests.infra.conftest import DEMO_CONFIG
 
 

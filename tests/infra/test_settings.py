@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra.settings import EXAMPLE_CONTEXT, DeploySettings, SettingsError, example_values_message
+from cdc_lake.core.exceptions import SettingsError
+from infra.settings import EXAMPLE_CONTEXT, DeploySettings, example_values_message
 from tests.infra.conftest import DEPLOY_CONTEXT, SECRET_ARN
 
 

@@ -12,11 +12,10 @@ import psycopg
 import pytest
 
 from cdc_lake.core.config import parse_config
+from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
 from cdc_lake.local.pg_capture import (
     UNCHANGED_TOAST,
-    CaptureError,
     PgCapture,
-    UnchangedToastError,
     parse_tuple,
     run_capture,
     table_entry,

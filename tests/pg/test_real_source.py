@@ -170,7 +170,7 @@ def test_lake_equals_postgres(
         replay(keys, reloaded=RELOADED)
         begun = time.monotonic()
         lake.store()
-        reload_table(spark, pipeline.config, pipeline.location, pipeline.store, pipeline.config.table(RELOADED))
+        reload_table(pipeline.context, pipeline.config.table(RELOADED))
         seconds["replay"] += time.monotonic() - begun
         counts = check("batch 3 (reload of order_lines)")
 

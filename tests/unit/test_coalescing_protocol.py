@@ -1,23 +1,34 @@
 """No lost wake-up under coalescing: random interleavings of files landing, concurrent Lambdas (the real
-``handle()``) and Glue runs that list and apply in rounds, checked at quiescence.
+``handle()``) and Glue runs (the real ``cdc_lake.engine.drain``) that list and apply in rounds, checked at
+quiescence.
 
 The model's Glue runs follow Glue's states (WAITING, STARTING, RUNNING, SUCCEEDED) with one run of the job
-active at a time, as the stack sets it. A run lists only once RUNNING, and goes on for another round
-only when its last round found work, up to a round budget, as ``cdc_lake.engine.drain`` does. A Lambda's read of
-the runs and its start are separate steps: between them, other Lambdas and runs may move (the race
-window). The property: every landed file is applied by a run that listed after it landed.
+active at a time, as the stack sets it. A RUNNING run is ``drain`` itself, in a thread the scheduler lets go one
+round at a time (its ``on_round`` hands control back); it lists the landed files through ``list_landed`` on an
+in-memory bucket, and goes on while its last round committed, up to a round budget (its clock counts rounds).
+Only a table's batch is a stand-in, without Spark: it applies every listed file not applied yet, as a replay
+does. A Lambda's read of the runs and its start are separate steps: between them, other Lambdas and runs may
+move (the race window). The property: every landed file is applied by a run that listed after it landed.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
+from cdc_lake.core.dms_files import LandedFiles, list_landed
+from cdc_lake.core.storage import StoredObject
+from cdc_lake.engine import drain as drain_module
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import Budget, drain
+from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger import handler as trigger
 from dms_trigger.handler import GlueJobStarter, handle
@@ -32,6 +43,7 @@ CONFIG: PipelineConfig = parse_config(
     }
 )
 JOBS = {"full_load": "full_load", "cdc_replay": "cdc_replay"}
+STEP_TIMEOUT_S = 30
 
 
 @dataclass
@@ -39,13 +51,13 @@ class Run:
     run_id: str
     state: str = "WAITING"
     job: str = "cdc_replay"
-    rounds: int = 0
-    found_work: bool = True
+    drain: DrainThread | None = None
 
 
 @dataclass
 class World:
-    """Landed files, applied files (with the run that applied them), the Glue runs, and the scheduler's RNG."""
+    """Landed files, applied files (with the run that applied them and when it listed them), the Glue runs,
+    and the scheduler's RNG."""
 
     rng: random.Random
     max_rounds: int
@@ -56,10 +68,37 @@ class World:
     clock: int = 0
     lambdas: list[str] = field(default_factory=list)  # files whose event is not yet handled
     depth: int = 0
+    listed_at: dict[str, int] = field(default_factory=dict)  # per table prefix: when it was last listed
+    active: Run | None = None  # the run whose drain is going
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def tick(self) -> int:
-        self.clock += 1
-        return self.clock
+        with self.lock:  # a drain lists its tables from several threads
+            self.clock += 1
+            return self.clock
+
+    # --- the bucket, as drain and list_landed see it -------------------------------------------------
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
+        self.listed_at[prefix] = self.tick()
+        keys = sorted(k for k in self.landed if k.startswith(prefix) and (start_after is None or k > start_after))
+        return [StoredObject(key, 10, "etag") for key in keys]
+
+    def uri(self, key: str) -> str:
+        return f"memory://{key}"
+
+    def read_head(self, key: str, size: int) -> bytes:
+        raise AssertionError("a batch stand-in reads no file")
+
+    def batch(self, context: ReplayContext, table: TableSpec, landed: LandedFiles | None = None) -> RunResult:
+        """A table's batch without Spark: every listed file not applied yet is applied, as a replay does."""
+        assert self.active is not None
+        landed = landed if landed is not None else list_landed(context.store, context.config, table)
+        listed_at = self.listed_at[context.config.table_prefix(table)]
+        new = [f.key for f in landed.files if f.key not in self.applied]
+        for key in new:
+            self.applied[key] = [*self.applied.get(key, []), (self.active.run_id, listed_at)]
+        return RunResult(table.name, landed.newest, applied_files=new)
 
     # --- actors -------------------------------------------------------------------------------------
 
@@ -88,17 +127,14 @@ class World:
         self.tick()
 
     def advance(self, run: Run) -> None:
+        """STARTING becomes RUNNING (the script starts); a RUNNING run's drain goes on for one round."""
         if run.state == "STARTING":
             run.state = "RUNNING"
-        elif run.found_work and run.rounds < self.max_rounds:
-            listed_at = self.tick()
-            new = [k for k in self.landed if k not in self.applied]
-            for key in new:
-                self.applied.setdefault(key, []).append((run.run_id, listed_at))
-            run.rounds += 1
-            run.found_work = bool(new)
         else:
-            run.state = "SUCCEEDED"
+            if run.drain is None:
+                run.drain = DrainThread(self, run)
+            self.active = run
+            run.drain.step()
         self.tick()
 
     def race_window(self) -> None:
@@ -114,6 +150,44 @@ class World:
                 self.rng.choice(steps)()
         finally:
             self.depth -= 1
+
+
+class DrainThread:
+    """A Glue run's script: the real ``drain`` in a thread of its own, going one round each time ``step`` lets it
+    (its ``on_round`` hands control back), the run SUCCEEDED once drain returns."""
+
+    def __init__(self, world: World, run: Run) -> None:
+        self.world = world
+        self.run = run
+        self.rounds = 0
+        self.error: BaseException | None = None
+        self._go = threading.Semaphore(0)
+        self._yielded = threading.Semaphore(0)
+        threading.Thread(target=self._script, daemon=True).start()
+
+    def step(self) -> None:
+        self._go.release()
+        if not self._yielded.acquire(timeout=STEP_TIMEOUT_S):
+            raise AssertionError(f"{self.run.run_id}: drain did not finish its round")
+        if self.error is not None:
+            raise self.error
+
+    def _script(self) -> None:
+        self._go.acquire()
+        context = ReplayContext(None, CONFIG, LakeLocation("lake", "db"), self.world)  # type: ignore[arg-type]
+        # No time passes but rounds: the budget is the round budget, and a round that commits nothing ends it.
+        budget = Budget(self.world.max_rounds, 0, 0, parallel_tables=1, clock=lambda: self.rounds)
+        try:
+            drain(context, budget, on_round=self._round_done)
+        except BaseException as error:  # surfaced by step()
+            self.error = error
+        self.run.state = "SUCCEEDED"
+        self._yielded.release()
+
+    def _round_done(self, number: int, commits: int) -> None:
+        self.rounds = number
+        self._yielded.release()
+        self._go.acquire()
 
 
 class ModelGlue:
@@ -134,6 +208,18 @@ class ModelGlue:
         self.world.runs.append(run)
         self.world.tick()
         return {"JobRunId": run.run_id}
+
+
+@pytest.fixture(autouse=True)
+def batches_without_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """drain applies each table's batch through the world that runs it (see World.batch)."""
+
+    def batch(context: ReplayContext, table: TableSpec, landed: LandedFiles | None = None) -> RunResult:
+        world = context.store
+        assert isinstance(world, World)
+        return world.batch(context, table, landed)
+
+    monkeypatch.setattr(drain_module, "replay", batch)
 
 
 def explore(seed: int, files: int = 6, max_rounds: int = 3) -> World:

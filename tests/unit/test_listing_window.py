@@ -54,8 +54,8 @@ def stream(config: PipelineConfig, batches: int, seed: int) -> None:
         start = listing_start(config, table, state)
         windowed = listed_from(objects, start)
         trigger = table_files([o.key for o in windowed], table, config)[-1]
-        plan = plan_run(config, table, trigger, windowed, state, 1)
-        full = plan_run(config, table, trigger, objects, state, 1)
+        plan = plan_run(config, trigger, windowed, state, 1)
+        full = plan_run(config, trigger, objects, state, 1)
         assert [f.key for f in plan.pending] == [f.key for f in full.pending]
         assert plan.next_state == full.next_state
         state = plan.next_state
@@ -79,7 +79,7 @@ def test_the_window_starts_a_lookback_before_the_newest_applied_file_and_counts_
     table = config.tables[0]
     times = [START + dt.timedelta(minutes=m) for m in (0, 30, 61, 90, 150)]
     objects = [StoredObject(cdc_key(config, t), 10, "e", t) for t in times]
-    plan = plan_run(config, table, parse_key(objects[-1].key, config), objects, ReplayState(), 1)
+    plan = plan_run(config, parse_key(objects[-1].key, config), objects, ReplayState(), 1)
     assert listing_lookback(config) == dt.timedelta(hours=1)
     # 150 min - 60 min = 90 min: the files at 0, 30 and 61 min are behind the window.
     assert plan.next_state.cdc_from is not None and plan.next_state.cdc_from.startswith("20250301233000")
@@ -105,14 +105,14 @@ def test_a_file_landing_behind_applied_ones_inside_the_window_is_still_refused()
     table = config.tables[0]
     times = [START + dt.timedelta(minutes=m) for m in range(0, 200, 10)]
     objects = [StoredObject(cdc_key(config, t), 10, "e", t) for t in times]
-    plan = plan_run(config, table, parse_key(objects[-1].key, config), objects, ReplayState(), 1)
+    plan = plan_run(config, parse_key(objects[-1].key, config), objects, ReplayState(), 1)
     late = START + dt.timedelta(minutes=185)  # inside the window, before the newest applied file
     objects.append(StoredObject(cdc_key(config, late), 10, "late", late))
     newer = START + dt.timedelta(minutes=200)
     objects.append(StoredObject(cdc_key(config, newer), 10, "e", newer))
     windowed = listed_from(objects, listing_start(config, table, plan.next_state))
     with pytest.raises(ReplayOrderError, match="landed after later changes were applied"):
-        plan_run(config, table, parse_key(objects[-1].key, config), windowed, plan.next_state, 1)
+        plan_run(config, parse_key(objects[-1].key, config), windowed, plan.next_state, 1)
 
 
 def test_every_load_file_is_listed_from_any_start():

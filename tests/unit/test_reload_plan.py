@@ -67,10 +67,10 @@ def test_the_next_ordinary_run_applies_only_the_next_cdc_file_and_refuses_nothin
     recorded = ReplayState.from_json(state.to_json(), snapshot_id=8)
     later = [*listed, obj("20250301-111000000.csv")]
     trigger = parse_key(P + "20250301-111000000.csv", CONFIG)
-    plan = plan_run(CONFIG, TABLE, trigger, later, recorded, base_snapshot_id=8)
+    plan = plan_run(CONFIG, trigger, later, recorded, base_snapshot_id=8)
     assert [f.name for f in plan.pending] == ["20250301-111000000.csv"]
     # A repeated event for a file before the reload finds nothing to do.
-    again = plan_run(CONFIG, TABLE, parse_key(P + "20250301-090000000.csv", CONFIG), later, recorded, 8)
+    again = plan_run(CONFIG, parse_key(P + "20250301-090000000.csv", CONFIG), later, recorded, 8)
     assert again.pending == []
 
 
@@ -82,7 +82,7 @@ def test_folder_emptied_first_and_no_cdc_file_yet_records_the_load_by_name():
     assert not state.cdc_started and state.load_files == {P + "LOAD00000001.csv": ("new1", 10)}
     later = [*listed, obj("20250301-110100000.csv")]
     trigger = parse_key(P + "20250301-110100000.csv", CONFIG)
-    assert [f.name for f in plan_run(CONFIG, TABLE, trigger, later, state, 4).pending] == ["20250301-110100000.csv"]
+    assert [f.name for f in plan_run(CONFIG, trigger, later, state, 4).pending] == ["20250301-110100000.csv"]
 
 
 def test_load_files_left_by_an_earlier_longer_load_are_not_read_but_recorded():
@@ -99,7 +99,7 @@ def test_load_files_left_by_an_earlier_longer_load_are_not_read_but_recorded():
     state = ReplayState.from_json(plan.next_state.to_json(), snapshot_id=8)
     later = [*listed, obj("20250301-111000000.csv")]
     trigger = parse_key(P + "20250301-111000000.csv", CONFIG)
-    assert [f.name for f in plan_run(CONFIG, TABLE, trigger, later, state, 8).pending] == ["20250301-111000000.csv"]
+    assert [f.name for f in plan_run(CONFIG, trigger, later, state, 8).pending] == ["20250301-111000000.csv"]
 
 
 def test_parallel_segments_written_about_together_are_all_current():
@@ -161,7 +161,7 @@ def test_reload_refusal_before_cdc_names_the_command():
     listed = [obj("LOAD00000001.csv", "new")]
     trigger = parse_key(P + "LOAD00000001.csv", CONFIG)
     with pytest.raises(ReplayOrderError) as refused:
-        plan_run(CONFIG, TABLE, trigger, listed, state, 1)
+        plan_run(CONFIG, trigger, listed, state, 1)
     message = str(refused.value)
     assert "changed since it was applied" in message and "DMS reloaded shop.items" in message
     assert COMMAND in message and "--table shop.items (docs/deploy.md#reload)" in message
@@ -173,7 +173,7 @@ def test_reload_refusal_after_cdc_names_the_command():
     listed = [obj("LOAD00000001.csv", "new"), *old[1:], obj("20250301-110100000.csv")]
     trigger = parse_key(P + "20250301-110100000.csv", CONFIG)
     with pytest.raises(ReplayOrderError) as refused:
-        plan_run(CONFIG, TABLE, trigger, listed, plan.next_state, 1)
+        plan_run(CONFIG, trigger, listed, plan.next_state, 1)
     assert "its LOAD files changed after CDC files were applied" in str(refused.value)
     assert COMMAND in str(refused.value)
     assert reload_hint("shop.items") in str(refused.value)
@@ -187,20 +187,20 @@ def test_fewer_load_files_written_after_the_applied_ones_are_a_reload_expired_on
     trigger = parse_key(P + "20250301-110100000.csv", CONFIG)
     # Lifecycle expiry: fewer LOAD files, none written since. Replay goes on.
     expired = [old[0], old[2], obj("20250301-110100000.csv")]
-    assert [f.name for f in plan_run(CONFIG, TABLE, trigger, expired, state, 2).pending] == ["20250301-110100000.csv"]
+    assert [f.name for f in plan_run(CONFIG, trigger, expired, state, 2).pending] == ["20250301-110100000.csv"]
     # The folder emptied and one LOAD file written again: a reload, though the count fell.
     emptied = [obj("LOAD00000001.csv", "c"), obj("20250301-110100000.csv")]
     with pytest.raises(ReplayOrderError, match=r"its LOAD files changed after CDC files were applied \(2 applied, 1"):
-        plan_run(CONFIG, TABLE, trigger, emptied, state, 2)
+        plan_run(CONFIG, trigger, emptied, state, 2)
 
 
 def test_ordinary_runs_record_when_the_load_files_were_written():
     earlier = RELOADED_AT - dt.timedelta(days=1)
     loads = [obj("LOAD00000001.csv", "a", earlier), obj("LOAD00000002.csv", "b", earlier)]
     listed = [*loads, obj("20250301-100000000.csv")]
-    run = plan_run(CONFIG, TABLE, parse_key(P + "20250301-100000000.csv", CONFIG), listed, ReplayState(), 1)
+    run = plan_run(CONFIG, parse_key(P + "20250301-100000000.csv", CONFIG), listed, ReplayState(), 1)
     state = ReplayState.from_json(run.next_state.to_json(), 2)
     assert (state.load_count, state.load_written) == (2, earlier.isoformat())
     emptied = [obj("LOAD00000001.csv", "c"), obj("20250301-110100000.csv")]
     with pytest.raises(ReplayOrderError, match=r"cdc-lake reload -t shop\.items"):
-        plan_run(CONFIG, TABLE, parse_key(P + "20250301-110100000.csv", CONFIG), emptied, state, 2)
+        plan_run(CONFIG, parse_key(P + "20250301-110100000.csv", CONFIG), emptied, state, 2)

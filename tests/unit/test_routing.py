@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.exceptions import UnrecognizedEventError
 from cdc_lake.local.events import encode_key, eventbridge_object_created_event, s3_object_created_event
 from dms_trigger.routing import (
     IgnoredObject,
     JobRunRequest,
     ObjectCreated,
-    UnrecognizedEventError,
     objects_in_event,
     read_event,
     route,

@@ -29,6 +29,9 @@ def _identifier(message: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+# A column DMS adds to every row (its timestamp, the change sequence), named in the configuration.
+DmsColumnName = Annotated[str, _identifier("{!r} is not a plain column name (letters, digits, _ and $)")]
+
 DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 VARCHAR_TYPE = re.compile(r"^(?:var)?char\(\s*\d+\s*\)$")
 SIMPLE_TYPES = {
@@ -78,7 +81,7 @@ class DmsSettings(_Model):
 
     format: Literal["csv", "parquet"] = "csv"
     bucket_folder: str = Field(default="", description="DMS BucketFolder: prefix before <schema>/<table>/")
-    timestamp_column: str | None = Field(default=None, description="DMS TimestampColumnName")
+    timestamp_column: DmsColumnName | None = Field(default=None, description="DMS TimestampColumnName")
     include_op_for_full_load: bool = False
     csv_null_value: str = Field(
         default="",
@@ -90,7 +93,7 @@ class DmsSettings(_Model):
     date_partition_enabled: bool = False
     date_partition_sequence: Literal["YYYYMMDD", "YYYYMMDDHH", "YYYYMM", "MMYYYYDD", "DDMMYYYY"] = "YYYYMMDD"
     date_partition_delimiter: Literal["SLASH", "DASH", "UNDERSCORE", "NONE"] = "SLASH"
-    change_sequence_column: str | None = Field(
+    change_sequence_column: DmsColumnName | None = Field(
         default=None, description="Column added by a DMS transformation rule from $AR_H_CHANGE_SEQ; orders CDC rows"
     )
     before_image: BeforeImage | None = Field(
@@ -105,13 +108,6 @@ class DmsSettings(_Model):
     @classmethod
     def _strip_slashes(cls, value: str) -> str:
         return value.strip("/")
-
-    @field_validator("timestamp_column", "change_sequence_column")
-    @classmethod
-    def _identifier(cls, value: str | None) -> str | None:
-        if value is not None and not IDENTIFIER.match(value):
-            raise ValueError(f"{value!r} is not a plain column name (letters, digits, _ and $)")
-        return value
 
     @model_validator(mode="after")
     def _cdc_modes(self) -> DmsSettings:
@@ -162,7 +158,9 @@ class TableSpec(_Model):
     primary_key: list[str] = Field(min_length=1)
     columns: list[ColumnSpec] = Field(min_length=1)
     partition_by: list[str] = Field(default_factory=list)
-    target: str | None = Field(default=None, description="Lake table name; default <schema>_<table>")
+    target: Annotated[str, _identifier("target {!r} must be letters, digits, _ and $")] | None = Field(
+        default=None, description="Lake table name; default <schema>_<table>"
+    )
     history: bool = Field(default=False, description="Keep an SCD2 <target>_history companion table")
     schema_changes: SchemaChanges | None = Field(
         default=None, description="evolve or refuse this table's schema changes; default: lake.schema_changes"
@@ -174,13 +172,6 @@ class TableSpec(_Model):
         parts = value.split(".")
         if len(parts) != 2 or not all(parts) or any("/" in p for p in parts):
             raise ValueError(f"table name {value!r} must be <schema>.<table>")
-        return value
-
-    @field_validator("target")
-    @classmethod
-    def _target(cls, value: str | None) -> str | None:
-        if value is not None and not IDENTIFIER.match(value):
-            raise ValueError(f"target {value!r} must be letters, digits, _ and $")
         return value
 
     @model_validator(mode="after")

@@ -9,12 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 from cdc_lake.core.names import JobKind
+from cdc_lake.core.storage import ObjectStore, StoredObject
 
 # Full-load files: LOAD<counter>, or LOAD_<segment>_<counter> when a table is loaded in parallel segments (the
 # naming of DMS's ancestor Qlik Replicate; unconfirmed for DMS). Counters are hexadecimal.
@@ -139,3 +140,42 @@ def table_files(keys: list[str], table: TableSpec, config: PipelineConfig) -> li
         if dms_file.table == table.name:
             files.append(dms_file)
     return sorted(files, key=lambda f: f.order_key)
+
+
+@dataclass(frozen=True)
+class LandedFiles:
+    """A table's data files as one listing of its folder showed them, in DMS order, with the object each was listed
+    as (key, ETag, size); empty objects and other files are left out. ``start_after``: where the listing started
+    (S3's StartAfter; None for the whole folder)."""
+
+    files: list[DmsFile] = field(default_factory=list)
+    objects: Mapping[str, StoredObject] = field(default_factory=dict)
+    start_after: str | None = None
+
+    @property
+    def newest(self) -> DmsFile | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def listed(self) -> list[StoredObject]:
+        return [self.objects[f.key] for f in self.files]
+
+    def covers(self, start_after: str | None) -> bool:
+        """Whether this listing holds everything a listing from ``start_after`` would (it started no later)."""
+        return self.start_after is None or (start_after is not None and self.start_after <= start_after)
+
+
+def landed_files(
+    listed: Iterable[StoredObject], table: TableSpec, config: PipelineConfig, start_after: str | None = None
+) -> LandedFiles:
+    """The table's data files among ``listed`` objects: the one place that drops empty objects and parses keys."""
+    objects = {o.key: o for o in listed if o.size > 0}
+    files = table_files(list(objects), table, config)
+    return LandedFiles(files, {f.key: objects[f.key] for f in files}, start_after)
+
+
+def list_landed(
+    store: ObjectStore, config: PipelineConfig, table: TableSpec, start_after: str | None = None
+) -> LandedFiles:
+    """List the table's folder (from ``start_after``) once: its landed data files."""
+    return landed_files(store.list(config.table_prefix(table), start_after=start_after), table, config, start_after)

@@ -1,6 +1,13 @@
-"""Errors raised by the cdc-lake library. Messages name the file, row and column at fault."""
+"""Errors raised by cdc-lake: the library, the Lambda, the CDK app. Messages name the file, row and column at fault.
+
+Only the exception classes live here, so the Lambda, the Glue jobs and the CDK app share one hierarchy without
+importing each other.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 
 class CdcLakeError(Exception):
@@ -49,8 +56,25 @@ class CommitConflictError(CdcLakeError):
     """Raised when concurrent runs kept conflicting on the table after every retry."""
 
 
+class ConcurrentCommitError(CdcLakeError):
+    """Raised when a concurrent commit beat this one (Iceberg refused it or found it conflicting): it is made again
+    from the table as it is now."""
+
+
 class TableMovedError(CdcLakeError):
     """Raised when another commit moved the table's main branch after a run planned from it: the run plans again."""
+
+
+class TableFailuresError(CdcLakeError):
+    """Raised at the end of a run that left one or more tables unapplied; the others were applied."""
+
+    def __init__(self, failures: Mapping[str, str]) -> None:
+        self.failures = dict(failures)
+        lines = [f"  {table}: {error}" for table, error in sorted(failures.items())]
+        super().__init__(
+            f"{len(failures)} table(s) left as they were, their files kept in place; the other tables were "
+            "applied:\n" + "\n".join(lines)
+        )
 
 
 class SchemaChangeError(CdcLakeError):
@@ -115,3 +139,48 @@ class ProvisionError(DeployedStackError):
 
 class EndpointStartError(CdcLakeError):
     """Raised when the local AWS endpoint's subprocess exits or stays silent instead of reporting ready."""
+
+
+class UnrecognizedEventError(CdcLakeError):
+    """Raised when an invocation event is neither an S3 notification, an S3 test event nor an S3 EventBridge event."""
+
+
+class RefusedRun(Protocol):
+    """What JobStartError names of a job run Glue refused (the Lambda's ``JobRunRequest``)."""
+
+    @property
+    def job(self) -> str: ...
+
+    @property
+    def bucket(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def table(self) -> str: ...
+
+
+class JobStartError(CdcLakeError):
+    """Raised when Glue refused one or more job runs after every retry; the invocation fails and the event is kept."""
+
+    def __init__(self, failures: Sequence[tuple[RefusedRun, Exception]]) -> None:
+        self.failures = list(failures)
+        lines = [f"  {r.job} for s3://{r.bucket}/{r.key} ({r.table}): {error}" for r, error in failures]
+        super().__init__(f"Glue refused {len(failures)} job run(s):\n" + "\n".join(lines))
+
+
+class CaptureError(CdcLakeError):
+    """Raised when the PostgreSQL capture meets something DMS's output cannot express or that it does not support."""
+
+
+class UnchangedToastError(CaptureError):
+    """Raised when an UPDATE left a TOASTed value out of the WAL and no old row image holds it."""
+
+
+class SettingsError(CdcLakeError):
+    """Raised when the CDK app's context values are missing or invalid; the message lists every problem."""
+
+
+class PackagingError(CdcLakeError):
+    """Raised when a source file the deployment needs is missing."""

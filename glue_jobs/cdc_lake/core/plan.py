@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DATE_FOLDER_PARTS, DmsFile, date_folder, order_key_for, parse_key, table_files
+from cdc_lake.core.dms_files import DATE_FOLDER_PARTS, DmsFile, date_folder, landed_files, order_key_for, parse_key
 from cdc_lake.core.exceptions import JobArgumentError, ReplayOrderError
 from cdc_lake.core.storage import StoredObject
 
@@ -121,18 +121,15 @@ class RunPlan:
 
 
 def plan_run(
-    config: PipelineConfig,
-    table: TableSpec,
-    trigger: DmsFile,
-    listed: Sequence[StoredObject],
-    state: ReplayState,
-    base_snapshot_id: int,
+    config: PipelineConfig, trigger: DmsFile, listed: Sequence[StoredObject], state: ReplayState, base_snapshot_id: int
 ) -> RunPlan:
-    """Decide which of the table's ``listed`` objects this run applies, or refuse when that would break DMS order."""
-    objects = {o.key: o for o in listed if o.size > 0}
+    """Decide which of the trigger's table's ``listed`` objects this run applies (those up to ``trigger`` that
+    ``state`` has not applied), or refuse when that would break DMS order."""
+    table = config.table(trigger.table)
+    landed = landed_files(listed, table, config)
+    objects, files = dict(landed.objects), landed.files
     if trigger.key not in objects:
         raise ReplayOrderError(f"{trigger.key}: not found in the landing bucket (removed, or empty?)")
-    files = table_files(list(objects), table, config)
     load_objects = [objects[f.key] for f in files if f.is_full_load]
     watermark = parse_key(state.cdc_last, config).order_key if state.cdc_last is not None else None
     pending: list[DmsFile] = []
@@ -350,8 +347,8 @@ def plan_reload(
     reason as early CDC files are (every later change to its rows is applied after it). CDC files are
     applied from ``since`` on, or else from the earliest current LOAD file's LastModified less the margin.
     """
-    objects = {o.key: o for o in listed if o.size > 0}
-    files = table_files(list(objects), table, config)
+    landed = landed_files(listed, table, config)
+    objects, files = dict(landed.objects), landed.files
     loads = [f for f in files if f.is_full_load]
     cdc = [f for f in files if not f.is_full_load]
     if not loads:

@@ -1,14 +1,17 @@
-"""The commit protocol: one run's changes land in one Iceberg commit, only on the snapshot it planned from."""
+"""The commit protocol: one run's changes land in one Iceberg commit, only on the snapshot it planned from.
+
+A commit is a ``Transaction``, in the spirit of pyiceberg's: the updates it writes, the record it leaves in the
+snapshot summary, and the requirements it checks before main moves. ``commit_transaction`` is the one place
+that makes it.
+"""
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -17,7 +20,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import TableSpec
-from cdc_lake.core.exceptions import CommitConflictError, TableMovedError
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.iceberg_java import (
     branch_lineage,
@@ -25,63 +27,118 @@ from cdc_lake.engine.iceberg_java import (
     create_branch,
     empty_commit,
     fast_forward,
-    is_commit_conflict,
     remove_branch,
 )
 from cdc_lake.engine.reader import OP
-from cdc_lake.engine.record import RUN_ID
+from cdc_lake.engine.record import PART, RUN_ID
 from cdc_lake.engine.spark_types import lake_type
 from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
 
-Result = TypeVar("Result")
 _RANGED_TYPES = (T.IntegerType, T.LongType, T.DecimalType, T.StringType, T.DateType)
 
 
-def with_commit_retries(table_name: str, retries: int, attempt: Callable[[], Result]) -> tuple[Result, int]:
-    """Run ``attempt`` (plan, read, commit) until its commit is not beaten by a concurrent one; returns its
-    result and the number of attempts. The loser of a race plans again from the winner's snapshot."""
-    attempts = retries + 1
-    for number in range(1, attempts + 1):
-        try:
-            return attempt(), number
-        except (Py4JJavaError, PySparkException, TableMovedError) as error:
-            if not isinstance(error, TableMovedError) and not is_commit_conflict(error):
-                raise
-            if number == attempts:
-                raise CommitConflictError(
-                    f"{table_name}: still conflicting with concurrent commits after {attempts} attempts"
-                ) from error
-            log.warning("%s: concurrent commit, planning again (attempt %d/%d)", table_name, number, attempts)
-            time.sleep(min(0.2 * 2**number, 5.0))
-    raise AssertionError("unreachable: the last attempt returns or raises")
+class Record(Protocol):
+    """What a commit records: its snapshot summary properties."""
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+
+R = TypeVar("R", bound=Record)
 
 
 @dataclass(frozen=True)
-class Step:
-    """One commit of a run on its branch: ``write`` given the branch's table name (None: a commit of properties
-    only) and the snapshot properties, asked for once the steps before have run."""
+class Properties:
+    """A record that is its properties and nothing more (a history commit, a reload)."""
 
-    write: Callable[[str], object] | None
-    properties: Callable[[], Mapping[str, str]]
+    properties: Mapping[str, str]
 
 
-def commit_changes(
-    spark: SparkSession,
-    location: LakeLocation,
-    table: TableSpec,
-    last_changes: DataFrame,
-    properties: Mapping[str, str],
-    base_snapshot_id: int,
-) -> int:
-    """Apply one row per key (``_op`` = I/U/D) with a single MERGE INTO; returns the new snapshot id.
+@dataclass(frozen=True)
+class Update:
+    """One write of a commit on the run's branch, given the branch's table name (None: no write, the record alone).
+    ``holds``, when given, is checked on the branch right after the write: False gives the commit up."""
 
-    The commit lands only if the table is still at ``base_snapshot_id``, the snapshot the run planned from.
+    name: str
+    write: Callable[[str], object] | None = None
+    holds: Callable[[str], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Transaction(Generic[R]):
+    """A commit of one lake table from ``base_snapshot_id``: ``updates`` written in order, ``record`` (asked for
+    once, before the last update writes, so it can count what the others wrote) kept by the last snapshot, and
+    ``requirements``, checked once every update has written: raising there refuses the commit."""
+
+    table_name: str
+    base_snapshot_id: int
+    updates: Sequence[Update]
+    record: Callable[[], R]
+    requirements: Sequence[Callable[[], None]] = ()
+
+
+@dataclass(frozen=True)
+class Committed(Generic[R]):
+    """A commit that landed: the snapshot main moved to, and what it recorded."""
+
+    snapshot_id: int
+    record: R
+
+
+def commit_transaction(spark: SparkSession, location: LakeLocation, transaction: Transaction[R]) -> Committed[R] | None:
+    """Make ``transaction`` one compare-and-swap of the table's main branch; None when an update's ``holds`` was
+    False (main untouched).
+
+    Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
+    this run planned from; a commit made in between would then be silently overwritten by a stale plan.
+    So the updates go to a private branch created at the base snapshot, and main is fast-forwarded to it
+    only if main is still there (otherwise it fails and the run plans again): several updates land at once.
+    Earlier updates are marked as parts (``PART``); the last snapshot keeps the record, an empty commit
+    when the last update wrote nothing (e.g. only deletes of missing keys), so the record always lands.
     """
-    keys = changed_keys(last_changes, table)
-    with merge_step(spark, table, last_changes, keys, lambda: properties) as step:
-        return commit_on_branch(spark, location, table.lake_table, base_snapshot_id, [step])
+    run_id = uuid.uuid4().hex
+    branch = f"cdc_lake_run_{run_id}"
+    dotted = location.dotted(transaction.table_name)
+    target = f"{location.named(transaction.table_name)}.{quote('branch_' + branch)}"
+    base = transaction.base_snapshot_id
+    create_branch(spark, dotted, branch, base)
+    landed = False
+    try:
+        head = base
+        for number, update in enumerate(transaction.updates, start=1):
+            last = number == len(transaction.updates)
+            record = transaction.record() if last else None
+            properties = {**(record.properties if record else {PART: update.name}), RUN_ID: run_id}
+            written = head
+            if update.write is not None:
+                with commit_properties(spark, properties):
+                    update.write(target)
+                if update.holds is not None and not update.holds(target):
+                    return None
+                after = branch_head(spark, location, transaction.table_name, branch)
+                written = head if after is None else after
+            if last and written == head:
+                written = empty_commit(spark, dotted, properties, branch)  # the record lands even when no row changed
+            head = written
+        for requirement in transaction.requirements:
+            requirement()
+        fast_forward(spark, dotted, branch, base)
+        landed = True
+        assert record is not None  # the last update asked for it
+        return Committed(head, record)
+    finally:
+        if not landed:
+            _drop_branch(spark, dotted, branch)
+
+
+def _drop_branch(spark: SparkSession, dotted: str, branch: str) -> None:
+    # Whether the commit landed or not is already decided; a leftover branch only costs a ref.
+    try:
+        remove_branch(spark, dotted, branch)
+    except (Py4JJavaError, PySparkException) as error:  # must not mask the run's own outcome
+        log.warning("could not drop branch %s of %s (remove it by hand): %s", branch, dotted, str(error)[:300])
 
 
 @dataclass(frozen=True)
@@ -106,29 +163,18 @@ def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
     return ChangedKeys(int(row["keys"]), bounds if row["keys"] else {})
 
 
-@contextmanager
-def merge_step(
-    spark: SparkSession,
-    table: TableSpec,
-    last_changes: DataFrame,
-    keys: ChangedKeys,
-    properties: Callable[[], Mapping[str, str]],
-) -> Iterator[Step]:
-    """The MERGE INTO of one row per key (``_op`` = I/U/D) as a commit step, valid inside the block.
+def merge_update(spark: SparkSession, table: TableSpec, last_changes: DataFrame, keys: ChangedKeys) -> Update:
+    """The MERGE INTO of one row per key (``_op`` = I/U/D) as a commit's update.
 
     The batch's key range joins the match condition (as bound parameters, never pasted into the text): a
     target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
     outside it, so changes to recent keys read the newest files only (tables are written in key order).
     """
-    view = f"cdc_lake_changes_{uuid.uuid4().hex}"
-    source = last_changes.select(*lake_columns(table), F.col(OP))
-    source.createOrReplaceTempView(view)
     conditions = [f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key]
     arguments: dict[str, Any] = {}
     for index, (key, (low, high)) in enumerate(keys.bounds.items()):
         conditions.append(f"t.{quote(key)} BETWEEN :low{index} AND :high{index}")
         arguments |= {f"low{index}": low, f"high{index}": high}
-    on = " AND ".join(conditions)
     clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"]
     if table.value_columns:
         assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table.value_columns)
@@ -136,71 +182,23 @@ def merge_step(
     names = ", ".join(quote(c) for c in table.column_names)
     values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
     clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
-    statement = f"MERGE INTO {{target}} t USING {view} s ON {on} " + " ".join(clauses)
-    try:
-        yield Step(lambda target: spark.sql(statement.format(target=target), arguments), properties)
-    finally:
-        spark.catalog.dropTempView(view)
+    source = last_changes.select(*lake_columns(table), F.col(OP))
+
+    def merge(target: str) -> None:
+        view = f"cdc_lake_changes_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        try:
+            on = " AND ".join(conditions)
+            spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses), arguments)
+        finally:
+            spark.catalog.dropTempView(view)
+
+    return Update("merged", merge)
 
 
 def lake_columns(table: TableSpec) -> list[Column]:
     """The table's columns, as the lake table types them."""
     return [F.col(quote(c.name)).cast(lake_type(c.type)).alias(c.name) for c in table.columns]
-
-
-def commit_on_branch(
-    spark: SparkSession,
-    location: LakeLocation,
-    table_name: str,
-    base_snapshot_id: int,
-    steps: Sequence[Step],
-    check: Callable[[], None] | None = None,
-) -> int:
-    """Run a run's steps (writes given the branch's table name) as one compare-and-swap on the table's main
-    branch; returns the snapshot main moved to. ``check``, when given, runs once every step has, before main
-    moves: raising there leaves main where it was.
-
-    Iceberg validates a MERGE against the snapshot the MERGE itself read, which may be newer than the one
-    this run planned from; a commit made in between would then be silently overwritten by a stale plan.
-    So the writes go to a private branch created at ``base_snapshot_id``, and main is fast-forwarded to it
-    only if main is still there (otherwise it fails and the run plans again): several steps land at once.
-    When the last step's write changed nothing (e.g. only deletes of missing keys), its properties are still
-    committed; earlier steps that wrote nothing leave no snapshot.
-    """
-    run_id = uuid.uuid4().hex
-    branch = f"cdc_lake_run_{run_id}"
-    table = location.named(table_name)
-    dotted = location.dotted(table_name)
-    create_branch(spark, dotted, branch, base_snapshot_id)
-    head: int | None = base_snapshot_id
-    landed = False
-    try:
-        for number, step in enumerate(steps, start=1):
-            recorded = {**step.properties(), RUN_ID: run_id}
-            before = head
-            if step.write is not None:
-                with commit_properties(spark, recorded):
-                    step.write(f"{table}.{quote('branch_' + branch)}")
-                head = branch_head(spark, location, table_name, branch)
-            if number == len(steps) and (step.write is None or head is None or head == before):
-                head = empty_commit(spark, dotted, recorded, branch)  # the record lands even when no row changed
-        assert head is not None
-        if check is not None:
-            check()
-        fast_forward(spark, dotted, branch, base_snapshot_id)
-        landed = True
-        return head
-    finally:
-        if not landed:
-            _drop_branch(spark, dotted, branch)
-
-
-def _drop_branch(spark: SparkSession, dotted: str, branch: str) -> None:
-    # Whether the commit landed or not is already decided; a leftover branch only costs a ref.
-    try:
-        remove_branch(spark, dotted, branch)
-    except (Py4JJavaError, PySparkException) as error:  # must not mask the run's own outcome
-        log.warning("could not drop branch %s of %s (remove it by hand): %s", branch, dotted, str(error)[:300])
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:

@@ -18,31 +18,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
-
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DmsFile, parse_key, table_files
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
 from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
 from cdc_lake.core.storage import ObjectStore
-from cdc_lake.engine.replay import RunResult, apply_up_to
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.replay import RunResult, replay
 
 log = logging.getLogger(__name__)
 
 # Listing is waiting on S3, not work: more threads than tables applied at once.
 LISTING_THREADS = 16
-
-
-class TableFailuresError(CdcLakeError):
-    """Raised at the end of a run that left one or more tables unapplied; the others were applied."""
-
-    def __init__(self, failures: dict[str, str]) -> None:
-        self.failures = dict(failures)
-        lines = [f"  {table}: {error}" for table, error in sorted(failures.items())]
-        super().__init__(
-            f"{len(failures)} table(s) left as they were, their files kept in place; the other tables were "
-            "applied:\n" + "\n".join(lines)
-        )
 
 
 @dataclass
@@ -69,12 +55,15 @@ class DrainResult:
 
 @dataclass(frozen=True)
 class Budget:
-    """How long a run goes on: rounds while files land, none started after ``seconds``."""
+    """How long a run goes on: rounds while files land, none started after ``seconds``, measured by ``clock``
+    (waits by ``sleep``; tests give their own)."""
 
     seconds: float
     idle_seconds: float
     poll_seconds: float
     parallel_tables: int
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
 
     @classmethod
     def of(cls, config: PipelineConfig, *, idle_seconds: float | None = None) -> Budget:
@@ -84,17 +73,12 @@ class Budget:
 
 
 def drain(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
+    context: ReplayContext,
     budget: Budget,
     *,
     first: str | None = None,
     on_batch: Callable[[RunResult], None] | None = None,
     on_round: Callable[[int, int], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> DrainResult:
     """Apply every table's landed files until a round commits nothing for ``idle_seconds`` or the budget is spent.
 
@@ -103,6 +87,7 @@ def drain(
     every committed batch (the Glue job publishes its metrics from it); ``on_round(round, commits)`` sees
     every finished round.
     """
+    config, store, clock = context.config, context.store, budget.clock
     started = clock()
     result = DrainResult()
     newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
@@ -114,19 +99,20 @@ def drain(
         ThreadPoolExecutor(max_workers=LISTING_THREADS, thread_name_prefix="cdc-lake-list") as lister,
     ):
         while True:
+            work: list[tuple[TableSpec, LandedFiles | None]]
             if result.rounds == 0:
-                work = tables
+                work = [(t, None) for t in tables]
             else:
                 candidates = [t for t in tables if t.name not in result.failures]
                 found = lister.map(
-                    lambda t: _has_new(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
+                    lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
                 )
-                work = [t for t, new in zip(candidates, found, strict=True) if new]
+                work = [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
             log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
-            done = _round(spark, config, location, store, pool, work, result, on_batch)
+            done = _round(context, pool, work, result, on_batch)
             for batch in done:
                 starts[batch.table] = batch.listing_start
-                newest[batch.table] = parse_key(batch.trigger, config) if batch.trigger else None
+                newest[batch.table] = batch.trigger
             commits = sum(1 for batch in done if not batch.already_applied)
             result.rounds += 1
             if on_round:
@@ -141,36 +127,36 @@ def drain(
                 continue
             if now - last_work >= budget.idle_seconds:
                 break
-            sleep(budget.poll_seconds)
+            budget.sleep(budget.poll_seconds)
     result.seconds = clock() - started
     return result
 
 
-def _has_new(
+def _new_files(
     config: PipelineConfig, store: ObjectStore, table: TableSpec, start: str | None, newest: DmsFile | None
-) -> bool:
-    """Whether the table's listing (from ``start``) shows a data file newer than ``newest``."""
-    keys = [o.key for o in store.list(config.table_prefix(table), start_after=start) if o.size > 0]
-    files = table_files(keys, table, config)
-    return bool(files) and (newest is None or files[-1].order_key > newest.order_key)
+) -> LandedFiles | None:
+    """The table's listing (from ``start``) when it shows a data file newer than ``newest``, else None; the batch
+    then plans from this listing instead of listing the table again."""
+    landed = list_landed(store, config, table, start)
+    if landed.newest is None or (newest is not None and landed.newest.order_key <= newest.order_key):
+        return None
+    return landed
 
 
 def _round(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
+    context: ReplayContext,
     pool: ThreadPoolExecutor,
-    work: Sequence[TableSpec],
+    work: Sequence[tuple[TableSpec, LandedFiles | None]],
     result: DrainResult,
     on_batch: Callable[[RunResult], None] | None,
 ) -> list[RunResult]:
     """One batch per table in ``work``, ``parallel_tables`` at a time; returns their results (also appended to
     ``result``), failed tables recorded in ``result.failures`` instead."""
 
-    def batch(table: TableSpec) -> tuple[TableSpec, RunResult | None, str | None]:
+    def batch(work: tuple[TableSpec, LandedFiles | None]) -> tuple[TableSpec, RunResult | None, str | None]:
+        table, landed = work
         try:
-            return table, apply_up_to(spark, config, location, store, table), None
+            return table, replay(context, table, landed), None
         except CommitConflictError:
             # Another run (the other job's, or one started by hand) keeps committing this table: it is
             # applying these files. Not a failure: the table is looked at again in the next round.

@@ -23,12 +23,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import LakeSettings, TableSpec
+from cdc_lake.core.plan import RunPlan
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.changes import dms_order
-from cdc_lake.engine.commit import Step, commit_on_branch
+from cdc_lake.engine.commit import Properties, Transaction, Update, commit_transaction
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
+from cdc_lake.engine.record import run_properties
 from cdc_lake.engine.spark_types import lake_type
-from cdc_lake.engine.tables import LakeLocation, create_iceberg_table, table_exists
+from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
 
 VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
     ("op", T.StringType()),
@@ -51,17 +54,15 @@ def ensure_history_table(spark: SparkSession, location: LakeLocation, table: Tab
         return
     columns = [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns]
     columns += [(name, data_type, name in ("valid_from", "version")) for name, data_type in VERSION_COLUMNS]
-    create_iceberg_table(
-        spark,
-        location,
+    definition = TableDefinition(
         history_name(table),
         columns,
         table.partition_by,
-        settings,
         {"cdc-lake.history-of": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
         identifier_fields=None,
         sort_by=[*table.primary_key, "version"],
     )
+    create_iceberg_table(spark, location, definition, settings)
 
 
 def new_versions(
@@ -127,35 +128,27 @@ def open_versions(spark: SparkSession, location: LakeLocation, table: TableSpec,
     )
 
 
-def commit_history(
-    spark: SparkSession,
-    location: LakeLocation,
-    table: TableSpec,
-    changes: DataFrame,
-    use_change_sequence: bool,
-    properties: Mapping[str, str],
-    base_snapshot_id: int,
-    run_time: dt.datetime | None = None,
-) -> int:
-    """Close each touched key's open version and add the batch's versions, in one MERGE; returns the snapshot."""
-    run_time = run_time or dt.datetime.now(dt.UTC).replace(tzinfo=None)
+def commit_history(context: ReplayContext, plan: RunPlan, table: TableSpec, changes: DataFrame) -> int:
+    """Close each touched key's open version and add the batch's versions, in one MERGE committed from the history
+    plan's base snapshot with its record of applied files; returns the snapshot. ``table``: the run's columns."""
+    run_time = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    use_sequence = context.config.dms.change_sequence_column is not None
     keys_of = changes.select(*[F.col(quote(k)) for k in table.primary_key]).distinct()
-    latest = open_versions(spark, location, table, keys_of)
+    latest = open_versions(context.spark, context.location, table, keys_of)
     # Materialized: the source then no longer reads the table it merges into, and is deterministic.
-    versions = new_versions(changes, latest, table, use_change_sequence, run_time).localCheckpoint(eager=True)
-    return merge_versions(spark, location, table, versions, properties, base_snapshot_id)
+    versions = new_versions(changes, latest, table, use_sequence, run_time).localCheckpoint(eager=True)
+    record = Properties(run_properties(plan, None))
+    transaction = Transaction(
+        history_name(table), plan.base_snapshot_id, [versions_update(context.spark, table, versions)], lambda: record
+    )
+    committed = commit_transaction(context.spark, context.location, transaction)
+    assert committed is not None  # the merge has no check that could give the commit up
+    return committed.snapshot_id
 
 
-def merge_versions(
-    spark: SparkSession,
-    location: LakeLocation,
-    table: TableSpec,
-    versions: DataFrame,
-    properties: Mapping[str, str],
-    base_snapshot_id: int,
-) -> int:
+def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame) -> Update:
     """Add ``versions`` (materialized, with each key's previous ``_prev_version`` or NULL) and close the open
-    version each key's first new version follows, in one MERGE on the history table; returns the snapshot."""
+    version each key's first new version follows, in one MERGE on the history table: a commit's update."""
     first = versions.filter(F.col("version") == F.coalesce(F.col("_prev_version"), F.lit(0)) + 1)
     closes = first.filter(F.col("_prev_version").isNotNull()).select(
         *[F.col(quote(k)) for k in table.primary_key],
@@ -164,26 +157,24 @@ def merge_versions(
     )
     inserts = versions.drop("_prev_version").withColumn(_ACTION, F.lit("insert"))
     source = inserts.unionByName(closes, allowMissingColumns=True)
-    view = f"cdc_lake_history_{uuid.uuid4().hex}"
-    source.createOrReplaceTempView(view)
     all_columns = [*table.column_names, *(name for name, _ in VERSION_COLUMNS)]
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
 
-    def merge(target: str) -> object:
-        return spark.sql(
-            f"MERGE INTO {target} t USING {view} s "
-            f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
-            "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
-            f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({', '.join(quote(c) for c in all_columns)}) "
-            f"VALUES ({', '.join('s.' + quote(c) for c in all_columns)})"
-        )
+    def merge(target: str) -> None:
+        view = f"cdc_lake_history_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        try:
+            spark.sql(
+                f"MERGE INTO {target} t USING {view} s "
+                f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
+                "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
+                f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({', '.join(quote(c) for c in all_columns)}) "
+                f"VALUES ({', '.join('s.' + quote(c) for c in all_columns)})"
+            )
+        finally:
+            spark.catalog.dropTempView(view)
 
-    try:
-        return commit_on_branch(
-            spark, location, history_name(table), base_snapshot_id, [Step(merge, lambda: properties)]
-        )
-    finally:
-        spark.catalog.dropTempView(view)
+    return Update("history merged", merge)
 
 
 def row_history(

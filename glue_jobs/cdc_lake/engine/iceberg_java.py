@@ -17,33 +17,42 @@ fails there first, by name:
   run's branch created, and main moved to it as a true compare-and-swap (``_commit_refs`` says why the SQL
   branch statements and ``ManageSnapshots`` are not safe for this).
 
-Java failures are told apart here too, by the classes in their cause chain, never by their text: a commit
-beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its ``GlueCatalog`` also
-raises when Glue refuses an ``UpdateTable`` at a stale ``VersionId``), and an action AWS refused the job's role
-(``aws_denial``).
+Java failures are told apart here too, by the classes (and Spark's error conditions) in their cause chain, never
+by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its
+``GlueCatalog`` also raises when Glue refuses an ``UpdateTable`` at a stale ``VersionId``), raised as the project's
+``ConcurrentCommitError`` by ``conflicts_raised``; a table or column another run created first
+(``is_already_exists``); and an action AWS refused the job's role (``aws_denial``).
 """
 
 from __future__ import annotations
 
-import random
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.exceptions import TableMovedError
+from cdc_lake.core.exceptions import ConcurrentCommitError, TableMovedError
+from cdc_lake.core.retry import RetryPolicy, retried
 
 ICEBERG_VERSION = "1.10"
 COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
 COMMIT_PROPERTIES_FIELD = "COMMIT_PROPERTIES"
-_REF_COMMIT_ATTEMPTS = 20
+# A metadata commit (refs, an ALTER) beaten by a concurrent one is made again from the new metadata: cheap, so
+# soon and often; concurrent runs make a few each.
+METADATA_COMMIT_RETRIES = RetryPolicy(attempts=20, first_delay=0.02, max_delay=0.5)
 
 COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
 VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
+ICEBERG_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
+SPARK_TABLE_EXISTS = "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException"
+_SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
+# Spark's error conditions for a CREATE TABLE or an ADD COLUMN of what is already there.
+_ALREADY_EXISTS_CONDITIONS = frozenset({"TABLE_OR_VIEW_ALREADY_EXISTS", "FIELDS_ALREADY_EXISTS"})
 _AWS_SERVICE_EXCEPTION = "software.amazon.awssdk.awscore.exception.AwsServiceException"
 _FILE_ACCESS_DENIED = "java.nio.file.AccessDeniedException"  # S3A's translation of S3's 403
 _AWS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
@@ -156,18 +165,15 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
     """
     operations = _load(spark, dotted_name).operations()
     builders = _jvm(spark).org.apache.iceberg.TableMetadata
-    for attempt in range(1, _REF_COMMIT_ATTEMPTS + 1):
+
+    def commit() -> None:
         base = operations.refresh()
         builder = change(base, builders.buildFrom(base))
-        if builder is None:
-            return
-        try:
-            operations.commit(base, builder.build())
-            return
-        except Py4JJavaError as error:
-            if not is_commit_failure(error) or attempt == _REF_COMMIT_ATTEMPTS:
-                raise
-            time.sleep(random.uniform(0.01, 0.05) * attempt)
+        if builder is not None:
+            with conflicts_raised():
+                operations.commit(base, builder.build())
+
+    retried(commit, METADATA_COMMIT_RETRIES, is_concurrent, what=f"{dotted_name}: concurrent metadata commit")
 
 
 def has_write_order(spark: SparkSession, dotted_name: str) -> bool:
@@ -208,28 +214,55 @@ def java_causes(error: BaseException) -> list[Any]:
 
 
 def _classes(throwable: Any) -> list[str]:
-    """The names of a Java object's class and its superclasses."""
+    """The names of a Java object's class, its superclasses and the interfaces they implement."""
     names = []
     java_class = throwable.getClass()
     while java_class is not None:
         names.append(str(java_class.getName()))
+        names += [str(interface.getName()) for interface in java_class.getInterfaces()]
         java_class = java_class.getSuperclass()
     return names
 
 
-def is_commit_failure(error: BaseException) -> bool:
-    """Whether Iceberg refused a metadata commit because the table changed since it was read (a concurrent commit,
-    or on the Glue catalog Glue's refusal of an ``UpdateTable`` at a stale ``VersionId``)."""
-    return any(COMMIT_FAILED in _classes(cause) for cause in java_causes(error))
-
-
 def is_commit_conflict(error: BaseException) -> bool:
-    """Whether a commit was beaten by a concurrent one: refused (``is_commit_failure``), or found conflicting
-    when Iceberg validated it against what landed since (a ``ValidationException`` of Iceberg's own; one
-    that wraps an AWS error, Glue's validation of a request, is not a conflict)."""
+    """Whether a commit was beaten by a concurrent one: refused because the table changed since it was read
+    (``CommitFailedException``: a concurrent commit, or on the Glue catalog Glue's refusal of an ``UpdateTable``
+    at a stale ``VersionId``), or found conflicting when Iceberg validated it against what landed since (a
+    ``ValidationException`` of Iceberg's own; one that wraps an AWS error, Glue's validation of a request, is
+    not a conflict)."""
     for cause in java_causes(error):
         classes = _classes(cause)
         if COMMIT_FAILED in classes or (VALIDATION_FAILED in classes and cause.getCause() is None):
+            return True
+    return False
+
+
+def is_concurrent(error: Exception) -> bool:
+    """Whether ``error`` is a commit beaten by a concurrent one, as ``conflicts_raised`` raises it: worth retrying."""
+    return isinstance(error, ConcurrentCommitError)
+
+
+@contextmanager
+def conflicts_raised() -> Iterator[None]:
+    """Iceberg's refusal of a commit beaten by a concurrent one (``is_commit_conflict``), raised as the project's
+    ``ConcurrentCommitError`` whatever Spark or Py4J wrapped it in; every other failure as it was."""
+    try:
+        yield
+    except (Py4JJavaError, PySparkException) as error:
+        if not is_commit_conflict(error):
+            raise
+        raise ConcurrentCommitError(f"a concurrent commit beat this one: {type(error).__name__}") from error
+
+
+def is_already_exists(error: BaseException) -> bool:
+    """Whether a CREATE TABLE or an ADD COLUMN failed because the table or column is already there (another run
+    made it first): Spark's ``TableAlreadyExistsException`` or Iceberg's ``AlreadyExistsException``, or Spark's
+    error condition for either."""
+    for cause in java_causes(error):
+        classes = _classes(cause)
+        if SPARK_TABLE_EXISTS in classes or ICEBERG_ALREADY_EXISTS in classes:
+            return True
+        if _SPARK_THROWABLE in classes and str(cause.getErrorClass()) in _ALREADY_EXISTS_CONDITIONS:
             return True
     return False
 

@@ -12,19 +12,20 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
-from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
 from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.core.storage import ObjectStore, S3Store
-from cdc_lake.engine.drain import Budget, DrainResult, TableFailuresError, drain
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.engine.reload import ReloadResult, reload_table
-from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,27 @@ REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
 OPTIONAL_ARGUMENTS = {"catalog": GLUE_CATALOG, "database": "", "idle_seconds": ""}
 
 
+class _GlueArguments:
+    """A job's options read from the arguments Glue hands its script, as Glue resolves them."""
+
+    required: ClassVar[tuple[str, ...]]
+    optional: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def from_sys_argv(cls, argv: Sequence[str]) -> Self:
+        return cls.from_options(_resolve_glue_arguments(argv, cls.required, cls.optional))
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Self:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class JobOptions:
+class JobOptions(_GlueArguments):
     """Arguments of a job run; the Lambda passes bucket, key and table, the job defines the rest."""
+
+    required = REQUIRED_ARGUMENTS
+    optional = tuple(OPTIONAL_ARGUMENTS)
 
     config_uri: str
     bucket: str
@@ -48,11 +67,7 @@ class JobOptions:
     idle_seconds: int | None = None
 
     @classmethod
-    def from_sys_argv(cls, argv: Sequence[str]) -> JobOptions:
-        return cls.from_options(_resolve_glue_arguments(argv, REQUIRED_ARGUMENTS, OPTIONAL_ARGUMENTS))
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> JobOptions:
+    def from_options(cls, options: Mapping[str, str]) -> Self:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
         plain = _plain_arguments(options, REQUIRED_ARGUMENTS)
         known = {*REQUIRED_ARGUMENTS, "catalog", "database"}
@@ -63,15 +78,26 @@ class JobOptions:
         )
 
 
-def run_job(
-    kind: JobKind,
-    options: JobOptions,
+def job_context(
+    options: JobOptions | MaintenanceOptions,
     spark: SparkSession,
     *,
     config: PipelineConfig | None = None,
     store: ObjectStore | None = None,
+) -> ReplayContext:
+    """A run's context from its options: the configuration read from --config_uri unless given, the lake at
+    --catalog/--database (default: the configuration's), the landed files in --bucket unless a store is given."""
+    config = config or load_config_uri(options.config_uri)
+    location = LakeLocation(options.catalog, options.database or config.lake.database)
+    return ReplayContext(spark, config, location, store or S3Store(options.bucket))
+
+
+def run_job(
+    kind: JobKind,
+    options: JobOptions,
+    context: ReplayContext,
+    *,
     on_batch: Callable[[RunResult], None] | None = None,
-    idle_seconds: float | None = None,
     on_round: Callable[[int, int], None] | None = None,
 ) -> DrainResult:
     """Run one job: check the file suits this job, then apply.
@@ -80,21 +106,17 @@ def run_job(
     the time budget (``drain``). ``per_file``: the file's table's pending files up to the file. A table
     whose batch is refused is reported in the result's ``failures``; the caller fails the run.
     """
-    config = config or load_config_uri(options.config_uri)
+    config = context.config
     dms_file = parse_key(options.key, config)
     if dms_file.table != options.table:
         raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
     if JOB_FOR_FILE_KIND[dms_file.kind] != kind:
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
-    location = LakeLocation(options.catalog, options.database or config.lake.database)
-    store = store or S3Store(options.bucket)
     if config.runs.coalesced:
-        budget = Budget.of(config, idle_seconds=options.idle_seconds if idle_seconds is None else idle_seconds)
-        outcome = drain(
-            spark, config, location, store, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round
-        )
+        budget = Budget.of(config, idle_seconds=options.idle_seconds)
+        outcome = drain(context, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round)
     else:
-        single = apply_up_to(spark, config, location, store, dms_file)
+        single = replay(context, dms_file)
         if on_batch and not single.already_applied:
             on_batch(single)
         outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds)
@@ -104,7 +126,7 @@ def run_job(
                 "%s: applied %d file(s) up to %s in snapshot %s: %s, %d key(s) changed",
                 result.table,
                 len(result.applied_files),
-                result.trigger,
+                result.trigger.key if result.trigger else None,
                 result.snapshot_id,
                 result.counts.as_dict() if result.counts else {},
                 result.keys_changed,
@@ -121,23 +143,31 @@ def run_job(
     return outcome
 
 
-def glue_main(kind: JobKind, argv: Sequence[str] | None = None) -> DrainResult:
+@dataclass(frozen=True)
+class JobClients:
+    """The AWS clients of a job's Python side: S3 (the configuration and the landed files) and CloudWatch (the
+    metrics). Spark's Glue catalog and its S3 reads have clients of their own, set by the job's --conf."""
+
+    s3: Any
+    cloudwatch: Any
+
+
+def glue_main(kind: JobKind, clients: JobClients, argv: Sequence[str] | None = None) -> DrainResult:
     """Entry point of the Glue scripts: resolve arguments, use Glue's Spark session, run, publish the metrics.
 
     Fails the run (after every other table was applied) when a table's batch was refused, so the Glue
     run's state and the TableFailures metric both say so.
     """
-    import boto3
-
     from cdc_lake.engine.metrics import CloudWatchPublisher
     from cdc_lake.engine.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = JobOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    config = load_config_uri(options.config_uri)
-    publisher = CloudWatchPublisher(boto3.client("cloudwatch"), options.database or config.lake.database)
-    spark = glue_spark_session(options.catalog)
-    outcome = run_job(kind, options, spark, config=config, on_batch=publisher.batch)
+    config = load_config_uri(options.config_uri, s3_client=clients.s3)
+    store = S3Store(options.bucket, client=clients.s3)
+    context = job_context(options, glue_spark_session(options.catalog), config=config, store=store)
+    publisher = CloudWatchPublisher(clients.cloudwatch, context.location.database)
+    outcome = run_job(kind, options, context, on_batch=publisher.batch)
     if outcome.failures:
         publisher.table_failures(len(outcome.failures))
         raise TableFailuresError(outcome.failures)
@@ -152,8 +182,11 @@ JOB_ACTIONS: tuple[Action | Literal["reload"], ...] = (*ACTIONS, RELOAD)
 
 
 @dataclass(frozen=True)
-class MaintenanceOptions:
+class MaintenanceOptions(_GlueArguments):
     """Arguments of a maintenance run; the scheduled trigger passes --action, the job defines the rest."""
+
+    required = MAINTENANCE_REQUIRED
+    optional = MAINTENANCE_OPTIONAL
 
     config_uri: str
     action: Action | Literal["reload"]
@@ -165,11 +198,7 @@ class MaintenanceOptions:
     since: str | None = None  # reload: first CDC file (name or time) to apply; None: automatic
 
     @classmethod
-    def from_sys_argv(cls, argv: Sequence[str]) -> MaintenanceOptions:
-        return cls.from_options(_resolve_glue_arguments(argv, MAINTENANCE_REQUIRED, MAINTENANCE_OPTIONAL))
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> MaintenanceOptions:
+    def from_options(cls, options: Mapping[str, str]) -> Self:
         """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
         plain = _plain_arguments(options, MAINTENANCE_REQUIRED)
         action = plain["action"]
@@ -236,24 +265,15 @@ def _whole_number(options: Mapping[str, str], name: str, default: int) -> int:
     return int(text)
 
 
-def run_maintenance(
-    options: MaintenanceOptions,
-    spark: SparkSession,
-    *,
-    config: PipelineConfig | None = None,
-    store: ObjectStore | None = None,
-) -> list[MaintenanceResult]:
+def run_maintenance(options: MaintenanceOptions, context: ReplayContext) -> list[MaintenanceResult]:
     """Run one maintenance action on one table or on every configured table, or reload one table."""
-    config = config or load_config_uri(options.config_uri)
-    location = LakeLocation(options.catalog, options.database or config.lake.database)
     if options.action == RELOAD:
         assert options.table is not None  # checked by from_options
-        store = store or S3Store(options.bucket)
-        result = reload_table(spark, config, location, store, config.table(options.table), since=options.since)
+        result = reload_table(context, context.config.table(options.table), since=options.since)
         log.info("%s", describe_reload(result))
         return [MaintenanceResult(result.table, RELOAD, reload_detail(result))]
     tables = [options.table] if options.table else None
-    return maintain(spark, config, location, options.action, tables=tables, retention=options.retention)
+    return maintain(context, options.action, tables=tables, retention=options.retention)
 
 
 def reload_detail(result: ReloadResult) -> dict[str, int]:
@@ -302,4 +322,4 @@ def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[Maintenance
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = MaintenanceOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    return run_maintenance(options, glue_spark_session(options.catalog))
+    return run_maintenance(options, job_context(options, glue_spark_session(options.catalog)))

@@ -2,11 +2,12 @@
 
 Such a table holds only LOAD rows, and a full load holds each key once, so its LOAD files can be appended:
 no reduction per key, no join with the table, no shuffle. What the merge path would have guaranteed is
-checked on the run's private branch, before main moves (``commit.commit_on_branch``):
-- every row is well formed: bad rows refuse the batch, named by file, row and column as on the merge path;
+checked on the run's private branch, before main moves (``commit.commit_transaction``):
+- every row is well formed: the write counts the bad rows it leaves out (an observed metric, so no second
+  pass), and any refuses the batch, named by file, row and column as on the merge path;
 - each key is held once, rows from earlier LOAD files included. A repeated key (a configured key that is
-  not unique in the source, parallel-load segments that overlap) raises ``RepeatedKey``, and the run merges
-  the batch instead, which keeps each key's last row in DMS order, as it always did.
+  not unique in the source, parallel-load segments that overlap) fails the update's check, the branch is
+  dropped, and the run merges the batch instead, which keeps each key's last row in DMS order.
 CDC files in the same batch are merged on the same branch right after the append: still one change of main.
 LOAD rows need no row order, so uncompressed CSV files fewer than the cores are read split across them,
 unless a value spans lines (``reader.has_multiline_values``: decided from the text, never guessed).
@@ -20,22 +21,18 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lake.core.config import DmsSettings, TableSpec
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import DmsFile
 from cdc_lake.core.exceptions import DmsInputError
-from cdc_lake.core.plan import ReplayState
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.sql import quote
-from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.changes import ChangeCounts, describe_problems
-from cdc_lake.engine.commit import Step, lake_columns
+from cdc_lake.engine.commit import Update, lake_columns
+from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
-from cdc_lake.engine.record import PART
 from cdc_lake.engine.spark_types import lake_type
 
 if TYPE_CHECKING:
@@ -43,20 +40,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_BAD_ROW = "cdc-lake: a LOAD row cannot be applied"
 
-
-class RepeatedKey(Exception):
-    """Raised on the run's branch when the appended LOAD rows hold a key twice: the run merges them instead."""
-
-
-def appendable_loads(pending: Sequence[DmsFile], state: ReplayState, history: bool) -> list[DmsFile]:
+def appendable_loads(batch: Batch) -> list[DmsFile]:
     """The LOAD files a batch starts with, when they may be appended: the table has applied no CDC file yet
     (and keeps no history, whose versions the merge path writes)."""
-    if history or state.cdc_started:
+    if batch.history_plan is not None or batch.state.cdc_started:
         return []
     loads = []
-    for dms_file in pending:
+    for dms_file in batch.plan.pending:
         if not dms_file.is_full_load:
             break
         loads.append(dms_file)
@@ -67,32 +58,30 @@ class LoadAppend:
     """The append of a batch's LOAD files as a commit step; ``counts`` once the step has run."""
 
     def __init__(
-        self,
-        spark: SparkSession,
-        dms: DmsSettings,
-        store: ObjectStore,
-        table: TableSpec,
-        files: Sequence[DmsFile],
-        layouts: Mapping[str, FileLayout],
+        self, context: ReplayContext, table: TableSpec, files: Sequence[DmsFile], layouts: Mapping[str, FileLayout]
     ) -> None:
+        spark = context.spark
         self._spark = spark
         self._table = table
         # Parquet is read in parts anyway, a gzip file cannot be split, and with a file for every core splitting
         # gains nothing that the extra pass over the text (has_multiline_values) would not cost again.
-        split = dms.format == "csv" and not any(f.gzip for f in files)
+        split = context.config.dms.format == "csv" and not any(f.gzip for f in files)
         split = split and len(files) < spark.sparkContext.defaultParallelism
-        split = split and not has_multiline_values(spark, [store.uri(f.key) for f in files])
+        split = split and not has_multiline_values(spark, [context.store.uri(f.key) for f in files])
         log.info("%s: appending %d LOAD file(s)%s", table.name, len(files), ", read in parallel parts" if split else "")
         self._observation = Observation(f"cdc_lake_load_{uuid.uuid4().hex}")
-        read = read_changes(spark, files, table, dms, store.uri, layouts, split=split)
+        read = read_changes(context, files, table, layouts, split=split)
         self._rows = read.observe(
-            self._observation, F.count(F.lit(1)).alias("rows"), F.max(F.col(DMS_TS)).alias("newest")
+            self._observation,
+            F.count(F.lit(1)).alias("rows"),
+            F.max(F.col(DMS_TS)).alias("newest"),
+            F.count(F.col(PROBLEM)).alias("bad"),
         )
         # Split reads number no rows: bad rows are located by reading the files again in order.
-        self._ordered = lambda: read_changes(spark, files, table, dms, store.uri, layouts)
+        self._ordered = lambda: read_changes(context, files, table, layouts)
 
-    def step(self) -> Step:
-        return Step(self._write, lambda: {PART: "load appended"})
+    def update(self) -> Update:
+        return Update("load appended", self._write, holds=self._keys_held_once)
 
     @property
     def counts(self) -> ChangeCounts:
@@ -100,22 +89,24 @@ class LoadAppend:
         return ChangeCounts(inserts=metrics["rows"], updates=0, deletes=0, newest_change=metrics["newest"])
 
     def _write(self, target: str) -> None:
-        first, *others = lake_columns(self._table)
-        # The first bad row stops the write (its files are never committed); the rows are then read in order
-        # to name every bad row's place in its file.
-        checked = F.when(F.col(PROBLEM).isNull(), first).otherwise(F.raise_error(F.lit(_BAD_ROW)))
-        try:
-            self._rows.select(checked.alias(self._table.columns[0].name), *others).writeTo(target).append()
-        except (Py4JJavaError, PySparkException) as error:
-            if _BAD_ROW not in str(error):
-                raise
+        # Bad rows are left out of the write and counted; any refuses the batch (the branch never lands), the
+        # rows then read in order to name every bad row's place in its file.
+        good = self._rows.filter(F.col(PROBLEM).isNull())
+        good.select(*lake_columns(self._table)).writeTo(target).append()
+        if self._observation.get["bad"]:
             problems, total = describe_problems(self._ordered())
-            raise DmsInputError(self._table.name, problems, total) from None
+            raise DmsInputError(self._table.name, problems, total)
         log.info("%s: appended %d row(s); checking that each key is held once", self._table.name, self.counts.rows)
-        if not _keys_unique_by_order(self._spark, target, self._table) and _repeats_a_key(
+
+    def _keys_held_once(self, target: str) -> bool:
+        held_once = _keys_unique_by_order(self._spark, target, self._table) or not _repeats_a_key(
             self._spark, target, self._table
-        ):
-            raise RepeatedKey(f"{self._table.name}: a key is held twice in the LOAD files")
+        )
+        if not held_once:
+            log.warning(
+                "%s: a key is held twice in the LOAD files; merging the batch in DMS order instead", self._table.name
+            )
+        return held_once
 
 
 def _keys_unique_by_order(spark: SparkSession, target: str, table: TableSpec) -> bool:

@@ -13,9 +13,10 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import history_name
 from cdc_lake.engine.iceberg_java import has_write_order
 from cdc_lake.engine.record import STATE
@@ -29,11 +30,17 @@ ACTIONS: tuple[Action, ...] = ("compact", "expire", "orphans", "all")
 
 @dataclass(frozen=True)
 class Retention:
-    """How much history expiry keeps: snapshots younger than ``days``, and at least the last ``last``."""
+    """How much history expiry keeps: snapshots younger than ``days``, and at least the last ``last``; orphan
+    files younger than ``orphan_days``. Ages count back from ``now`` (UTC; None: when maintenance runs)."""
 
     days: int = RETAIN_DAYS
     last: int = RETAIN_LAST
     orphan_days: int = ORPHAN_DAYS
+    now: dt.datetime | None = None
+
+    def cutoff(self, days: int) -> dt.datetime:
+        now = self.now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        return now - dt.timedelta(days=days)
 
 
 @dataclass(frozen=True)
@@ -43,23 +50,20 @@ class MaintenanceResult:
     detail: dict[str, int]
 
 
-def lake_tables(location: LakeLocation, table: TableSpec) -> list[tuple[str, str]]:
+def lake_tables(table: TableSpec) -> list[str]:
     """The Iceberg tables of one configured table: itself and, when kept, its history companion."""
-    names = [table.lake_table]
-    if table.history:
-        names.append(history_name(table))
-    return [(location.database, name) for name in names]
+    return [table.lake_table, *([history_name(table)] if table.history else [])]
 
 
-def compact(spark: SparkSession, location: LakeLocation, database: str, name: str) -> dict[str, int]:
+def compact(spark: SparkSession, location: LakeLocation, name: str) -> dict[str, int]:
     """Rewrite small data files and apply position deletes, then drop delete files no longer needed.
 
     Files are rewritten in the table's write order (its key), so each keeps a narrow key range and a MERGE
     can skip it; a table made before tables had one is rewritten as it is (binpack).
     """
-    target = sql_string(f"{database}.{name}")
+    target = sql_string(f"{location.database}.{name}")
     catalog = quote(location.catalog)
-    strategy = "sort" if has_write_order(spark, f"{location.catalog}.{database}.{name}") else "binpack"
+    strategy = "sort" if has_write_order(spark, location.dotted(name)) else "binpack"
     data = spark.sql(
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, strategy => {sql_string(strategy)}, "
         "options => map('min-input-files', '2', 'delete-file-threshold', '1'))"
@@ -72,15 +76,13 @@ def compact(spark: SparkSession, location: LakeLocation, database: str, name: st
     }
 
 
-def expire(
-    spark: SparkSession, location: LakeLocation, database: str, name: str, retention: Retention, now: dt.datetime
-) -> dict[str, int]:
+def expire(spark: SparkSession, location: LakeLocation, name: str, retention: Retention) -> dict[str, int]:
     """Expire old snapshots, never the newest one that records applied files (replay reads it)."""
-    cutoff = now - dt.timedelta(days=retention.days)
-    newest_state = _newest_state_commit(spark, location, database, name)
+    cutoff = retention.cutoff(retention.days)
+    newest_state = _newest_state_commit(spark, location, name)
     if newest_state is not None and newest_state < cutoff:
         cutoff = newest_state
-    target = sql_string(f"{database}.{name}")
+    target = sql_string(f"{location.database}.{name}")
     row = spark.sql(
         f"CALL {quote(location.catalog)}.system.expire_snapshots(table => {target}, "
         f"older_than => TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))}, "
@@ -90,12 +92,10 @@ def expire(
             "deleted_manifest_files": int(row["deleted_manifest_files_count"]) if row else 0}  # fmt: skip
 
 
-def remove_orphans(
-    spark: SparkSession, location: LakeLocation, database: str, name: str, retention: Retention, now: dt.datetime
-) -> dict[str, int]:
+def remove_orphans(spark: SparkSession, location: LakeLocation, name: str, retention: Retention) -> dict[str, int]:
     """Delete files no snapshot references, older than ``orphan_days`` so running writes are never hit."""
-    cutoff = now - dt.timedelta(days=retention.orphan_days)
-    target = sql_string(f"{database}.{name}")
+    cutoff = retention.cutoff(retention.orphan_days)
+    target = sql_string(f"{location.database}.{name}")
     rows = spark.sql(
         f"CALL {quote(location.catalog)}.system.remove_orphan_files(table => {target}, "
         f"older_than => TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))})"
@@ -103,7 +103,7 @@ def remove_orphans(
     return {"orphan_files_removed": len(rows)}
 
 
-def _newest_state_commit(spark: SparkSession, location: LakeLocation, database: str, name: str) -> dt.datetime | None:
+def _newest_state_commit(spark: SparkSession, location: LakeLocation, name: str) -> dt.datetime | None:
     # Snapshot times are compared in UTC (the session time zone).
     snapshots = location.metadata(name, "snapshots")
     row = spark.sql(
@@ -113,20 +113,17 @@ def _newest_state_commit(spark: SparkSession, location: LakeLocation, database: 
 
 
 def maintain(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
+    context: LakeContext,
     action: Action,
     *,
     tables: Sequence[str] | None = None,
     retention: Retention | None = None,
-    now: dt.datetime | None = None,
 ) -> list[MaintenanceResult]:
     """Run ``action`` (or all three, in a safe order) on the chosen tables (default: all configured)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown maintenance action {action!r}; use one of {', '.join(ACTIONS)}")
+    spark, config, location = context.spark, context.config, context.location
     retention = retention or Retention()
-    now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
     chosen = [config.table(name) for name in tables] if tables else list(config.tables)
     steps: list[Action] = ["compact", "expire", "orphans"] if action == "all" else [action]
     results = []
@@ -134,14 +131,14 @@ def maintain(
         if not table_exists(spark, location, table):
             log.info("%s: no lake table yet; nothing to maintain", table.name)
             continue
-        for database, name in lake_tables(location, table):
+        for name in lake_tables(table):
             for step in steps:
                 if step == "compact":
-                    detail = compact(spark, location, database, name)
+                    detail = compact(spark, location, name)
                 elif step == "expire":
-                    detail = expire(spark, location, database, name, retention, now)
+                    detail = expire(spark, location, name, retention)
                 else:
-                    detail = remove_orphans(spark, location, database, name, retention, now)
-                log.info("%s.%s: %s %s", database, name, step, detail)
-                results.append(MaintenanceResult(f"{database}.{name}", step, detail))
+                    detail = remove_orphans(spark, location, name, retention)
+                log.info("%s.%s: %s %s", location.database, name, step, detail)
+                results.append(MaintenanceResult(f"{location.database}.{name}", step, detail))
     return results

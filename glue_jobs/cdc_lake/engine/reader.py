@@ -34,7 +34,7 @@ from cdc_lake.core.shapes import (
     group_by_layout,
     named_layout,
 )
-from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.spark_types import config_type, parse_type, staged_parse
 
 FILE = "_file"
@@ -63,11 +63,9 @@ class _Group(NamedTuple):
 
 
 def read_changes(
-    spark: SparkSession,
+    context: ReplayContext,
     files: Sequence[DmsFile],
     table: TableSpec,
-    dms: DmsSettings,
-    uri_of: Callable[[str], str],
     layouts: Mapping[str, FileLayout],
     *,
     split: bool = False,
@@ -80,9 +78,10 @@ def read_changes(
     """
     if not files:
         raise ValueError("read_changes needs at least one file")
+    dms, uri_of = context.config.dms, context.store.uri
     read = _read_parquet if dms.format == "parquet" else _read_csv
     parts = [
-        read(spark, _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key], split))
+        read(context.spark, _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key], split))
         for group in group_by_layout(files, layouts)
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
@@ -92,15 +91,14 @@ def read_changes(
     return frame.withColumn(FILE_SEQ, _lookup(sequence, file_name)).withColumn(FILE, _lookup(keys, file_name))
 
 
-def file_layouts(
-    spark: SparkSession, files: Sequence[DmsFile], table: TableSpec, dms: DmsSettings, store: ObjectStore
-) -> dict[str, FileLayout]:
+def file_layouts(context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:
     """Each file's fields: a CSV file's from its first record, a Parquet file's from its footer."""
+    dms, store = context.config.dms, context.store
     if dms.format != "parquet":
         return csv_layouts(store.read_head, files, table, dms)
     layouts = {}
     for dms_file in files:
-        schema = spark.read.parquet(store.uri(dms_file.key)).schema
+        schema = context.spark.read.parquet(store.uri(dms_file.key)).schema
         names = [f.name for f in schema.fields]
         types = [config_type(f.dataType) for f in schema.fields]
         layouts[dms_file.key] = named_layout(names, types, dms_file, table, dms)

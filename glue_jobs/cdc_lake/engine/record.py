@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.plan import ReplayState, RunPlan
+from cdc_lake.engine.changes import ChangeCounts
 from cdc_lake.engine.iceberg_java import branch_lineage
 from cdc_lake.engine.tables import LakeLocation
 
@@ -74,6 +76,26 @@ def run_properties(plan: RunPlan, changes: Mapping[str, int] | None) -> dict[str
     if changes is not None:
         properties[CHANGES] = json.dumps(dict(changes), separators=(",", ":"))
     return properties
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """What a replay commit records in its snapshot: the plan it applied (files, state, trigger), its change
+    counts and changed keys, the history commit it follows, and its ``freshness``."""
+
+    plan: RunPlan
+    counts: ChangeCounts
+    keys: int
+    freshness: dict[str, float | int | None]
+    history_snapshot: int | None = None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        properties = run_properties(self.plan, {**self.counts.as_dict(), "keys": self.keys})
+        if self.history_snapshot is not None:
+            properties[HISTORY_SNAPSHOT] = str(self.history_snapshot)
+        properties[FRESHNESS] = json.dumps(self.freshness, separators=(",", ":"))
+        return properties
 
 
 def read_state(spark: SparkSession, location: LakeLocation, table_name: str) -> ReplayState:

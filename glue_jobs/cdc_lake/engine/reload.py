@@ -2,7 +2,7 @@
 
 plan (``plan.plan_reload``: which files, from which CDC file on) → read (``reader``) → reduce to each key's
 last change (``changes``) → the rows that differ from the table as planned → one MERGE
-(``commit.commit_changes``, a compare-and-swap on the planned snapshot). Readers see the old table until
+(``commit.commit_transaction``, a compare-and-swap on the planned snapshot). Readers see the old table until
 that commit; the snapshots before it stay reachable by time travel and rollback. The commit records every
 listed file as applied, so ordinary runs go on from the newest CDC file. With ``history: true`` the
 history table gets a version only for keys whose row changed, judged against history's own current rows,
@@ -22,14 +22,21 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.core.plan import ReloadPlan, plan_reload, show_position
 from cdc_lake.core.sql import quote
-from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.changes import ChangeCounts, describe_problems, dms_order, last_change_per_key, split_key_updates
-from cdc_lake.engine.commit import base_snapshot, commit_changes
-from cdc_lake.engine.history import history_name, merge_versions
+from cdc_lake.engine.commit import (
+    Properties,
+    Transaction,
+    base_snapshot,
+    changed_keys,
+    commit_transaction,
+    merge_update,
+)
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.history import history_name, versions_update
 from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW, file_layouts, read_changes
 from cdc_lake.engine.record import HISTORY_SNAPSHOT, RELOAD, run_properties
 from cdc_lake.engine.replay import committed_with_retries
@@ -64,38 +71,20 @@ class ReloadResult:
     history_counts: ChangeCounts | None = None
 
 
-def reload_table(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    table: TableSpec,
-    *,
-    since: str | None = None,
-    run_time: dt.datetime | None = None,
-) -> ReloadResult:
+def reload_table(context: ReplayContext, table: TableSpec, *, since: str | None = None) -> ReloadResult:
     """Replace the table's contents with its rebuild from the current LOAD files, in one Iceberg commit.
 
     ``since`` (a CDC file name or a time) overrides the automatic choice of the first CDC file applied.
     Bad rows refuse the reload, naming file, row and column, and change nothing.
     """
     started = time.monotonic()
-    result, attempts = committed_with_retries(
-        spark, config, location, table, lambda: _attempt(spark, config, location, store, table, since, run_time)
-    )
+    result, attempts = committed_with_retries(context, table, lambda: _attempt(context, table, since))
     return replace(result, attempts=attempts, seconds=time.monotonic() - started)
 
 
-def _attempt(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    table: TableSpec,
-    since: str | None,
-    run_time: dt.datetime | None,
-) -> ReloadResult:
-    listed = store.list(config.table_prefix(table))
+def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> ReloadResult:
+    spark, config, location = context.spark, context.config, context.location
+    listed = context.store.list(config.table_prefix(table))
     # The bases are read before anything else: if a table moves on after this, its commit is refused.
     base = base_snapshot(spark, location, table.lake_table)
     history_base = base_snapshot(spark, location, history_name(table)) if table.history else None
@@ -110,10 +99,10 @@ def _attempt(
         len(plan.skipped_cdc_files),
     )
     use_sequence = config.dms.change_sequence_column is not None
-    layouts = file_layouts(spark, plan.files, table, config.dms, store)
+    layouts = file_layouts(context, plan.files, table)
     table = plan_schema(config, table, layouts, lake_fields(spark, location, table.lake_table)).table
     # Materialized once: row positions are then fixed, and the MERGE gets a deterministic source.
-    read = read_changes(spark, plan.files, table, config.dms, store.uri, layouts).localCheckpoint(eager=True)
+    read = read_changes(context, plan.files, table, layouts).localCheckpoint(eager=True)
     problems, total = describe_problems(read)
     if problems:
         raise DmsInputError(table.name, problems, total)
@@ -132,32 +121,18 @@ def _attempt(
     history_snapshot: int | None = None
     history_counts: ChangeCounts | None = None
     if history_base is not None:
-        history_snapshot, history_counts = _commit_history(
-            spark,
-            location,
-            table,
-            last,
-            history_base,
-            {**record, **run_properties(plan.run_plan(), None)},
-            run_time or dt.datetime.now(dt.UTC).replace(tzinfo=None),
-        )
+        history_properties = {**record, **run_properties(plan.run_plan(), None)}
+        history_snapshot, history_counts = _commit_history(context, table, last, history_base, history_properties)
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)
-    snapshot_id = commit_changes(spark, location, table, diff, properties, base)
+    merge = merge_update(spark, table, diff, changed_keys(diff, table))
+    snapshot_id = _commit(context, Transaction(table.lake_table, base, [merge], lambda: Properties(properties)))
+    lists = (plan.load_files, plan.cdc_files, plan.skipped_cdc_files, plan.stale_load_files)
+    loads, cdc, skipped, stale = ([f.key for f in files] for files in lists)
+    boundary = show_position(plan.boundary)
     return ReloadResult(
-        table=table.name,
-        load_files=[f.key for f in plan.load_files],
-        cdc_files=[f.key for f in plan.cdc_files],
-        skipped_cdc_files=[f.key for f in plan.skipped_cdc_files],
-        stale_load_files=[f.key for f in plan.stale_load_files],
-        boundary=show_position(plan.boundary),
-        boundary_source=plan.boundary_source,
-        rows=rows,
-        counts=counts,
-        snapshot_id=snapshot_id,
-        previous_snapshot_id=base,
-        history_snapshot_id=history_snapshot,
-        history_counts=history_counts,
-    )
+        table.name, loads, cdc, skipped, stale, boundary, plan.boundary_source, rows, counts, snapshot_id, base,
+        history_snapshot, history_counts=history_counts
+    )  # fmt: skip
 
 
 def run_plan_properties(plan: ReloadPlan) -> dict[str, str]:
@@ -252,19 +227,20 @@ def _counts(diff: DataFrame) -> ChangeCounts:
     return ChangeCounts(inserts=row["I"], updates=row["U"], deletes=row["D"])
 
 
+def _commit(context: ReplayContext, transaction: Transaction[Properties]) -> int:
+    committed = commit_transaction(context.spark, context.location, transaction)
+    assert committed is not None  # a merge has no check that could give the commit up
+    return committed.snapshot_id
+
+
 def _commit_history(
-    spark: SparkSession,
-    location: LakeLocation,
-    table: TableSpec,
-    last: DataFrame,
-    base: int,
-    properties: dict[str, str],
-    run_time: dt.datetime,
+    context: ReplayContext, table: TableSpec, last: DataFrame, base: int, properties: dict[str, str]
 ) -> tuple[int, ChangeCounts]:
     """Close and add versions for the keys whose row differs from history's current one; one MERGE."""
+    spark, run_time = context.spark, dt.datetime.now(dt.UTC).replace(tzinfo=None)
     name = history_name(table)
     keys = list(table.primary_key)
-    at_base = spark.sql(f"SELECT * FROM {location.named(name)} VERSION AS OF {int(base)}")
+    at_base = spark.sql(f"SELECT * FROM {context.location.named(name)} VERSION AS OF {int(base)}")
     live = _columns(at_base.filter(F.col("is_current")), table)
     diff = differences(live, last.filter(F.col(OP) != "D"), table)
     latest = at_base.filter(F.col("valid_to").isNull()).select(
@@ -290,4 +266,5 @@ def _commit_history(
         .localCheckpoint(eager=True)
     )
     counts = _counts(versions.withColumnRenamed("op", OP))
-    return merge_versions(spark, location, table, versions, properties, base), counts
+    update = versions_update(spark, table, versions)
+    return _commit(context, Transaction(name, base, [update], lambda: Properties(properties))), counts

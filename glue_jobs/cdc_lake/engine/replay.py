@@ -1,22 +1,24 @@
 """One run: apply every not-yet-applied DMS file of a table up to the triggering one, in one commit.
 
-trigger (a parsed key) → plan (``plan.plan_run``) → read (``reader``) → order/reduce (``changes``) →
-commit (``commit``) → ``RunResult``. A duplicated, late or repeated trigger finds its file already
-applied and changes nothing; a trigger for a later file applies the earlier ones too; concurrent runs
-for one table meet the commit's compare-and-swap, and the loser plans again from the winner's snapshot.
+A table's batch is a sequence of steps, each a function from a typed input to a typed output:
+
+    plan (Batch) → read (BatchRead) → reduce (Reduced) → evolve schema → write history (HistoryWritten) → commit
+
+``_attempt`` plans; ``apply_batch`` runs the rest. A duplicated, late or repeated trigger finds its file already
+applied and changes nothing; a trigger for a later file applies the earlier ones too; concurrent runs for one
+table meet the commit's compare-and-swap (``commit.commit_transaction``), and the loser plans again from the
+winner's snapshot (``committed_with_retries``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -24,15 +26,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DmsFile, table_files
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
 from cdc_lake.core.exceptions import (
     AccessDeniedError,
     CdcLakeError,
+    CommitConflictError,
+    ConcurrentCommitError,
     DmsInputError,
     LakeTableMissingError,
     LandedFileChangedError,
+    TableMovedError,
 )
-from cdc_lake.core.plan import ReplayState, RunPlan, listing_start, plan_run
+from cdc_lake.core.plan import ReplayState, listing_start, plan_run
+from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.storage import ObjectStore, changed_since_listed
 from cdc_lake.engine.changes import (
@@ -44,56 +50,100 @@ from cdc_lake.engine.changes import (
 )
 from cdc_lake.engine.commit import (
     ChangedKeys,
-    Result,
-    Step,
+    Transaction,
+    Update,
     base_snapshot,
     changed_keys,
-    commit_on_branch,
-    merge_step,
-    with_commit_retries,
+    commit_transaction,
+    merge_update,
 )
+from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
-from cdc_lake.engine.iceberg_java import aws_denial, is_commit_conflict
-from cdc_lake.engine.load_append import LoadAppend, RepeatedKey, appendable_loads
+from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised
+from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes
-from cdc_lake.engine.record import FRESHNESS, HISTORY_SNAPSHOT, freshness, recorded_state, run_properties
+from cdc_lake.engine.record import BatchRecord, freshness, recorded_state
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Applied:
-    """What one attempt committed: files to the table and to its history, and the table's change counts."""
-
-    applied_files: list[str] = field(default_factory=list)
-    history_files: list[str] = field(default_factory=list)
-    counts: ChangeCounts | None = None
-    keys_changed: int = 0
-    snapshot_id: int | None = None
-    freshness: dict[str, float | int | None] | None = None
-    trigger: str = ""
-    listing_start: str | None = None
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
 class RunResult:
+    """What one table's run did: the files it applied to the table and to its history, what its commit recorded
+    (``record``: counts, keys, freshness) and the snapshot it made; ``listing_start``: where the next run may
+    start listing the table (``plan.listing_start``)."""
+
     table: str
-    trigger: str
+    trigger: DmsFile | None = None
     applied_files: list[str] = field(default_factory=list)
     history_files: list[str] = field(default_factory=list)
-    counts: ChangeCounts | None = None
-    keys_changed: int = 0
+    record: BatchRecord | None = None
     snapshot_id: int | None = None
+    listing_start: str | None = None
     attempts: int = 1
     seconds: float = 0.0
-    freshness: dict[str, float | int | None] | None = None  # as recorded in the commit (record.freshness)
-    listing_start: str | None = None  # where the next run may start listing the table (plan.listing_start)
 
     @property
     def already_applied(self) -> bool:
         return not self.applied_files and not self.history_files
+
+    @property
+    def counts(self) -> ChangeCounts | None:
+        return self.record.counts if self.record is not None else None
+
+    @property
+    def keys_changed(self) -> int:
+        return self.record.keys if self.record is not None else 0
+
+    @property
+    def freshness(self) -> dict[str, float | int | None] | None:
+        return self.record.freshness if self.record is not None else None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A lake table's base snapshot and the replay state its lineage records there, read before anything else (if
+    the table moves on after this, its commit is refused); ``history``: the same of its history table."""
+
+    base_snapshot_id: int
+    state: ReplayState
+    history: Recorded | None = None
+
+    @property
+    def states(self) -> list[ReplayState]:
+        return [self.state, *([self.history.state] if self.history is not None else [])]
+
+
+@dataclass(frozen=True)
+class BatchRead:
+    """The batch's files read: the run's columns (``table``, the schema evolved as the files ask), the LOAD files
+    appended as they are (``load``), and the change rows of the others (``merged``), checked, in DMS order."""
+
+    table: TableSpec
+    load: LoadAppend | None
+    merged: list[DmsFile]
+    changes: DataFrame | None
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """The lake table's part of the merged change rows: their counts, and each changed key's last change."""
+
+    counts: ChangeCounts = field(default_factory=lambda: ChangeCounts(0, 0, 0))
+    last_changes: DataFrame | None = None
+    keys: ChangedKeys = field(default_factory=lambda: ChangedKeys(0, {}))
+
+
+@dataclass(frozen=True)
+class HistoryWritten:
+    """The history table's snapshot after the batch (None: no history written) and the files it applied."""
+
+    snapshot_id: int | None = None
+    files: list[str] = field(default_factory=list)
 
 
 def apply_up_to(
@@ -105,128 +155,249 @@ def apply_up_to(
 ) -> RunResult:
     """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
     instead of a file, every landed file of the table."""
+    return replay(ReplayContext(spark, config, location, store), trigger)
+
+
+def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedFiles | None = None) -> RunResult:
+    """``apply_up_to`` with its context; ``landed``, a listing the caller just made, spares the first attempt its
+    own when it covers the listing window the table's state asks for."""
     started = time.monotonic()
     if isinstance(trigger, TableSpec):
         table, upto = trigger, None
         # A configured table with no lake table yet is created only once a data file of it has landed.
-        if not table_exists(spark, location, table) and not table_files(
-            [o.key for o in store.list(config.table_prefix(table)) if o.size > 0], table, config
-        ):
-            return RunResult(table=table.name, trigger="")
+        if not table_exists(context.spark, context.location, table):
+            if landed is None or not landed.covers(None):
+                landed = list_landed(context.store, context.config, table)
+            if not landed.files:
+                return RunResult(table.name)
     else:
-        table, upto = config.table(trigger.table), trigger
-    applied, attempts = committed_with_retries(
-        spark, config, location, table, lambda: _attempt(spark, config, location, store, table, upto, started)
-    )
-    return RunResult(
-        table=table.name,
-        trigger=applied.trigger,
-        applied_files=applied.applied_files,
-        history_files=applied.history_files,
-        counts=applied.counts,
-        keys_changed=applied.keys_changed,
-        snapshot_id=applied.snapshot_id,
-        attempts=attempts,
-        seconds=time.monotonic() - started,
-        freshness=applied.freshness,
-        listing_start=applied.listing_start,
-    )
+        table, upto = context.config.table(trigger.table), trigger
+    unused = [landed] if landed is not None else []  # a listing serves one attempt: a retry lists anew
+
+    def attempt() -> RunResult:
+        return _attempt(context, table, upto, unused.pop() if unused else None, started)
+
+    result, attempts = committed_with_retries(context, table, attempt)
+    return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started)
 
 
 def _attempt(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    table: TableSpec,
-    trigger: DmsFile | None,
-    started: float,
-) -> Applied:
-    # The base is read before the state: if they differ, the table moved on and the commit will be refused.
-    main = _recorded(spark, location, table.lake_table)
-    history = _recorded(spark, location, history_name(table)) if table.history else None
-    start = _common_start(config, table, [state for _base, state in filter(None, (main, history))])
+    context: ReplayContext, table: TableSpec, trigger: DmsFile | None, landed: LandedFiles | None, started: float
+) -> RunResult:
+    # The bases are read before the listing: if a table moves on after this, its commit is refused.
+    recorded = _recorded(context, table)
+    start = _common_start(context.config, table, recorded.states)
     if trigger is not None and start is not None and trigger.key <= start:
         start = None  # an old file named by hand or by a late event: list all, and the plan says it is applied
-    listed = store.list(config.table_prefix(table), start_after=start)
+    if landed is None or not landed.covers(start):
+        landed = list_landed(context.store, context.config, table, start)
+    trigger = trigger or landed.newest
     if trigger is None:
-        landed = table_files([o.key for o in listed if o.size > 0], table, config)
-        if not landed:
-            return Applied(listing_start=start)
-        trigger = landed[-1]
-    plan = plan_run(config, table, trigger, listed, main[1], main[0])
-    # History keeps its own record of applied files: after a stop between the two commits it is ahead.
-    history_plan = plan_run(config, table, trigger, listed, history[1], history[0]) if history else None
-    plans = [p for p in (plan, history_plan) if p is not None]
-    next_start = _common_start(config, table, [p.next_state for p in plans])
-    if not plan.pending and not (history_plan and history_plan.pending):
+        return RunResult(table.name, listing_start=start)
+    batch = plan_batch(context, recorded, trigger, landed, started)
+    if batch.nothing_pending:
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
-        return Applied(trigger=trigger.key, listing_start=next_start)
+        return RunResult(table.name, trigger, listing_start=batch.next_listing_start)
     try:
-        applied = _apply(spark, config, location, store, plan, history_plan, main[1], started)
+        with conflicts_raised():
+            return apply_batch(context, batch)
     except CdcLakeError:
         raise
-    except Exception as error:
+    except Exception:
         # A file gone or rewritten under the run fails its read in many ways: the listing tells which file.
-        changed = None if is_commit_conflict(error) else _changed_file(config, store, plan, history_plan)
+        changed = _changed_file(context, batch)
         if changed is None:
             raise
         raise changed from None
-    return dataclasses.replace(applied, trigger=trigger.key, listing_start=next_start)
+
+
+def plan_batch(
+    context: ReplayContext, recorded: Recorded, trigger: DmsFile, landed: LandedFiles, started: float
+) -> Batch:
+    """The batch: what the listing holds up to ``trigger`` that the table's and its history's recorded states
+    have not applied, each planned from its base snapshot."""
+    config, table = context.config, context.config.table(trigger.table)
+    main = plan_run(config, trigger, landed.listed, recorded.state, recorded.base_snapshot_id)
+    history, history_plan = recorded.history, None
+    if history is not None:
+        history_plan = plan_run(config, trigger, landed.listed, history.state, history.base_snapshot_id)
+    next_start = _common_start(config, table, [p.next_state for p in (main, history_plan) if p is not None])
+    return Batch(trigger, landed, main, history_plan, recorded.state, next_start, started)
+
+
+def apply_batch(context: ReplayContext, batch: Batch) -> RunResult:
+    """The batch's steps after its plan. LOAD files the table may take as they are (it has applied nothing but
+    LOAD files) are appended, not merged; if they hold a key twice that commit is given up, and they are merged."""
+    log.info("%s: applying %d file(s) up to %s", batch.table.name, len(batch.files), batch.trigger.key)
+    if appendable_loads(batch):
+        appended = _steps(context, batch, append_loads=True)
+        if appended is not None:
+            return appended
+    merged = _steps(context, batch, append_loads=False)
+    assert merged is not None  # only the append's key check gives a commit up
+    return merged
+
+
+def _steps(context: ReplayContext, batch: Batch, *, append_loads: bool) -> RunResult | None:
+    read = read_files(context, batch, append_loads=append_loads)
+    reduced = reduce_changes(context, batch, read)
+    evolve_schema(context, batch, read)
+    history = write_history(context, batch, read)
+    return commit_batch(context, batch, read, reduced, history)
+
+
+def read_files(context: ReplayContext, batch: Batch, *, append_loads: bool) -> BatchRead:
+    """Read the batch's files: their fields, the columns the run needs for them (or a refusal of a schema change
+    it cannot follow), the LOAD files to append when ``append_loads``, and the others' checked change rows."""
+    files = batch.files
+    layouts = file_layouts(context, files, batch.table)
+    lake = lake_fields(context.spark, context.location, batch.table.lake_table)
+    table = plan_schema(context.config, batch.table, layouts, lake).table
+    loads = appendable_loads(batch) if append_loads else []
+    load = LoadAppend(context, table, loads, layouts) if loads else None
+    merged = files[len(loads) :]
+    changes = _checked_changes(context, table, merged, layouts) if merged else None
+    return BatchRead(table, load, merged, changes)
+
+
+def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Reduced:
+    """The lake table's merged change rows reduced to each key's last change in DMS order (materialized: the
+    MERGE then gets a deterministic source), with their counts and the changed keys' range."""
+    if read.changes is None or not batch.plan.pending:
+        return Reduced()
+    use_sequence = context.config.dms.change_sequence_column is not None
+    changes = _only(read.changes, [f for f in batch.plan.pending if f in read.merged], read.merged)
+    last_changes = last_change_per_key(changes, read.table, use_sequence).localCheckpoint(eager=True)
+    keys = changed_keys(last_changes, read.table)
+    log.info("%s: merging %d key(s) into %s", read.table.name, keys.count, read.table.lake_table)
+    return Reduced(count_changes(changes), last_changes, keys)
+
+
+def evolve_schema(context: ReplayContext, batch: Batch, read: BatchRead) -> list[str]:
+    """Alter the lake table, and the history table it writes, to hold the run's columns; returns what changed.
+    Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own."""
+    spark, location, columns = context.spark, context.location, read.table.columns
+    changed = align_lake_table(spark, location, read.table.lake_table, columns)
+    if batch.history_plan is not None and read.changes is not None:
+        changed += align_lake_table(spark, location, history_name(read.table), columns)
+    return changed
+
+
+def write_history(context: ReplayContext, batch: Batch, read: BatchRead) -> HistoryWritten:
+    """Commit the versions the history table has not applied yet; the history commit comes first, so a run
+    stopped between the two commits leaves history ahead, never behind."""
+    history_plan = batch.history_plan
+    if history_plan is None or read.changes is None:
+        return HistoryWritten()
+    if not history_plan.pending:
+        return HistoryWritten(history_plan.base_snapshot_id)
+    _confirm_listed(context, batch)  # every file is read: what history records as applied is what was read
+    changes = _only(read.changes, history_plan.pending, read.merged)
+    snapshot_id = commit_history(context, history_plan, read.table, changes)
+    return HistoryWritten(snapshot_id, [f.key for f in history_plan.pending])
+
+
+def commit_batch(
+    context: ReplayContext, batch: Batch, read: BatchRead, reduced: Reduced, history: HistoryWritten
+) -> RunResult | None:
+    """Commit the batch on the lake table, from its base snapshot: the LOAD files appended, then each key's last
+    change merged, and the record of the run in the last snapshot; main moves only if every listed file is
+    still as listed. None when the appended LOAD files hold a key twice (nothing committed)."""
+    table, plan = read.table, batch.plan
+    if not plan.pending:  # history was ahead: it alone had files to apply
+        return RunResult(table.name, batch.trigger, history_files=history.files, listing_start=batch.next_listing_start)
+    load = read.load
+    updates = [load.update()] if load is not None else []
+    if reduced.last_changes is not None:
+        updates.append(merge_update(context.spark, table, reduced.last_changes, reduced.keys))
+    else:
+        updates.append(Update("record"))
+
+    def record() -> BatchRecord:
+        counts = reduced.counts + load.counts if load is not None else reduced.counts
+        keys = reduced.keys.count + (load.counts.rows if load is not None else 0)
+        seconds = time.monotonic() - batch.started
+        facts = freshness(plan, counts.rows, counts.newest_change, seconds, dt.datetime.now(dt.UTC))
+        return BatchRecord(plan, counts, keys, facts, history.snapshot_id)
+
+    transaction = Transaction(
+        table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: _confirm_listed(context, batch)]
+    )
+    committed = commit_transaction(context.spark, context.location, transaction)
+    if committed is None:
+        return None
+    return RunResult(
+        table.name,
+        batch.trigger,
+        applied_files=[f.key for f in plan.pending],
+        history_files=history.files,
+        record=committed.record,
+        snapshot_id=committed.snapshot_id,
+        listing_start=batch.next_listing_start,
+    )
 
 
 def committed_with_retries(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    table: TableSpec,
-    attempt: Callable[[], Result],
+    context: ReplayContext, table: TableSpec, attempt: Callable[[], Result]
 ) -> tuple[Result, int]:
     """The lake table (and its history) created if missing, then ``attempt`` (plan, read, commit) until its commit
-    is not beaten by a concurrent one; returns its result and the attempts. AWS refusing the job's role, or the
-    table dropped meanwhile, fail as errors that say what to do."""
+    is not beaten by a concurrent one; returns its result and the attempts. The loser of a race plans again from
+    the winner's snapshot. AWS refusing the job's role, or the table dropped meanwhile, fail as errors that say
+    what to do."""
+    spark, config, location = context.spark, context.config, context.location
+    policy = RetryPolicy(attempts=config.lake.commit_retries + 1, first_delay=0.4, max_delay=5.0)
+
+    def conflicts_typed() -> Result:
+        with conflicts_raised():
+            return attempt()
+
     try:
         ensure_table(spark, location, table, config.lake)
         if table.history:
             ensure_history_table(spark, location, table, config.lake)
-        return with_commit_retries(table.name, config.lake.commit_retries, attempt)
+        return retried(
+            conflicts_typed,
+            policy,
+            lambda error: isinstance(error, ConcurrentCommitError | TableMovedError),
+            what=f"{table.name}: concurrent commit, planning again",
+        )
+    except (ConcurrentCommitError, TableMovedError) as error:
+        raise CommitConflictError(
+            f"{table.name}: still conflicting with concurrent commits after {policy.attempts} attempts"
+        ) from error
     except (Py4JJavaError, PySparkException) as error:
-        refusal = _refusal(spark, location, table, error)
+        refusal = _refusal(context, table, error)
         if refusal is None:
             raise
         raise refusal from None
 
 
-def _changed_file(
-    config: PipelineConfig, store: ObjectStore, plan: RunPlan, history_plan: RunPlan | None
-) -> LandedFileChangedError | None:
+def _changed_file(context: ReplayContext, batch: Batch) -> LandedFileChangedError | None:
     """The refusal of the batch when a file it reads is gone or changed since the run listed it: what was read
     may not be what the commit records as applied (key, ETag, size)."""
-    files = {f.key for f in [*plan.pending, *(history_plan.pending if history_plan else [])]}
-    listed = [plan.objects[key] for key in sorted(files)]
-    for item, now in changed_since_listed(store, config.table_prefix(plan.table), listed):
+    listed = [batch.landed.objects[f.key] for f in batch.files]
+    prefix = context.config.table_prefix(batch.table)
+    for item, now in changed_since_listed(context.store, prefix, listed):
         current = None if now is None else (now.etag, now.size)
-        return LandedFileChangedError(plan.table.name, item.key, (item.etag, item.size), current)
+        return LandedFileChangedError(batch.table.name, item.key, (item.etag, item.size), current)
     return None
 
 
-def _confirm_listed(config: PipelineConfig, store: ObjectStore, plan: RunPlan, history_plan: RunPlan | None) -> None:
-    changed = _changed_file(config, store, plan, history_plan)
+def _confirm_listed(context: ReplayContext, batch: Batch) -> None:
+    changed = _changed_file(context, batch)
     if changed is not None:
         raise changed
 
 
-def _refusal(
-    spark: SparkSession, location: LakeLocation, table: TableSpec, error: Py4JJavaError | PySparkException
-) -> CdcLakeError | None:
+def _refusal(context: ReplayContext, table: TableSpec, error: Py4JJavaError | PySparkException) -> CdcLakeError | None:
     """What a run's failure means for its user, when it is AWS refusing the job's role, or the lake table gone."""
     denial = aws_denial(error)
-    lake_table = location.dotted(table.lake_table)
+    lake_table = context.location.dotted(table.lake_table)
     if denial is not None:
         resource = denial.resource or (lake_table if denial.action.startswith("glue:") else f"{lake_table}'s files")
         return AccessDeniedError(resource, denial.action)
     try:
-        gone = not table_exists(spark, location, table)
+        gone = not table_exists(context.spark, context.location, table)
     except Exception:  # the run's own failure says more
         return None
     if not gone:
@@ -239,13 +410,19 @@ def _refusal(
     )
 
 
-def _recorded(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int, ReplayState]:
+def _recorded(context: ReplayContext, table: TableSpec) -> Recorded:
+    main = _recorded_of(context, table.lake_table)
+    history = _recorded_of(context, history_name(table)) if table.history else None
+    return Recorded(main.base_snapshot_id, main.state, history)
+
+
+def _recorded_of(context: ReplayContext, table_name: str) -> Recorded:
     # The state is read from the base's own lineage: if the table moves on, the commit will be refused.
-    base, state = recorded_state(spark, location, table_name)
+    base, state = recorded_state(context.spark, context.location, table_name)
     while base is None:  # a new table gets an empty first snapshot; read both again, another run may be ahead
-        base_snapshot(spark, location, table_name)
-        base, state = recorded_state(spark, location, table_name)
-    return base, state
+        base_snapshot(context.spark, context.location, table_name)
+        base, state = recorded_state(context.spark, context.location, table_name)
+    return Recorded(base, state)
 
 
 def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[ReplayState]) -> str | None:
@@ -253,133 +430,17 @@ def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[Rep
     return None if None in starts else min(s for s in starts if s is not None)
 
 
-def _apply(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    plan: RunPlan,
-    history_plan: RunPlan | None,
-    state: ReplayState,
-    started: float,
-) -> Applied:
-    history_pending = history_plan.pending if history_plan else []
-    files = sorted({f.key: f for f in [*plan.pending, *history_pending]}.values(), key=lambda f: f.order_key)
-    log.info("%s: applying %d file(s) up to %s", plan.table.name, len(files), plan.trigger.key)
-    layouts = file_layouts(spark, files, plan.table, config.dms, store)
-    table = plan_schema(config, plan.table, layouts, lake_fields(spark, location, plan.table.lake_table)).table
-    loads = appendable_loads(plan.pending, state, history_plan is not None)
-    if loads:
-        load = LoadAppend(spark, config.dms, store, table, loads, layouts)
-        try:
-            return _commit(
-                spark, config, location, store, plan, None, table, layouts, files[len(loads) :], load, started
-            )
-        except RepeatedKey as error:
-            log.warning("%s; merging the batch in DMS order instead", error)
-    return _commit(spark, config, location, store, plan, history_plan, table, layouts, files, None, started)
-
-
-def _commit(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    plan: RunPlan,
-    history_plan: RunPlan | None,
-    table: TableSpec,
-    layouts: Mapping[str, FileLayout],
-    merged: list[DmsFile],
-    load: LoadAppend | None,
-    started: float,
-) -> Applied:
-    """Commit the batch: ``load`` appended (when given), then ``merged`` files' changes merged, on one branch."""
-    use_sequence = config.dms.change_sequence_column is not None
-    changes = _checked_changes(spark, config, store, table, merged, layouts) if merged else None
-    # Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own.
-    align_lake_table(spark, location, table.lake_table, table.columns)
-    history_snapshot: int | None = None
-    history_files: list[str] = []
-    if history_plan is not None and changes is not None:
-        history_snapshot = history_plan.base_snapshot_id
-        align_lake_table(spark, location, history_name(table), table.columns)
-        if history_plan.pending:
-            _confirm_listed(config, store, plan, history_plan)  # every file is read; history commits first
-            history_snapshot = commit_history(
-                spark,
-                location,
-                table,
-                _only(changes, history_plan.pending, merged),
-                use_sequence,
-                run_properties(history_plan, None),
-                history_plan.base_snapshot_id,
-            )
-            history_files = [f.key for f in history_plan.pending]
-    if not plan.pending:
-        return Applied(history_files=history_files)
-    counts = ChangeCounts(0, 0, 0)
-    keys = ChangedKeys(0, {})
-    last_changes = None
-    if changes is not None:
-        main_changes = _only(changes, [f for f in plan.pending if f in merged], merged)
-        counts = count_changes(main_changes)
-        last_changes = last_change_per_key(main_changes, table, use_sequence).localCheckpoint(eager=True)
-        keys = changed_keys(last_changes, table)
-        log.info("%s: merging %d key(s) into %s", table.name, keys.count, table.lake_table)
-    recorded: dict[str, Any] = {}
-
-    def record() -> dict[str, str]:
-        total = counts + load.counts if load is not None else counts
-        changed = keys.count + (load.counts.rows if load is not None else 0)
-        properties = run_properties(plan, {**total.as_dict(), "keys": changed})
-        if history_snapshot is not None:
-            properties[HISTORY_SNAPSHOT] = str(history_snapshot)
-        now = dt.datetime.now(dt.UTC)
-        facts = freshness(plan, total.rows, total.newest_change, time.monotonic() - started, now)
-        properties[FRESHNESS] = json.dumps(facts, separators=(",", ":"))
-        recorded.update(counts=total, keys=changed, facts=facts)
-        return properties
-
-    with contextlib.ExitStack() as stack:
-        steps = [load.step()] if load is not None else []
-        if last_changes is not None:
-            steps.append(stack.enter_context(merge_step(spark, table, last_changes, keys, record)))
-        else:
-            steps.append(Step(None, record))
-        snapshot_id = commit_on_branch(
-            spark,
-            location,
-            table.lake_table,
-            plan.base_snapshot_id,
-            steps,
-            check=lambda: _confirm_listed(config, store, plan, history_plan),
-        )
-    return Applied(
-        applied_files=[f.key for f in plan.pending],
-        history_files=history_files,
-        counts=recorded["counts"],
-        keys_changed=recorded["keys"],
-        snapshot_id=snapshot_id,
-        freshness=recorded["facts"],
-    )
-
-
 def _checked_changes(
-    spark: SparkSession,
-    config: PipelineConfig,
-    store: ObjectStore,
-    table: TableSpec,
-    files: list[DmsFile],
-    layouts: Mapping[str, FileLayout],
+    context: ReplayContext, table: TableSpec, files: list[DmsFile], layouts: Mapping[str, FileLayout]
 ) -> DataFrame:
     """The files' change rows in DMS order, refused with every bad row named; key updates split in two."""
     # Materialized once: row positions are then fixed, and MERGE gets a deterministic source.
-    read = read_changes(spark, files, table, config.dms, store.uri, layouts).localCheckpoint(eager=True)
+    read = read_changes(context, files, table, layouts).localCheckpoint(eager=True)
     problems, total = describe_problems(read)
     if problems:
         raise DmsInputError(table.name, problems, total)
     log.info("%s: read and checked %d file(s)", table.name, len(files))
-    return split_key_updates(read, table, config.dms)
+    return split_key_updates(read, table, context.config.dms)
 
 
 def _only(changes: DataFrame, chosen: list[DmsFile], read: list[DmsFile]) -> DataFrame:

@@ -17,14 +17,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
-from pyspark.sql.utils import AnalysisException
 
 from cdc_lake.core.config import ColumnSpec, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import SchemaChangeError
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.sql import quote
+from cdc_lake.engine.iceberg_java import is_already_exists
 from cdc_lake.engine.spark_types import config_type, lake_type
 from cdc_lake.engine.tables import LakeLocation
 
@@ -189,7 +190,7 @@ def align_lake_table(
             try:
                 spark.sql(f"ALTER TABLE {target} ADD COLUMN {quote(spec.name)} {wanted.simpleString()}")
             except AnalysisException as error:
-                if "already exists" not in str(error).lower():
+                if not is_already_exists(error):
                     raise  # a concurrent run adding the same column is fine; anything else is not
             done.append(f"added column {spec.name} {spec.type}")
         elif current.dataType != wanted and widens(current.dataType, wanted):

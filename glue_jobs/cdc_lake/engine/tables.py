@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType
-from pyspark.sql.utils import AnalysisException
 
 from cdc_lake.core.config import LakeSettings, TableSpec
 from cdc_lake.core.exceptions import LakeDatabaseMissingError
+from cdc_lake.core.retry import retried
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.engine.iceberg_java import aws_denial, is_commit_failure
+from cdc_lake.engine.iceberg_java import (
+    METADATA_COMMIT_RETRIES,
+    aws_denial,
+    conflicts_raised,
+    is_already_exists,
+    is_concurrent,
+)
 from cdc_lake.engine.spark_types import lake_type
 
 
@@ -45,6 +50,15 @@ class LakeLocation:
         return f"{self.catalog}.{self.database}.{name}"
 
 
+@dataclass(frozen=True)
+class TableSnapshot:
+    """A configured table's lake table at ``location``, as of ``snapshot_id`` (None: its current snapshot)."""
+
+    location: LakeLocation
+    table: TableSpec
+    snapshot_id: int | None = None
+
+
 def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
     """Create the namespace and the Iceberg table if missing (format v2, primary key as identifier fields).
 
@@ -54,17 +68,15 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
     ensure_database(spark, location)
     if table_exists(spark, location, table):
         return
-    create_iceberg_table(
-        spark,
-        location,
+    definition = TableDefinition(
         table.lake_table,
         [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns],
         table.partition_by,
-        settings,
         {"cdc-lake.source-table": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
         identifier_fields=table.primary_key,
         sort_by=table.primary_key,
     )
+    create_iceberg_table(spark, location, definition, settings)
 
 
 def ensure_database(spark: SparkSession, location: LakeLocation) -> None:
@@ -82,16 +94,21 @@ def ensure_database(spark: SparkSession, location: LakeLocation) -> None:
         ) from None
 
 
+@dataclass(frozen=True)
+class TableDefinition:
+    """A lake table to create: its name, columns as (name, type, NOT NULL), partition transforms, properties of
+    its own, identifier fields (None: none) and write order."""
+
+    name: str
+    columns: Sequence[tuple[str, DataType, bool]]
+    partition_by: Sequence[str]
+    properties: Mapping[str, str]
+    identifier_fields: Sequence[str] | None
+    sort_by: Sequence[str]
+
+
 def create_iceberg_table(
-    spark: SparkSession,
-    location: LakeLocation,
-    name: str,
-    columns: Sequence[tuple[str, DataType, bool]],
-    partition_by: Sequence[str],
-    settings: LakeSettings,
-    extra_properties: Mapping[str, str],
-    identifier_fields: Sequence[str] | None,
-    sort_by: Sequence[str],
+    spark: SparkSession, location: LakeLocation, definition: TableDefinition, settings: LakeSettings
 ) -> None:
     """CREATE TABLE from configuration (names, types and transforms were validated; no data is pasted).
 
@@ -100,9 +117,10 @@ def create_iceberg_table(
     MERGE skip the files that hold no changed key. Local ordering costs no shuffle; compaction
     (``maintenance.compact``) sorts the whole table by the same order.
     """
+    name, partition_by = definition.name, definition.partition_by
     rendered_columns = ", ".join(
         f"{quote(column)} {data_type.simpleString()}" + (" NOT NULL" if not_null else "")
-        for column, data_type, not_null in columns
+        for column, data_type, not_null in definition.columns
     )
     partitioning = f" PARTITIONED BY ({', '.join(partition_by)})" if partition_by else ""
     mode = settings.write_mode
@@ -117,7 +135,7 @@ def create_iceberg_table(
         "write.distribution-mode": "none",
         # Each run makes a few metadata commits (branch, merge, fast-forward); concurrent runs contend.
         "commit.retry.num-retries": "10",
-        **extra_properties,
+        **definition.properties,
     }
     rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
     try:
@@ -126,27 +144,25 @@ def create_iceberg_table(
             f"TBLPROPERTIES ({rendered})"
         )
     except AnalysisException as error:
-        if "already exists" not in str(error).lower():
+        if not is_already_exists(error):
             raise
         return  # a concurrent run created it first
-    if identifier_fields:
-        fields = ", ".join(quote(k) for k in identifier_fields)
+    if definition.identifier_fields:
+        fields = ", ".join(quote(k) for k in definition.identifier_fields)
         _alter(spark, f"ALTER TABLE {location.named(name)} SET IDENTIFIER FIELDS {fields}")
     # LOCALLY: WRITE ORDERED BY would also switch the table to range distribution, a shuffle on every write.
-    ordered = ", ".join(quote(k) for k in sort_by)
+    ordered = ", ".join(quote(k) for k in definition.sort_by)
     _alter(spark, f"ALTER TABLE {location.named(name)} WRITE LOCALLY ORDERED BY {ordered}")
 
 
-def _alter(spark: SparkSession, statement: str, attempts: int = 10) -> None:
+def _alter(spark: SparkSession, statement: str) -> None:
     """An ALTER of a table just created, tried again when a run that found the table first committed to it."""
-    for attempt in range(1, attempts + 1):
-        try:
+
+    def alter() -> None:
+        with conflicts_raised():
             spark.sql(statement)
-            return
-        except (Py4JJavaError, PySparkException) as error:
-            if not is_commit_failure(error) or attempt == attempts:
-                raise
-            time.sleep(0.05 * attempt)
+
+    retried(alter, METADATA_COMMIT_RETRIES, is_concurrent, what=f"{statement}: concurrent metadata commit")
 
 
 def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> bool:

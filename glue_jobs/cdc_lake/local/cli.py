@@ -201,8 +201,9 @@ def _print_run(run: LocalJobRun) -> None:
         return
     for result in outcome.commits:
         counts = result.counts.as_dict() if result.counts else {}
+        upto = result.trigger.key if result.trigger else "-"
         print(
-            f"  applied {result.table}  {len(result.applied_files)} file(s) up to {result.trigger}, "
+            f"  applied {result.table}  {len(result.applied_files)} file(s) up to {upto}, "
             f"I {counts.get('I', 0)} U {counts.get('U', 0)} D {counts.get('D', 0)}, {result.keys_changed} key(s), "
             f"{result.seconds:.1f}s"
         )
@@ -238,11 +239,12 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from cdc_lake.engine.context import LakeContext
     from cdc_lake.ops.export import export_tables
 
     config = _config(args)
     spark, location = _lake(args, config)
-    written = export_tables(spark, config, location, args.out, args.table, snapshot_id=args.as_of)
+    written = export_tables(LakeContext(spark, config, location), args.out, args.table, snapshot_id=args.as_of)
     for name, rows in written.items():
         print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
     return 0
@@ -413,11 +415,12 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 def cmd_reapply(args: argparse.Namespace) -> int:
     from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.ops.operations import reapply
 
     config = _config(args)
     spark, location = _lake(args, config)
-    result = reapply(spark, config, location, LocalFolderStore(args.landing), config.table(args.table))
+    result = reapply(ReplayContext(spark, config, location, LocalFolderStore(args.landing)), config.table(args.table))
     if result is None or result.already_applied:
         print(f"{args.table}: nothing to re-apply")
         return 0
@@ -428,42 +431,39 @@ def cmd_reapply(args: argparse.Namespace) -> int:
 
 def cmd_reload(args: argparse.Namespace) -> int:
     from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.engine.jobs import describe_reload
     from cdc_lake.engine.reload import reload_table
 
     config = _config(args)
     spark, location = _lake(args, config)
-    store = LocalFolderStore(args.landing)
-    result = reload_table(spark, config, location, store, config.table(args.table), since=args.since)
+    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    result = reload_table(context, config.table(args.table), since=args.since)
     print(describe_reload(result))
     return 0
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
+    from cdc_lake.engine.tables import TableSnapshot
     from cdc_lake.ops.reconcile import format_report, reconcile
 
     config = _config(args)
     spark, location = _lake(args, config)
-    report = reconcile(
-        spark,
-        config.table(args.table),
-        location,
-        args.expected,
-        file_format=args.format,
-        limit=args.limit,
-        snapshot_id=args.as_of,
-    )
+    lake = TableSnapshot(location, config.table(args.table), args.as_of)
+    report = reconcile(spark, lake, args.expected, file_format=args.format, limit=args.limit)
     print(format_report(report))
     return 0 if report.matches else 1
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.maintenance import Retention, maintain
 
     config = _config(args)
     spark, location = _lake(args, config)
     retention = Retention(days=args.retain_days, last=args.retain_last, orphan_days=args.orphan_days)
-    for result in maintain(spark, config, location, args.action, tables=args.table, retention=retention):
+    lake = LakeContext(spark, config, location)
+    for result in maintain(lake, args.action, tables=args.table, retention=retention):
         details = ", ".join(f"{k} {v}" for k, v in result.detail.items())
         print(f"{result.table}: {result.action}: {details}")
     return 0

@@ -20,6 +20,7 @@ from cdc_lake.core.jsonl import read_jsonl
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.generator import GenerationResult
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
@@ -62,11 +63,11 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
         print(f" {time.monotonic() - step:.1f}s")
 
     print("5/5 exporting the lake and comparing with the source …")
-    all_equal = _summary(spark, config, pipeline.location, generated.expected, workdir / "export", tally.totals)
+    all_equal = _summary(pipeline.context, generated.expected, workdir / "export", tally.totals)
     history_table = next((t for t in config.tables if t.history), None)
     if history_table is not None:
         _show_history(spark, pipeline.location, history_table)
-        all_equal &= _show_rollback(spark, config, pipeline, history_table, generated.expected, workdir)
+        all_equal &= _show_rollback(pipeline, history_table, generated.expected, workdir)
     _show_rows(config, workdir / "export")
     print(f"\nlake: {workdir / 'warehouse'}   export: {workdir / 'export'}   total {time.monotonic() - started:.1f}s")
     if tally.failures or not all_equal:
@@ -116,19 +117,13 @@ class _Tally:
                     table_totals[op] += count
 
 
-def _summary(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    expected_dir: Path,
-    export_dir: Path,
-    totals: dict[str, dict[str, int]],
-) -> bool:
+def _summary(lake: LakeContext, expected_dir: Path, export_dir: Path, totals: dict[str, dict[str, int]]) -> bool:
     """Print one line per table and whether the lake equals the source; True when all do."""
     from cdc_lake.engine.record import STATE, snapshot_summaries
     from cdc_lake.ops.export import export_tables
 
-    exported = export_tables(spark, config, location, export_dir)
+    spark, config, location = lake.spark, lake.config, lake.location
+    exported = export_tables(lake, export_dir)
     header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'commits':>8}  equals source"
     print(f"\n{header}\n{'-' * len(header)}")
     all_equal = True
@@ -162,17 +157,12 @@ def _show_history(spark: SparkSession, location: LakeLocation, table: TableSpec)
         print(f"  v{version['version']} {version['op']} {version['valid_from']} .. {valid_to}  {values}")
 
 
-def _show_rollback(
-    spark: SparkSession,
-    config: PipelineConfig,
-    pipeline: LocalPipeline,
-    table: TableSpec,
-    expected_dir: Path,
-    workdir: Path,
-) -> bool:
+def _show_rollback(pipeline: LocalPipeline, table: TableSpec, expected_dir: Path, workdir: Path) -> bool:
     """Roll the table back two changes, re-apply the landed files, and check it equals the source again."""
     from cdc_lake.ops.export import export_tables
     from cdc_lake.ops.operations import list_changes, reapply, rollback
+
+    spark = pipeline.spark
 
     replays = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
     if len(replays) < 3:
@@ -184,9 +174,9 @@ def _show_rollback(
         f"\nrollback {table.name} to change {target.snapshot_id}: {rows} rows, "
         f"{done.files_to_reapply} file(s) to apply again"
     )
-    result = reapply(spark, config, pipeline.location, pipeline.store, table)
+    result = reapply(pipeline.context, table)
     applied = len(result.applied_files) if result else 0
-    export_tables(spark, config, pipeline.location, workdir / "export", [table.name])
+    export_tables(pipeline.context, workdir / "export", [table.name])
     equal = read_jsonl(expected_dir / f"{table.name}.jsonl") == read_jsonl(workdir / "export" / f"{table.name}.jsonl")
     print(f"reapply: {applied} file(s) applied again; {table.name} equals source: {'yes' if equal else 'NO'}")
     return equal

@@ -30,7 +30,19 @@ _VERIFIED = ".verified"
 
 
 @dataclass(frozen=True)
+class GlueRuntime:
+    """What one Glue version runs, as a local session reproduces it."""
+
+    glue_version: str
+    spark_version: str
+    iceberg_version: str
+    jars: tuple[MavenJar, ...]
+
+
+@dataclass(frozen=True)
 class MavenJar:
+    """A jar on Maven Central, pinned by its SHA-256."""
+
     group: str
     artifact: str
     version: str
@@ -43,16 +55,6 @@ class MavenJar:
     @property
     def file_name(self) -> str:
         return f"{self.artifact}-{self.version}.jar"
-
-
-@dataclass(frozen=True)
-class GlueRuntime:
-    """What one Glue version runs, as a local session reproduces it."""
-
-    glue_version: str
-    spark_version: str
-    iceberg_version: str
-    jars: tuple[MavenJar, ...]
 
 
 GLUE_RUNTIMES: dict[str, GlueRuntime] = {

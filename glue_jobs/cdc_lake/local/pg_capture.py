@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc_lake.core.config import DECIMAL_TYPE, PipelineConfig, TableSpec
-from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
 from cdc_lake.local.generator.dms_output import CsvRenderer, write_csv_bytes
 from cdc_lake.local.generator.values import Column, timestamp_text
 
@@ -75,14 +75,6 @@ _TYPE_OIDS = {
     1700: "numeric",
 }
 UNCHANGED_TOAST = object()  # test_decoding's ``unchanged-toast-datum``: the value is not in the WAL record
-
-
-class CaptureError(CdcLakeError):
-    """Raised when the capture meets something DMS's output cannot express or that it does not support."""
-
-
-class UnchangedToastError(CaptureError):
-    """Raised when an UPDATE left a TOASTed value out of the WAL and no old row image holds it."""
 
 
 @dataclass(frozen=True)
@@ -204,32 +196,27 @@ def parse_tuple(text: str) -> tuple[list[tuple[str, str, Any]], list[tuple[str, 
     return sections["new"], sections.get("old")
 
 
-def _identifier(text: str, position: int) -> tuple[str, int]:
-    if text[position] != '"':
-        bracket = text.index("[", position)
-        return text[position:bracket], bracket
+def _quoted(text: str, position: int) -> tuple[str, int]:
+    """The value quoted at ``position`` (by ``"`` or ``'``, the quote doubled inside) and the position after it."""
+    quote = text[position]
     out, index = [], position + 1
-    while True:
-        quote = text.index('"', index)
-        out.append(text[index:quote])
-        if text.startswith('""', quote):
-            out.append('"')
-            index = quote + 2
-            continue
-        return "".join(out), quote + 1
+    while (end := text.index(quote, index)) + 1 < len(text) and text[end + 1] == quote:
+        out.append(text[index : end + 1])
+        index = end + 2
+    out.append(text[index:end])
+    return "".join(out), end + 1
+
+
+def _identifier(text: str, position: int) -> tuple[str, int]:
+    if text[position] == '"':
+        return _quoted(text, position)
+    bracket = text.index("[", position)
+    return text[position:bracket], bracket
 
 
 def _literal(text: str, position: int) -> tuple[Any, int]:
     if position < len(text) and text[position] == "'":
-        out, index = [], position + 1
-        while True:
-            quote = text.index("'", index)
-            out.append(text[index:quote])
-            if text.startswith("''", quote):
-                out.append("'")
-                index = quote + 2
-                continue
-            return "".join(out), quote + 1
+        return _quoted(text, position)
     space = text.find(" ", position)
     token = text[position:] if space < 0 else text[position:space]
     following = len(text) if space < 0 else space
@@ -271,6 +258,18 @@ def commit_time(text: str) -> dt.datetime:
 
 
 # --- writing DMS files ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _FileRows:
+    """What one file of a table holds: its rows in one shape, the named string columns before the table's (Op,
+    timestamp), each row's change sequence, and each row's old key (a key update's before-image)."""
+
+    shape: Shape
+    leading: list[tuple[str, list[Any]]]
+    rows: Sequence[tuple[Any, ...]]
+    sequences: list[Any]
+    old_keys: Sequence[tuple[Any, ...] | None]
 
 
 class _TableFiles:
@@ -317,7 +316,7 @@ class _TableFiles:
         if self.dms.timestamp_column:
             fields.append((self.dms.timestamp_column, [timestamp_text(transferred)] * count))
         name = f"LOAD{index:08X}{self.extension}"
-        self._write(name, shape, fields, rows, [None] * count, [None] * count)
+        self._write(name, _FileRows(shape, fields, rows, [None] * count, [None] * count))
         return self.capture.config.table_prefix(self.table) + name
 
     def cdc_file(self, shape: Shape, changes: Sequence[RowChange], sequences: Sequence[str]) -> str:
@@ -334,31 +333,24 @@ class _TableFiles:
             fields.append((self.dms.timestamp_column, [timestamp_text(c.commit_ts) for c in changes]))
         rows = [tuple(c.values.get(column.name) for column in shape) for c in changes]
         old_keys = [c.old_key for c in changes]
-        self._write(name + self.extension, shape, fields, rows, list(sequences), old_keys)
+        self._write(name + self.extension, _FileRows(shape, fields, rows, list(sequences), old_keys))
         return self.capture.config.table_prefix(self.table) + name + self.extension
 
-    def _write(
-        self,
-        name: str,
-        shape: Shape,
-        leading: list[tuple[str, list[Any]]],
-        rows: Sequence[tuple[Any, ...]],
-        sequences: list[Any],
-        old_keys: Sequence[tuple[Any, ...] | None],
-    ) -> None:
+    def _write(self, name: str, content: _FileRows) -> None:
         dms = self.dms
+        shape, leading, rows = content.shape, content.leading, content.rows
         path = self.folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         befores = dms.before_image_columns(self.table)
         key_count = len(self.table.primary_key)
-        old_columns = [[None if old is None else old[i] for old in old_keys] for i in range(key_count)]
+        old_columns = [[None if old is None else old[i] for old in content.old_keys] for i in range(key_count)]
         old_columns = old_columns if befores else []
         trailing: list[tuple[str, list[Any]]] = []
         if dms.change_sequence_column:
-            trailing.append((dms.change_sequence_column, sequences))
+            trailing.append((dms.change_sequence_column, content.sequences))
         columns = self.columns(shape)
         if dms.format == "parquet":
-            self._parquet(path, shape, columns, leading, rows, trailing, list(zip(befores, old_columns, strict=True)))
+            self._parquet(path, content, trailing, list(zip(befores, old_columns, strict=True)))
             return
         renderer = CsvRenderer(columns, dms, "postgres")
         keys = self.key_columns(shape)
@@ -374,16 +366,14 @@ class _TableFiles:
     def _parquet(
         self,
         path: Path,
-        shape: Shape,
-        columns: list[Column],
-        leading: list[tuple[str, list[Any]]],
-        rows: Sequence[tuple[Any, ...]],
+        content: _FileRows,
         trailing: list[tuple[str, list[Any]]],
         befores: list[tuple[str, list[Any]]],
     ) -> None:
+        shape, rows, columns = content.shape, content.rows, self.columns(content.shape)
         # DMS puts its timestamp column first in Parquet files.
         timestamp = self.dms.timestamp_column
-        leading = sorted(leading, key=lambda item: item[0] != timestamp)
+        leading = sorted(content.leading, key=lambda item: item[0] != timestamp)
         values = list(zip(*rows, strict=True)) if rows else [() for _ in shape]
         arrays = [pa.array(list(v), type=pa.string()) for _, v in leading]
         arrays += [pa.array(list(v), type=c.arrow_type) for c, v in zip(columns, values, strict=True)]
@@ -402,6 +392,18 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
+class CaptureOptions(TypedDict, total=False):
+    """PgCapture's options: its replication ``slot`` (default ``cdc_lake_capture``), the CDC files a round writes
+    per table (``files_per_round``, default 3), the rows of a LOAD file (``load_file_rows``, default 100,000),
+    and for tests the ``clock`` (UTC now) and ``connect`` (``psycopg.connect``)."""
+
+    slot: str
+    files_per_round: int
+    load_file_rows: int
+    clock: Callable[[], dt.datetime]
+    connect: Callable[..., Any]
+
+
 class PgCapture:
     """DMS's full load and change capture for the configured tables of one PostgreSQL database.
 
@@ -410,17 +412,10 @@ class PgCapture:
     """
 
     def __init__(
-        self,
-        conninfo: str,
-        config: PipelineConfig,
-        landing: str | Path,
-        *,
-        slot: str = DEFAULT_SLOT,
-        files_per_round: int = 3,
-        load_file_rows: int = 100_000,
-        clock: Callable[[], dt.datetime] = _utc_now,
-        connect: Callable[..., Any] | None = None,
+        self, conninfo: str, config: PipelineConfig, landing: str | Path, **options: Unpack[CaptureOptions]
     ) -> None:
+        slot = options.get("slot", DEFAULT_SLOT)
+        connect = options.get("connect")
         if config.dms.date_partition_enabled or config.dms.csv_delimiter != ",":
             raise CaptureError("the capture writes DMS's default layout: no date partition folders, ',' delimiter")
         if not re.fullmatch(r"[a-z0-9_]{1,63}", slot):
@@ -433,9 +428,9 @@ class PgCapture:
         self.config = config
         self.landing = Path(landing)
         self.slot = slot
-        self.files_per_round = max(1, files_per_round)
-        self.load_file_rows = max(1, load_file_rows)
-        self.clock = clock
+        self.files_per_round = max(1, options.get("files_per_round", 3))
+        self.load_file_rows = max(1, options.get("load_file_rows", 100_000))
+        self.clock = options.get("clock", _utc_now)
         self._connect = connect
         self.stats = CaptureStats()
         self._files: dict[str, _TableFiles] = {}
@@ -712,23 +707,28 @@ def _unquote_table(printed: str) -> str:
     return ".".join(parts)
 
 
+class RunCaptureOptions(TypedDict, total=False):
+    """run_capture's options: the replication ``slot``, ``interval_s`` between rounds (default the configured
+    CdcMaxBatchInterval), how many ``rounds`` (default: until interrupted), ``on_files`` told the keys each round
+    wrote, and ``sleep`` (for tests)."""
+
+    slot: str
+    interval_s: float | None
+    rounds: int | None
+    on_files: Callable[[list[str]], None] | None
+    sleep: Callable[[float], None] | None
+
+
 def run_capture(
-    conninfo: str,
-    config: PipelineConfig,
-    landing: str | Path,
-    *,
-    slot: str = DEFAULT_SLOT,
-    interval_s: float | None = None,
-    rounds: int | None = None,
-    on_files: Callable[[list[str]], None] | None = None,
-    sleep: Callable[[float], None] | None = None,
+    conninfo: str, config: PipelineConfig, landing: str | Path, **options: Unpack[RunCaptureOptions]
 ) -> CaptureStats:
     """Stand in for a DMS full-load-and-CDC task: the full load (or resume from an existing slot), then one
-    capture round every ``interval_s`` seconds (DMS's CdcMaxBatchInterval; default the configured one),
-    ``rounds`` times or until interrupted. ``on_files`` receives the keys each round wrote."""
+    capture round every ``interval_s`` seconds, ``rounds`` times or until interrupted."""
     import time
 
-    pause = sleep or time.sleep
+    slot, rounds, on_files = options.get("slot", DEFAULT_SLOT), options.get("rounds"), options.get("on_files")
+    interval_s = options.get("interval_s")
+    pause = options.get("sleep") or time.sleep
     capture = PgCapture(conninfo, config, landing, slot=slot)
     try:
         if capture.slot_exists():

@@ -13,16 +13,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
-from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
 from cdc_lake.core.names import JOB_KINDS
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
-from cdc_lake.engine.drain import DrainResult, TableFailuresError
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import DrainResult
 from cdc_lake.engine.jobs import JobOptions, run_job
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.session import LOCAL_CATALOG
@@ -64,17 +65,11 @@ class LocalGlueClient:
 
     def __init__(
         self,
-        spark: SparkSession,
-        config: PipelineConfig,
-        store: ObjectStore,
-        location: LakeLocation,
+        context: ReplayContext,
         on_run: Callable[[LocalJobRun], None] | None = None,
         on_round: Callable[[LocalJobRun, int, int], None] | None = None,
     ) -> None:
-        self._spark = spark
-        self._config = config
-        self._store = store
-        self._location = location
+        self._context = context
         self._on_run = on_run
         self._on_round = on_round
         self._ids = itertools.count(1)
@@ -112,8 +107,10 @@ class LocalGlueClient:
         options = JobOptions.from_options(
             {
                 "config_uri": "(local)",
-                "catalog": self._location.catalog,
-                "database": self._location.database,
+                "catalog": self._context.location.catalog,
+                "database": self._context.location.database,
+                # Locally no file lands while a run works unless a test lands it: no waiting for more.
+                "idle_seconds": "0",
                 **run.arguments,
             }
         )
@@ -121,10 +118,7 @@ class LocalGlueClient:
         on_round = (lambda number, batches: hook(run, number, batches)) if hook else None
         started = time.monotonic()
         try:
-            # Locally no file lands while a run works unless a test lands it: no waiting for more.
-            run.result = run_job(
-                kind, options, self._spark, config=self._config, store=self._store, idle_seconds=0, on_round=on_round
-            )
+            run.result = run_job(kind, options, self._context, on_round=on_round)
             if run.result.failures:
                 run.error = str(TableFailuresError(run.result.failures))
         except CdcLakeError as error:
@@ -137,6 +131,18 @@ class LocalGlueClient:
             self._on_run(run)
 
 
+class PipelineOptions(TypedDict, total=False):
+    """A local pipeline's options: the lake ``database`` (default: the configuration's) in ``catalog`` (default:
+    the Hadoop one), the ``store`` runs read (default: the landing folder), and hooks told of each finished run
+    and each round of a run."""
+
+    database: str | None
+    catalog: str
+    store: ObjectStore | None
+    on_run: Callable[[LocalJobRun], None] | None
+    on_round: Callable[[LocalJobRun, int, int], None] | None
+
+
 class LocalPipeline:
     """A landing folder, a lake and the routing between them.
 
@@ -145,24 +151,17 @@ class LocalPipeline:
     """
 
     def __init__(
-        self,
-        config: PipelineConfig,
-        landing: str | Path,
-        spark: SparkSession,
-        *,
-        database: str | None = None,
-        catalog: str = LOCAL_CATALOG,
-        store: ObjectStore | None = None,
-        on_run: Callable[[LocalJobRun], None] | None = None,
-        on_round: Callable[[LocalJobRun, int, int], None] | None = None,
+        self, config: PipelineConfig, landing: str | Path, spark: SparkSession, **options: Unpack[PipelineOptions]
     ) -> None:
         self.config = config
         self.spark = spark
         self.landing = Path(landing)
         self._landed = LocalFolderStore(self.landing)
-        self.store = store or self._landed
-        self.location = LakeLocation(catalog, database or config.lake.database)
-        self.glue = LocalGlueClient(spark, config, self.store, self.location, on_run, on_round)
+        self.store = options.get("store") or self._landed
+        catalog = options.get("catalog", LOCAL_CATALOG)
+        self.location = LakeLocation(catalog, options.get("database") or config.lake.database)
+        self.context = ReplayContext(spark, config, self.location, self.store)
+        self.glue = LocalGlueClient(self.context, options.get("on_run"), options.get("on_round"))
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
         """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed), then run the

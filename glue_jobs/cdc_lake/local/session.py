@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from pyspark.sql import SparkSession
 
@@ -19,21 +20,26 @@ LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
 
 
-def local_spark_session(
-    warehouse: str | Path | None = None,
-    *,
-    app_name: str = "cdc-lake",
-    cores: int | str = "*",
-    conf: Mapping[str, str] | None = None,
-    aws_endpoint: str | None = None,
-    glue_version: str = GLUE_VERSION,
-) -> SparkSession:
+class SessionOptions(TypedDict, total=False):
+    """A local session's options: its ``app_name`` (default ``cdc-lake``), ``cores`` (default all), the catalogs
+    of ``conf`` (a Glue job's ``--conf`` settings) and the ``aws_endpoint`` their clients reach, and the
+    ``glue_version`` whose jars it loads (default the stack's)."""
+
+    app_name: str
+    cores: int | str
+    conf: Mapping[str, str] | None
+    aws_endpoint: str | None
+    glue_version: str
+
+
+def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[SessionOptions]) -> SparkSession:
     """A local Spark session with Iceberg: a Hadoop catalog named ``lake`` at ``warehouse`` when given, and the
     catalogs of ``conf`` (a Glue job's ``--conf`` settings), whose Glue and S3 clients reach ``aws_endpoint``.
 
     ``s3://`` is read through S3A, as Glue reads it through EMRFS. Spark allows one session per process: a
     second call returns the first session, whose warehouse and ``conf`` must match.
     """
+    conf, aws_endpoint = options.get("conf"), options.get("aws_endpoint")
     warehouse_uri = Path(warehouse).resolve().as_posix() if warehouse is not None else None
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -46,8 +52,9 @@ def local_spark_session(
         return active
     # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    jars = spark_jars(options.get("glue_version", GLUE_VERSION))
     settings = {
-        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in spark_jars(glue_version)),
+        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get(SHUFFLE_PARTITIONS_ENV, "8"),
@@ -69,6 +76,7 @@ def local_spark_session(
     settings |= conf or {}
     if aws_endpoint:
         settings |= endpoint_conf(aws_endpoint, glue_catalogs(settings)) | _s3a_endpoint_conf(aws_endpoint)
+    cores, app_name = options.get("cores", "*"), options.get("app_name", "cdc-lake")
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.jsonl import row_encoder
 from cdc_lake.core.sql import quote
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
 
@@ -43,14 +44,10 @@ def export_table(
 
 
 def export_tables(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    out_dir: Path,
-    tables: Sequence[str] | None = None,
-    *,
-    snapshot_id: int | None = None,
+    lake: LakeContext, out_dir: Path, tables: Sequence[str] | None = None, *, snapshot_id: int | None = None
 ) -> dict[str, int]:
     """Export the named tables (all configured ones by default); returns rows written per table."""
-    chosen = [config.table(name) for name in tables] if tables else list(config.tables)
-    return {t.name: export_table(spark, location, t, out_dir / f"{t.name}.jsonl", snapshot_id) for t in chosen}
+    chosen = [lake.config.table(name) for name in tables] if tables else list(lake.config.tables)
+    return {
+        t.name: export_table(lake.spark, lake.location, t, out_dir / f"{t.name}.jsonl", snapshot_id) for t in chosen
+    }

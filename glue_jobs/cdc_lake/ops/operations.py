@@ -14,11 +14,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import table_files
+from cdc_lake.core.config import TableSpec
+from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.history import history_name
 from cdc_lake.engine.record import (
     APPLIED,
@@ -30,7 +30,7 @@ from cdc_lake.engine.record import (
     TRIGGER,
     snapshot_summaries,
 )
-from cdc_lake.engine.replay import RunResult, apply_up_to
+from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
@@ -113,15 +113,12 @@ def rollback(spark: SparkSession, location: LakeLocation, table: TableSpec, to_s
     return Rollback(table.name, to_snapshot, history_target, undone)
 
 
-def reapply(
-    spark: SparkSession, config: PipelineConfig, location: LakeLocation, store: ObjectStore, table: TableSpec
-) -> RunResult | None:
+def reapply(context: ReplayContext, table: TableSpec) -> RunResult | None:
     """Apply every landed file of the table not yet applied (after a rollback, or lost events)."""
-    objects = store.list(config.table_prefix(table))
-    files = table_files([o.key for o in objects if o.size > 0], table, config)
-    if not files:
+    landed = list_landed(context.store, context.config, table)
+    if landed.newest is None:
         return None
-    return apply_up_to(spark, config, location, store, files[-1])
+    return replay(context, landed.newest, landed)
 
 
 def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, snapshot_id: int) -> None:

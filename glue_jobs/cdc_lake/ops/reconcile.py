@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -41,7 +41,7 @@ from cdc_lake.core.jsonl import converter
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.reader import NO_NULL_SENTINEL
 from cdc_lake.engine.spark_types import lake_type, strict_parse
-from cdc_lake.engine.tables import LakeLocation, table_exists
+from cdc_lake.engine.tables import TableSnapshot, table_exists
 from cdc_lake.ops.export import read_table
 
 log = logging.getLogger(__name__)
@@ -86,30 +86,29 @@ class ReconcileReport:
 
 def reconcile(
     spark: SparkSession,
-    table: TableSpec,
-    location: LakeLocation,
+    lake: TableSnapshot,
     expected: str | Path,
     *,
     file_format: str | None = None,
     limit: int = 10,
-    snapshot_id: int | None = None,
 ) -> ReconcileReport:
-    """Compare the lake table (at ``snapshot_id``, default current; a missing table is empty) with ``expected``.
+    """Compare the lake table (at its snapshot, default current; a missing table is empty) with ``expected``.
 
     Raises CdcLakeError when the extract cannot be read: unknown format, missing column, malformed line or a
     value that does not parse as the column's type.
     """
     started = time.monotonic()
+    table = lake.table
     chosen = detect_format(expected, file_format)
     source = f"{expected} ({chosen})"
     parsed = _parse_expected(spark, table, expected, chosen)
-    lake = _lake_rows(spark, location, table, snapshot_id)
     expected_side = parsed.select(
         *[quote(c) for c in table.column_names], _row_hash(table).alias(_HASH), F.col(_BAD), F.lit(1).alias("_e")
     )
-    lake_side = lake.select(
+    lake_side = _lake_rows(spark, lake).select(
         *[quote(c) for c in table.column_names], _row_hash(table).alias(_HASH), F.lit(1).alias("_l")
     )
+    sides = _Sides(expected_side, lake_side)
     per_key = _per_key(expected_side, lake_side, table)
     totals = _totals(per_key)
     if totals["bad_rows"]:
@@ -128,7 +127,7 @@ def reconcile(
         expected_checksum=f"{expected_rows}:{totals['expected_hash'] or 0}",
     )
     if limit > 0 and (report.missing_keys or report.extra_keys or report.differing_rows or report.duplicate_keys):
-        examples = _examples(spark, per_key, expected_side, lake_side, table, limit)
+        examples = _examples(spark, per_key, sides, table, limit)
         report = dataclasses.replace(report, examples=examples)
     log.info(
         "%s: reconciled %d lake rows with %d expected rows in %.1f s: %s",
@@ -323,7 +322,8 @@ def _row_hash(table: TableSpec) -> Column:
     return F.xxhash64(*parts).cast(T.DecimalType(20, 0))
 
 
-def _lake_rows(spark: SparkSession, location: LakeLocation, table: TableSpec, snapshot_id: int | None) -> DataFrame:
+def _lake_rows(spark: SparkSession, lake: TableSnapshot) -> DataFrame:
+    location, table, snapshot_id = lake.location, lake.table, lake.snapshot_id
     schema = T.StructType([T.StructField(c.name, lake_type(c.type)) for c in table.columns])
     if not table_exists(spark, location, table):
         if snapshot_id is not None:
@@ -386,14 +386,14 @@ def _totals(per_key: DataFrame) -> Row:
     ).collect()[0]
 
 
-def _examples(
-    spark: SparkSession,
-    per_key: DataFrame,
-    expected_side: DataFrame,
-    lake_side: DataFrame,
-    table: TableSpec,
-    limit: int,
-) -> list[str]:
+class _Sides(NamedTuple):
+    """The two sides compared, each with the table's columns and a row hash."""
+
+    expected: DataFrame
+    lake: DataFrame
+
+
+def _examples(spark: SparkSession, per_key: DataFrame, sides: _Sides, table: TableSpec, limit: int) -> list[str]:
     """The first ``limit`` differences in primary-key order, with the differing values of changed rows."""
     keys = table.primary_key
     n_expected, in_lake = F.col("_n_expected"), F.col("_in_lake").isNotNull()
@@ -406,7 +406,7 @@ def _examples(
         .collect()
     )
     changed = [row for row in first if row["_differs"] and row["_in_lake"] is not None and row["_n_expected"]]
-    details = _differences(spark, [row.asDict() for row in changed], expected_side, lake_side, table) if changed else {}
+    details = _differences(spark, [row.asDict() for row in changed], sides, table) if changed else {}
     key_types = {c.name: c.type for c in table.columns}
     lines: list[str] = []
     for row in first:
@@ -425,17 +425,17 @@ def _examples(
 
 
 def _differences(
-    spark: SparkSession, rows: list[dict[str, Any]], expected_side: DataFrame, lake_side: DataFrame, table: TableSpec
+    spark: SparkSession, rows: list[dict[str, Any]], sides: _Sides, table: TableSpec
 ) -> dict[tuple[Any, ...], str]:
     """For a few keys: ``column lake=… expected=…`` for each differing column (of the first differing row)."""
     keys = table.primary_key
     key_schema = T.StructType([T.StructField(c.name, lake_type(c.type)) for c in table.columns if c.name in keys])
     wanted = F.broadcast(spark.createDataFrame([tuple(r[k] for k in keys) for r in rows], key_schema))
     values = [c for c in table.columns if c.name not in keys]
-    expected_rows = expected_side.join(wanted, on=keys, how="left_semi").select(
+    expected_rows = sides.expected.join(wanted, on=keys, how="left_semi").select(
         *[quote(k) for k in keys], *[F.col(quote(c.name)).alias(f"_e_{c.name}") for c in values]
     )
-    lake_rows = lake_side.join(wanted, on=keys, how="left_semi").select(
+    lake_rows = sides.lake.join(wanted, on=keys, how="left_semi").select(
         *[quote(k) for k in keys], *[F.col(quote(c.name)).alias(f"_l_{c.name}") for c in values]
     )
     differing = F.array_compact(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,19 @@ def csv_field(text: str, delimiter: str = ",") -> str:
     if delimiter in text or '"' in text or "\n" in text or "\r" in text or text != text.strip():
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+@dataclass(frozen=True)
+class _FileRows:
+    """What one DMS file holds: its rows in one shape, whether it has an Op column, the string columns before the
+    table's (Op, timestamp), each row's change sequence, and each row's old row (a key update's before-image)."""
+
+    shape: Shape
+    with_op: bool
+    leading: list[list[str]]
+    rows: list[Row]
+    sequences: list[Any]
+    old_rows: list[Row | None]
 
 
 class _TextMemo(dict[Any, str]):
@@ -109,7 +123,7 @@ class TableWriter:
         if self.dms.timestamp_column:
             before.append([timestamp_text(load.ts)] * count)
         no_sequence = None if self.parquet else ""  # full-load rows carry no change sequence
-        self._write(key, load.shape, with_op, before, load.rows, [no_sequence] * count, [None] * count)
+        self._write(key, _FileRows(load.shape, with_op, before, load.rows, [no_sequence] * count, [None] * count))
         return key
 
     def cdc_file(self, cdc: CdcFile) -> str:
@@ -125,7 +139,8 @@ class TableWriter:
             before.append([timestamp_text(change.ts) for change in cdc.changes])
         rows = [change.row for change in cdc.changes]
         sequences = [change.seq for change in cdc.changes]
-        self._write(key, cdc.shape, with_op, before, rows, sequences, [change.before for change in cdc.changes])
+        old_rows = [change.before for change in cdc.changes]
+        self._write(key, _FileRows(cdc.shape, with_op, before, rows, sequences, old_rows))
         return key
 
     def _header(self, with_op: bool, shape: Shape) -> list[str]:
@@ -143,24 +158,16 @@ class TableWriter:
             return []
         return [[None if old is None else old[p] for old in old_rows] for p in self.model.key_positions]
 
-    def _write(
-        self,
-        key: str,
-        shape: Shape,
-        with_op: bool,
-        before: list[list[str]],
-        rows: list[Row],
-        sequences: list[Any],
-        old_rows: list[Row | None],
-    ) -> None:
+    def _write(self, key: str, content: _FileRows) -> None:
         path = self.landing / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        after = [sequences] if self.dms.change_sequence_column else []
-        old_keys = self._before_image(old_rows)
-        written = shape.project(rows, len(self.model.columns))
-        header = self._header(with_op, shape)
+        shape, before = content.shape, content.leading
+        after = [content.sequences] if self.dms.change_sequence_column else []
+        old_keys = self._before_image(content.old_rows)
+        written = shape.project(content.rows, len(self.model.columns))
+        header = self._header(content.with_op, shape)
         if self.parquet:
-            table = self._arrow_table(header, shape, [*before, *after], written, len(before), old_keys)
+            table = self._arrow_table(header, shape, (before, after), written, old_keys)
             pq.write_table(table, path, compression="gzip" if self.gzip else "none", version="1.0")
             return
         csv = self._renderer(shape)
@@ -176,16 +183,16 @@ class TableWriter:
         self,
         names: list[str],
         shape: Shape,
-        extra: list[list[Any]],
+        strings: tuple[list[list[Any]], list[list[Any]]],
         rows: Sequence[Row],
-        split: int,
         old_keys: list[list[Any]],
     ) -> pa.Table:
-        """Op and timestamp strings (extra[:split]), the typed columns of the shape, the change sequence
-        (extra[split:]), then the before-image key columns typed as the key columns."""
+        """The string columns before the table's (Op, timestamp: ``strings[0]``), the typed columns of the shape,
+        the string columns after them (the change sequence: ``strings[1]``), then the before-image key columns
+        typed as the key columns."""
         columns = list(zip(*rows, strict=True)) if rows else [() for _ in shape.columns]
         typed = [pa.array(values, type=c.arrow_type) for c, values in zip(shape.columns, columns, strict=True)]
-        strings = [pa.array(values, type=pa.string()) for values in extra]
+        leading, trailing = ([pa.array(values, type=pa.string()) for values in part] for part in strings)
         key_types = [self.model.columns[p].arrow_type for p in self.model.key_positions][: len(old_keys)]
         befores = [pa.array(values, type=t) for values, t in zip(old_keys, key_types, strict=True)]
-        return pa.Table.from_arrays([*strings[:split], *typed, *strings[split:], *befores], names=names)
+        return pa.Table.from_arrays([*leading, *typed, *trailing, *befores], names=names)
