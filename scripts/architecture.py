@@ -75,7 +75,10 @@ def render() -> str:
     ]
     for room, runs in ROOMS.items():
         lines.append(f'    {room}["{room}/ · {counts[room]} modules<br/>{runs}"]')
-    for (source, target), n in sorted(room_imports().items(), key=lambda item: list(ROOMS).index(item[0][0])):
+    order = list(ROOMS)
+    for (source, target), n in sorted(
+        room_imports().items(), key=lambda i: (order.index(i[0][0]), order.index(i[0][1]))
+    ):
         lines.append(f"    {source} -->|{n}| {target}")
     lines += ["```", ""]
     layout = SourceLayout()
