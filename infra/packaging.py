@@ -104,6 +104,39 @@ def module_file(name: str, package_dir: Path) -> Path | None:
     return None
 
 
+# The project's first-party packages: the library, the Lambda's and the CDK app's.
+FIRST_PARTY_PACKAGES = (
+    REPO_ROOT / "glue_jobs" / LIBRARY_PACKAGE,
+    REPO_ROOT / "lambda" / "dms_trigger",
+    REPO_ROOT / "infra",
+)
+
+
+def first_party_modules() -> dict[str, Path]:
+    """Every first-party module by its dotted name, with its file (a package by its ``__init__.py``)."""
+    modules: dict[str, Path] = {}
+    for package in FIRST_PARTY_PACKAGES:
+        for path in sorted(package.rglob("*.py")):
+            parts = path.relative_to(package.parent).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each first-party module's name -> the first-party modules it imports, itself left out."""
+    modules = first_party_modules()
+    by_path = {path: name for name, path in modules.items()}
+    return {
+        name: {
+            by_path[target]
+            for imported in imported_modules(path)
+            for package in FIRST_PARTY_PACKAGES
+            if (target := module_file(imported, package)) is not None and by_path[target] != name
+        }
+        for name, path in modules.items()
+    }
+
+
 def library_closure(entries: list[Path], package_dir: Path) -> list[Path]:
     """The files of ``package_dir``'s package that ``entries`` import transitively, with their packages' __init__."""
     found: set[Path] = set()

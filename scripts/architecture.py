@@ -11,7 +11,7 @@ import collections
 import sys
 from pathlib import Path
 
-from infra.packaging import REPO_ROOT, SourceLayout, imported_modules, module_file
+from infra.packaging import REPO_ROOT, SourceLayout, first_party_modules, import_graph
 
 DOC = REPO_ROOT / "docs" / "architecture.md"
 LIBRARY = REPO_ROOT / "glue_jobs" / "cdc_lake"
@@ -33,20 +33,18 @@ def room_of(path: Path) -> str:
 
 
 def sources() -> dict[Path, str]:
-    roots = [LIBRARY, REPO_ROOT / "lambda" / "dms_trigger", REPO_ROOT / "infra"]
-    found = {path: room_of(path) for root in roots for path in sorted(root.rglob("*.py"))}
-    return {path: room for path, room in found.items() if room in ROOMS}
+    found = {path: room_of(path) for path in first_party_modules().values()}
+    return {path: room for path, room in sorted(found.items()) if room in ROOMS}
 
 
 def room_imports() -> collections.Counter[tuple[str, str]]:
     """(importer room, imported room) -> how many module-to-module imports cross between them."""
-    packages = [LIBRARY, REPO_ROOT / "lambda" / "dms_trigger", REPO_ROOT / "infra"]
-    rooms = sources()
+    modules, rooms = first_party_modules(), sources()
     edges: collections.Counter[tuple[str, str]] = collections.Counter()
-    for path, room in rooms.items():
-        targets = {target for name in imported_modules(path) for p in packages if (target := module_file(name, p))}
-        for target in targets:
-            if target in rooms and rooms[target] != room and target.name != "__init__.py":
+    for name, targets in import_graph().items():
+        room = rooms.get(modules[name])
+        for target in map(modules.get, targets):
+            if room and target in rooms and rooms[target] != room and target.name != "__init__.py":
                 edges[room, rooms[target]] += 1
     return edges
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.core.config import load_config
-from infra.packaging import REPO_ROOT, SourceLayout, build_assets, imported_modules, module_file
+from infra.packaging import REPO_ROOT, SourceLayout, build_assets, first_party_modules, import_graph
 
-PACKAGES = (REPO_ROOT / "glue_jobs" / "cdc_lake", REPO_ROOT / "lambda" / "dms_trigger", REPO_ROOT / "infra")
 # The laptop tools: CLI, demo, generator, local runtime and session.
 LAPTOP_TOOLS = "cdc_lake/local/"
 DEMO_CONFIG = REPO_ROOT / "glue_jobs" / "cdc_lake" / "demo.yaml"
@@ -43,31 +42,6 @@ sys.meta_path.insert(0, Blocker())
 sys.path.insert(0, root)
 print(json.dumps({name: importlib.import_module(name).__file__ for name in modules}))
 """
-
-
-def first_party_modules() -> dict[str, Path]:
-    modules: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in package.rglob("*.py"):
-            parts = path.relative_to(package.parent).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            modules[name] = path
-    return modules
-
-
-def import_graph() -> dict[str, set[str]]:
-    modules = first_party_modules()
-    by_path = {path: name for name, path in modules.items()}
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        targets = set()
-        for imported in imported_modules(path):
-            for package in PACKAGES:
-                target = module_file(imported, package)
-                if target is not None and by_path[target] != name:
-                    targets.add(by_path[target])
-        graph[name] = targets
-    return graph
 
 
 def run_probe(root: Path, blocked: tuple[str, ...], modules: list[str]) -> subprocess.CompletedProcess[str]:

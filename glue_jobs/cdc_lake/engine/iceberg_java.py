@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -81,13 +82,12 @@ class commit_properties:
         self._thread_local: Any = None
 
     def __enter__(self) -> commit_properties:
-        jvm = _jvm(self._spark)
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        holder = jvm.java.lang.Class.forName(COMMIT_METADATA_CLASS, True, loader)
+        loader = java_class(self._spark, "java.lang.Thread").currentThread().getContextClassLoader()
+        holder = java_class(self._spark, "java.lang.Class").forName(COMMIT_METADATA_CLASS, True, loader)
         field_ = holder.getDeclaredField(COMMIT_PROPERTIES_FIELD)
         field_.setAccessible(True)
         self._thread_local = field_.get(None)
-        java_map = jvm.java.util.HashMap()
+        java_map = java_class(self._spark, "java.util.HashMap")()
         for key, value in self._properties.items():
             java_map.put(key, value)
         self._thread_local.set(java_map)
@@ -129,8 +129,7 @@ def empty_commit(spark: SparkSession, dotted_name: str, properties: Mapping[str,
 
 def create_branch(spark: SparkSession, dotted_name: str, branch: str, snapshot_id: int) -> None:
     """Create ``branch`` at ``snapshot_id``."""
-    jvm = _jvm(spark)
-    ref = jvm.org.apache.iceberg.SnapshotRef.branchBuilder(snapshot_id).build()
+    ref = java_class(spark, "org.apache.iceberg.SnapshotRef").branchBuilder(snapshot_id).build()
     _commit_refs(spark, dotted_name, lambda base, builder: builder.setRef(branch, ref))
 
 
@@ -164,7 +163,7 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
     made again here from the newer metadata, touching only the refs this change names.
     """
     operations = _load(spark, dotted_name).operations()
-    builders = _jvm(spark).org.apache.iceberg.TableMetadata
+    builders = java_class(spark, "org.apache.iceberg.TableMetadata")
 
     def commit() -> None:
         base = operations.refresh()
@@ -182,14 +181,17 @@ def has_write_order(spark: SparkSession, dotted_name: str) -> bool:
 
 
 def _load(spark: SparkSession, dotted_name: str) -> Any:
-    return _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, dotted_name)
+    spark3_util = java_class(spark, "org.apache.iceberg.spark.Spark3Util")
+    return spark3_util.loadIcebergTable(spark._jsparkSession, dotted_name)
 
 
-def _jvm(spark: SparkSession) -> Any:
-    jvm = spark.sparkContext._jvm
-    if jvm is None:
+def java_class(spark: SparkSession, name: str) -> Any:
+    """The Java class of this full name. ``spark._jvm.org.apache…`` would look up each package on the way as a
+    class first, and a class that is not there is searched for in every jar on the classpath, each time."""
+    gateway = spark.sparkContext._gateway
+    if gateway is None:
         raise RuntimeError("the Spark session has no JVM gateway (stopped?)")
-    return jvm
+    return JavaClass(name, gateway._gateway_client)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ unless a value spans lines (``reader.has_multiline_values``: decided from the te
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
@@ -83,17 +84,21 @@ class LoadAppend:
     def update(self) -> Update:
         return Update("load appended", self._write, holds=self._keys_held_once)
 
+    @functools.cached_property
+    def _metrics(self) -> dict[str, Any]:
+        # Fixed once the write has run; each read of an Observation is a round trip to the JVM.
+        return self._observation.get
+
     @property
     def counts(self) -> ChangeCounts:
-        metrics = self._observation.get
-        return ChangeCounts(inserts=metrics["rows"], updates=0, deletes=0, newest_change=metrics["newest"])
+        return ChangeCounts(inserts=self._metrics["rows"], updates=0, deletes=0, newest_change=self._metrics["newest"])
 
     def _write(self, target: str) -> None:
         # Bad rows are left out of the write and counted; any refuses the batch (the branch never lands), the
         # rows then read in order to name every bad row's place in its file.
         good = self._rows.filter(F.col(PROBLEM).isNull())
         good.select(*lake_columns(self._table)).writeTo(target).append()
-        if self._observation.get["bad"]:
+        if self._metrics["bad"]:
             problems, total = describe_problems(self._ordered())
             raise DmsInputError(self._table.name, problems, total)
         log.info("%s: appended %d row(s); checking that each key is held once", self._table.name, self.counts.rows)

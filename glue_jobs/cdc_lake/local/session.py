@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.catalogs import endpoint_conf, glue_catalogs
 from cdc_lake.core.names import GLUE_VERSION
+from cdc_lake.engine.session import import_pyspark_short_names
 from cdc_lake.local.aws_endpoint import aws_region
 from cdc_lake.local.jars import spark_jars
 
@@ -62,6 +63,9 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("CDC_LAKE_DRIVER_MEMORY", "4g"),
         "spark.sql.adaptive.enabled": "true",
+        # A laptop session lives long and meets many tables: Spark's default of 100 compiled query classes made
+        # it compile the same code again and again.
+        "spark.sql.codegen.cache.maxEntries": "2000",
         "spark.sql.ansi.enabled": "false",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
     }
@@ -82,6 +86,7 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    import_pyspark_short_names(spark)
     return spark
 
 
