@@ -111,6 +111,15 @@ def write_file(landing: Path, key: str, text: str) -> str:
     return key
 
 
+def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    """The ``cdc-lake`` command run in this process (on the test session); its exit code and what it printed."""
+    from cdc_lake.local.cli import main
+
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
 @dataclass
 class Lake:
     """One lake path under test: where the tables live (catalog, database) and where DMS files are read from.

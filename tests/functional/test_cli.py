@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.local.demo import demo_config_path
-from tests.conftest import write_file
+from tests.conftest import cli, write_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -43,22 +43,24 @@ def test_invalid_config_exits_2_with_the_field(tmp_path: Path):
     assert "tables[shop.items].columns[id].type" in done.stderr and "unsupported type 'blob'" in done.stderr
 
 
-def test_run_trigger_and_export(tmp_path: Path):
+def test_run_trigger_and_export(warehouse: Path, database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Run and trigger in this process (the test session's warehouse), export in a process of its own reading it."""
     config = tmp_path / "tables.yaml"
     config.write_text(CONFIG)
-    landing, warehouse, out = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "export"
+    landing, out = tmp_path / "landing", tmp_path / "export"
+    lake = ["-c", config, "-w", warehouse, "--database", database]
     write_file(landing, "dms/shop/items/LOAD00000001.csv", '1,1.50,a\n2,2.00,"b, with comma"\n')
     write_file(landing, "dms/shop/items/20250301-120000000.csv", 'U,1,1.75,a2\nD,2,2.00,x\nI,3,0.10,""\n')
-    done = cdc_lake("run", "-c", config, "-l", landing, "-w", warehouse)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 file(s) applied, 0 failed" in done.stdout
+    code, output = cli(capsys, "run", "-l", landing, *lake)
+    assert code == 0, output
+    assert "2 file(s) applied, 0 failed" in output
 
     bad = write_file(landing, "dms/shop/items/20250301-120100000.csv", "U,1,oops,a3\n")
-    done = cdc_lake("trigger", "-c", config, "-l", landing, "-w", warehouse, bad, bad)
-    assert done.returncode == 1
-    assert f"{bad}: row 1, column price: cannot parse as decimal(6,2) (value 'oops')" in done.stdout
+    code, output = cli(capsys, "trigger", "-l", landing, *lake, bad, bad)
+    assert code == 1
+    assert f"{bad}: row 1, column price: cannot parse as decimal(6,2) (value 'oops')" in output
 
-    done = cdc_lake("export", "-c", config, "-w", warehouse, "-o", out)
+    done = cdc_lake("export", *lake, "-o", out)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "shop.items.jsonl").read_text().splitlines()]
     assert rows == [{"id": 1, "price": "1.75", "label": "a2"}, {"id": 3, "price": "0.10", "label": ""}]

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from cdc_lake.local.cli import main
-from tests.conftest import write_file
+from tests.conftest import cli, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -26,12 +24,6 @@ tables:
     columns: [{name: id, type: bigint}, {name: label, type: string}]
 """
 P = "dms/shop/items/"
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    code = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def test_operations_round_trip(spark, warehouse, database, tmp_path, capsys):

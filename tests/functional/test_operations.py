@@ -1,4 +1,8 @@
-"""Operations on replicated tables: SCD2 history, change log, rollback and re-apply, maintenance."""
+"""Operations on replicated tables: SCD2 history, change log, rollback and re-apply, maintenance.
+
+The rollback, re-apply and maintenance tests share one replayed lake per lake path, built once for the module
+and set back to its built snapshots before each test: what each test changes, it changes on a copy by snapshot.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,9 @@ import datetime as dt
 import itertools
 import random
 import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,7 +30,7 @@ from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
 from cdc_lake.ops.operations import list_changes, reapply, rollback
-from tests.conftest import Lake, on_both_paths, write_file
+from tests.conftest import LAKE_PATHS, Lake, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -127,6 +134,57 @@ def replay_all(lake: Lake, config, result, duplicates: bool = True) -> LocalPipe
     return pipeline
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """A lake replayed once from ``generated`` in landing order, and the snapshot each of its tables was left at."""
+
+    lake: Lake
+    pipeline: LocalPipeline
+    built: dict[str, int]
+
+    def reset(self) -> None:
+        """Every table back at its built snapshot: the record of applied files travels with it."""
+        for name, snapshot_id in self.built.items():
+            if current_snapshot(self.lake, name) != snapshot_id:
+                self.lake.spark.sql(
+                    f"CALL {self.lake.catalog}.system.set_current_snapshot(table => '{self.lake.database}.{name}', "
+                    f"snapshot_id => {snapshot_id})"
+                ).collect()
+
+
+def current_snapshot(lake: Lake, table_name: str) -> int:
+    return lake.spark.sql(f"SELECT snapshot_id FROM {lake.table(table_name)}.refs WHERE name = 'main'").first()[0]
+
+
+@pytest.fixture(scope="module")
+def build_replayed(spark, aws_endpoint, tmp_path_factory, generated) -> Callable[[str], Replayed]:
+    config, result = generated
+    built: dict[str, Replayed] = {}
+
+    def build(path: str) -> Replayed:
+        if path not in built:
+            landing = tmp_path_factory.mktemp(f"ops-{path}")
+            lake = Lake(path, spark, f"t_{uuid.uuid4().hex[:12]}", landing, aws_endpoint)
+            pipeline = replay_all(lake, config, result, duplicates=False)
+            names = [n for t in config.tables for n in (t.lake_table, history_name(t))]
+            built[path] = Replayed(lake, pipeline, {n: current_snapshot(lake, n) for n in names})
+        return built[path]
+
+    return build
+
+
+@pytest.fixture
+def replayed(request: pytest.FixtureRequest, build_replayed: Callable[[str], Replayed]) -> Replayed:
+    """The module's replayed lake on the test's path (Hadoop unless parametrized), at its built snapshots."""
+    shared = build_replayed(getattr(request, "param", "hadoop"))
+    shared.reset()
+    return shared
+
+
+# Tests on the shared lake run on one xdist worker, which builds it once.
+on_the_replayed_lake = pytest.mark.xdist_group("replayed-operations")
+
+
 def check_history_invariants(lake: Lake, config: PipelineConfig) -> None:
     for table in config.tables:
         by_key: dict[tuple, list[dict[str, Any]]] = {}
@@ -158,10 +216,11 @@ def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, lak
     check_history_invariants(lake, config)
 
 
-@on_both_paths
-def test_rollback_then_reapply_gives_the_same_table_and_history(spark, lake, tmp_path, generated):
+@on_the_replayed_lake
+@pytest.mark.parametrize("replayed", LAKE_PATHS, indirect=True)
+def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed, tmp_path, generated):
     config, result = generated
-    pipeline = replay_all(lake, config, result, duplicates=False)
+    lake, pipeline = replayed.lake, replayed.pipeline
     table = config.table("shop.orders")
     before = table_rows(lake, table.lake_table)
     history_before = sorted(map(str, history_rows(lake, history_name(table))))
@@ -187,9 +246,10 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, lake, tmp
     assert reapply(pipeline.context, table).already_applied
 
 
-def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, lake, tmp_path, generated):
-    config, result = generated
-    pipeline = replay_all(lake, config, result, duplicates=False)
+@on_the_replayed_lake
+def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, replayed, generated):
+    config, _ = generated
+    lake, pipeline = replayed.lake, replayed.pipeline
     table = config.table("shop.orders")
     history_before = sorted(map(str, history_rows(lake, history_name(table))))
     before = table_rows(lake, table.lake_table)
@@ -205,10 +265,10 @@ def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, l
     assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
 
 
-def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, lake, tmp_path, generated):
-    config, result = generated
-    pipeline = replay_all(lake, config, result, duplicates=False)
-    table = config.table("shop.lines")
+@on_the_replayed_lake
+def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, replayed):
+    lake, pipeline = replayed.lake, replayed.pipeline
+    table = pipeline.config.table("shop.lines")
     before = table_rows(lake, table.lake_table)
     changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
     results = maintain(pipeline.context, "all", tables=["shop.lines"], retention=Retention(days=7, last=5))

@@ -14,7 +14,7 @@ import pytest
 
 from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.dms_files import parse_key
-from cdc_lake.core.exceptions import DmsInputError, JobArgumentError, ReplayOrderError
+from cdc_lake.core.exceptions import DmsInputError, ReplayOrderError
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.jobs import MaintenanceOptions, job_context, run_maintenance
@@ -22,9 +22,8 @@ from cdc_lake.engine.record import RELOAD, read_state, snapshot_summaries
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.engine.replay import apply_up_to
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.local.cli import main
 from cdc_lake.ops.operations import list_changes
-from tests.conftest import write_file
+from tests.conftest import cli, write_file
 
 P = "dms/shop/items/"
 CONFIG = """
@@ -81,12 +80,6 @@ def rows(spark, database: str, snapshot: int | None = None, table: str = "shop_i
 
 def head(spark, database: str, table: str = "shop_items") -> int:
     return spark.sql(f"SELECT snapshot_id FROM lake.{database}.{table}.refs WHERE name = 'main'").first()[0]
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    code = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def config_file(tmp_path: Path, text: str = CONFIG) -> tuple[Path, PipelineConfig]:
@@ -289,24 +282,3 @@ def test_reload_as_the_maintenance_glue_job_action(spark, database, tmp_path):
         "deleted": 0,
     }
     assert rows(spark, database) == [(1, "one"), (3, "three")]
-
-
-def test_reload_job_arguments_from_glue_argv():
-    argv = ["script.py", "--JOB_ID", "j_3", "--config_uri", "s3://assets/tables.json", "--action", "reload",
-            "--table", "shop.items", "--bucket", "raw-bucket", "--since", "20250301-110000000"]  # fmt: skip
-    options = MaintenanceOptions.from_sys_argv(argv)
-    assert (options.action, options.table, options.bucket, options.since) == (
-        "reload",
-        "shop.items",
-        "raw-bucket",
-        "20250301-110000000",
-    )
-
-
-def test_reload_job_needs_table_and_bucket():
-    with pytest.raises(
-        JobArgumentError, match=r"--action reload rebuilds one table from the raw bucket: add --table, --bucket"
-    ):
-        MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "reload"})
-    with pytest.raises(JobArgumentError, match=r"use one of compact, expire, orphans, all, reload"):
-        MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "rebuild"})

@@ -1,0 +1,96 @@
+"""The Glue jobs' arguments, read as Glue passes them (``sys.argv``), and refused with the argument named."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions
+from cdc_lake.engine.maintenance import Retention
+
+
+def test_options_from_glue_argv_like_a_console_rerun():
+    argv = ["script.py", "--JOB_ID", "j_1", "--config_uri", "s3://assets/tables.json", "--catalog", "glue_catalog",
+            "--bucket", "raw-bucket", "--key", "dms/shop/items/LOAD00000001.csv", "--table", "shop.items",
+            "--warehouse", "s3://lake/warehouse/"]  # fmt: skip
+    options = JobOptions.from_sys_argv(argv)
+    assert options == JobOptions(
+        config_uri="s3://assets/tables.json",
+        bucket="raw-bucket",
+        key="dms/shop/items/LOAD00000001.csv",
+        table="shop.items",
+        catalog="glue_catalog",
+        database="",
+    )
+
+
+def test_the_stack_conf_argument_is_not_taken_for_config_uri():
+    # argparse reads an unknown --conf as an abbreviation of --config_uri; the stack passes --conf after it.
+    conf = "spark.sql.extensions=x --conf spark.sql.catalog.glue_catalog=y"
+    argv = ["script.py", "--config_uri", "s3://assets/tables.json", "--conf", conf, "--bucket", "raw-bucket",
+            "--key", "dms/shop/items/LOAD00000001.csv", "--table", "shop.items", "--con", "z"]  # fmt: skip
+    assert JobOptions.from_sys_argv(argv).config_uri == "s3://assets/tables.json"
+    maintenance = ["script.py", "--config_uri", "s3://assets/tables.json", "--conf", conf, "--action", "all"]
+    assert MaintenanceOptions.from_sys_argv(maintenance).config_uri == "s3://assets/tables.json"
+
+
+def test_idle_seconds_is_an_optional_whole_number():
+    base = {"--config_uri": "c.yaml", "--bucket": "b", "--key": "k", "--table": "t"}
+    assert JobOptions.from_options(base).idle_seconds is None
+    assert JobOptions.from_options({**base, "--idle_seconds": "0"}).idle_seconds == 0
+    with pytest.raises(JobArgumentError, match="--idle_seconds 'soon'"):
+        JobOptions.from_options({**base, "--idle_seconds": "soon"})
+
+
+def test_missing_arguments_are_named():
+    with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --key, --table"):
+        JobOptions.from_options({"--config_uri": "c.yaml", "--bucket": "b"})
+
+
+def test_maintenance_options_from_glue_argv_like_the_scheduled_trigger():
+    argv = ["script.py", "--JOB_ID", "j_2", "--config_uri", "s3://assets/tables.json", "--action", "expire",
+            "--retain_days", "3", "--table", "shop.items"]  # fmt: skip
+    assert MaintenanceOptions.from_sys_argv(argv) == MaintenanceOptions(
+        config_uri="s3://assets/tables.json",
+        action="expire",
+        table="shop.items",
+        retention=Retention(days=3, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS),
+    )
+    defaults = MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "all"})
+    assert defaults.table is None
+    assert defaults.retention == Retention(days=RETAIN_DAYS, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"--config_uri": "c.yaml"}, r"missing job argument\(s\): --action"),
+        ({"--config_uri": "c.yaml", "--action": "vacuum"}, r"--action 'vacuum': use one of compact, expire"),
+        ({"--config_uri": "c.yaml", "--action": "all", "--retain_last": "-1"}, r"--retain_last '-1': expected a whole"),
+    ],
+)
+def test_bad_maintenance_arguments_are_named(options, message):
+    with pytest.raises(JobArgumentError, match=message):
+        MaintenanceOptions.from_options(options)
+
+
+def test_reload_job_arguments_from_glue_argv():
+    argv = ["script.py", "--JOB_ID", "j_3", "--config_uri", "s3://assets/tables.json", "--action", "reload",
+            "--table", "shop.items", "--bucket", "raw-bucket", "--since", "20250301-110000000"]  # fmt: skip
+    options = MaintenanceOptions.from_sys_argv(argv)
+    assert (options.action, options.table, options.bucket, options.since) == (
+        "reload",
+        "shop.items",
+        "raw-bucket",
+        "20250301-110000000",
+    )
+
+
+def test_reload_job_needs_table_and_bucket():
+    with pytest.raises(
+        JobArgumentError, match=r"--action reload rebuilds one table from the raw bucket: add --table, --bucket"
+    ):
+        MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "reload"})
+    with pytest.raises(JobArgumentError, match=r"use one of compact, expire, orphans, all, reload"):
+        MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "rebuild"})
