@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,9 @@ def test_invalid_config_exits_2_with_the_field(tmp_path: Path):
     assert "tables[shop.items].columns[id].type" in done.stderr and "unsupported type 'blob'" in done.stderr
 
 
-def test_run_trigger_and_export(warehouse: Path, database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_run_trigger_and_export(
+    spark: Any, warehouse: Path, database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     """Run and trigger in this process (the test session's warehouse), export in a process of its own reading it."""
     config = tmp_path / "tables.yaml"
     config.write_text(CONFIG)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,95 +18,24 @@ from cdc_lake.core.exceptions import TableFailuresError
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import (
     CHANGE_LAG_METRIC,
-    GLUE_CATALOG,
     LANDED_LAG_METRIC,
-    METRICS_NAMESPACE,
-    PIPELINE_DIMENSION,
     TABLE_FAILURES_METRIC,
 )
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.drain import Budget, drain
-from cdc_lake.engine.jobs import JobClients, JobOptions, glue_main, job_context, run_job
+from cdc_lake.engine.jobs import JobOptions, glue_main, job_context, run_job
 from cdc_lake.engine.record import APPLIED, FRESHNESS, snapshot_summaries
-from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.conftest import aws_client
+from tests.conftest import assert_lake_equals_oracle
+from tests.functional.conftest import GlueRun, config_data
 
 pytestmark = pytest.mark.spark
-
-TABLE_NAMES = ("app.accounts", "app.orders", "app.events")
-
-
-def config_data(**runs: Any) -> dict[str, Any]:
-    """The configuration of these tests, as its file holds it."""
-    tables = [
-        {
-            "name": name,
-            "primary_key": ["id"],
-            "columns": [
-                {"name": "id", "type": "bigint"},
-                {"name": "label", "type": "string"},
-                {"name": "amount", "type": "decimal(10,2)"},
-            ],
-        }
-        for name in TABLE_NAMES
-    ]
-    return {"dms": {"timestamp_column": "dms_timestamp"}, "runs": runs, "tables": tables}
 
 
 def make_config(**runs: Any) -> PipelineConfig:
     return parse_config(config_data(**runs))
-
-
-class GlueRun:
-    """What a deployed run finds on the local endpoint: the configuration and a generated source's files in
-    buckets, a lake database of its own in the Glue catalog, and the clients its Python side uses."""
-
-    def __init__(self, endpoint: str, database: str, tmp_path: Path) -> None:
-        self.s3 = aws_client(endpoint, "s3")
-        self.clients = JobClients(s3=self.s3, cloudwatch=aws_client(endpoint, "cloudwatch"))
-        self.database = database
-        self.bucket = f"raw-{uuid.uuid4().hex[:12]}"
-        self.s3.create_bucket(Bucket=self.bucket)
-        data = config_data() | {"lake": {"database": database}}
-        self.config: PipelineConfig = parse_config(data)
-        self.s3.put_object(Bucket=self.bucket, Key="config/tables.json", Body=json.dumps(data).encode())
-        spec = GeneratorSpec(seed=7, initial_rows=30, cdc_files=2, changes_per_file=10, cached_changes=0)
-        self.generated = generate(self.config, tmp_path / "source", spec)
-        self.keys = land_order(self.generated)
-
-    def land(self, key: str, body: bytes | None = None) -> None:
-        data = body if body is not None else (self.generated.landing / key).read_bytes()
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
-
-    def argv(self, key: str) -> list[str]:
-        """The arguments Glue hands the script for a run the Lambda started for ``key``."""
-        table = ".".join(key.split("/")[:2])
-        return ["full_load.py", "--JOB_ID", "j_1", "--config_uri", f"s3://{self.bucket}/config/tables.json",
-                "--bucket", self.bucket, "--key", key, "--table", table, "--catalog", GLUE_CATALOG,
-                "--database", self.database, "--idle_seconds", "0"]  # fmt: skip
-
-    def lake(self) -> LakeContext:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.getActiveSession()
-        assert spark is not None
-        return LakeContext(spark, self.config, LakeLocation(GLUE_CATALOG, self.database))
-
-    def metric(self, name: str) -> list[dict[str, Any]]:
-        """The datapoints of one of the pipeline's metrics, this run's pipeline (its lake database) only."""
-        return self.clients.cloudwatch.get_metric_statistics(
-            Namespace=METRICS_NAMESPACE,
-            MetricName=name,
-            Dimensions=[{"Name": PIPELINE_DIMENSION, "Value": self.database}],
-            StartTime="2000-01-01T00:00:00Z",
-            EndTime="2100-01-01T00:00:00Z",
-            Period=60,
-            Statistics=["SampleCount", "Maximum", "Sum"],
-        )["Datapoints"]
 
 
 def generated_source(config: PipelineConfig, tmp_path: Path, cdc_files: int = 3):  # type: ignore[no-untyped-def]
@@ -122,12 +50,6 @@ def landed_source(config: PipelineConfig, tmp_path: Path):  # type: ignore[no-un
     landing = tmp_path / "landing"
     land(generated.landing, landing, keys)
     return generated, keys, landing
-
-
-def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected: Path, out: Path) -> None:
-    export_tables(pipeline.context, out)
-    for table in pipeline.config.tables:
-        assert read_jsonl(out / f"{table.name}.jsonl") == read_jsonl(expected / f"{table.name}.jsonl"), table.name
 
 
 def applied_records(spark: SparkSession, pipeline: LocalPipeline) -> list[str]:
@@ -156,7 +78,7 @@ def test_one_run_drains_every_table_and_the_lake_equals_the_oracle(spark, databa
     assert runs[1].result is not None and runs[1].result.already_applied
     assert pipeline.glue.calls["start_job_run"] == 2
     assert sorted(applied_records(spark, pipeline)) == sorted(keys)  # each file once
-    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
 
 
 def test_files_landing_while_a_run_works_and_while_it_finishes_are_applied_once(spark, database, tmp_path):
@@ -184,7 +106,7 @@ def test_files_landing_while_a_run_works_and_while_it_finishes_are_applied_once(
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     assert seen_states == ["RUNNING", "RUNNING"]
     assert sorted(applied_records(spark, pipeline)) == sorted(keys)
-    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
     # The file landed after the final listing was applied by a run started for it.
     last = runs[-1].result
     assert last is not None and last.applied_files == [keys[-1]]
@@ -228,7 +150,7 @@ def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_pat
     assert len(outcomes) == 2 and not any(o.failures for o in outcomes), [o.failures for o in outcomes]
     assert sorted(k for o in outcomes for k in o.applied_files) == sorted(keys)
     assert sorted(applied_records(spark, pipeline)) == sorted(keys)
-    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
 
 
 def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark, database, tmp_path):

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import (
     AccessDeniedError,
@@ -26,7 +26,7 @@ from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
 from cdc_lake.engine.iceberg_java import is_commit_conflict
 from cdc_lake.engine.replay import apply_up_to
 from cdc_lake.engine.tables import LakeLocation
-from tests.conftest import Lake, aws_client, on_both_paths, write_file
+from tests.conftest import Lake, aws_client, items_config, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -37,21 +37,6 @@ T = "dms/shop/items/"
 LOAD = T + "LOAD00000001.csv"
 CDC1 = T + "20250301-120000000.csv"
 CDC2 = T + "20250301-120100000.csv"
-
-
-def config() -> PipelineConfig:
-    return parse_config(
-        {
-            "dms": {"bucket_folder": "dms"},
-            "tables": [
-                {
-                    "name": "shop.items",
-                    "primary_key": ["id"],
-                    "columns": [{"name": "id", "type": "bigint"}, {"name": "label", "type": "string"}],
-                }
-            ],
-        }
-    )
 
 
 def rows(lake: Lake) -> list[tuple]:
@@ -258,7 +243,7 @@ def applied_keys(lake: Lake) -> list[str]:
     from cdc_lake.engine.record import snapshot_summaries
 
     keys = []
-    for snapshot in snapshot_summaries(lake.spark, lake.location, config().tables[0]):
+    for snapshot in snapshot_summaries(lake.spark, lake.location, items_config().tables[0]):
         recorded = (snapshot["summary"] or {}).get("cdc-lake.applied-files")
         keys += [f["key"] for f in json.loads(recorded)] if recorded else []
     return sorted(keys)
@@ -279,7 +264,7 @@ def land_and_apply_load(lake: Lake, landing, cfg: PipelineConfig) -> int | None:
 @pytest.mark.parametrize("when", ["list", "read"])
 @pytest.mark.parametrize("fault", ["deleted", "replaced"])
 def test_a_file_gone_or_changed_after_listing_is_refused(spark, lake, landing, when, fault):
-    cfg = config()
+    cfg = items_config()
     before = land_and_apply_load(lake, landing, cfg)
     store = lake.store()
     fixed = "U,1,a1\nU,3,fixed in place\n"
@@ -308,7 +293,7 @@ def test_a_file_gone_or_changed_after_listing_is_refused(spark, lake, landing, w
 
 @on_both_paths
 def test_a_load_file_changed_while_appended_is_refused(spark, lake, landing):
-    cfg = config()
+    cfg = items_config()
     second = T + "LOAD00000002.csv"
     write_file(landing, LOAD, "1,a\n")
     write_file(landing, second, "2,b\n")
@@ -327,7 +312,7 @@ def test_a_load_file_changed_while_appended_is_refused(spark, lake, landing):
 @on_glue
 @pytest.mark.parametrize("operation", ["list", "read"])
 def test_s3_refusing_the_landing_bucket_names_the_object_and_permission(spark, lake, landing, faulty, operation):
-    cfg = config()
+    cfg = items_config()
     before = land_and_apply_load(lake, landing, cfg)
     store = lake.store()
     if operation == "list":
@@ -346,7 +331,7 @@ def test_s3_refusing_the_landing_bucket_names_the_object_and_permission(spark, l
 
 @on_glue
 def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake, landing, faulty):
-    cfg = config()
+    cfg = items_config()
     # Spark reads this bucket through the faulty endpoint (S3A takes settings per bucket); the store does not.
     spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{lake.bucket}.endpoint", faulty.url)
     before = land_and_apply_load(lake, landing, cfg)
@@ -364,7 +349,7 @@ def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake
 @on_glue
 @pytest.mark.parametrize("action", ["GetTable", "UpdateTable", "CreateTable"])
 def test_glue_refusing_the_lake_table_names_it_and_the_permission(spark, lake, landing, faulty, action):
-    cfg = config()
+    cfg = items_config()
     location = faulty_location(lake, faulty)
     if action == "CreateTable":
         before = None
@@ -390,7 +375,7 @@ def test_glue_refusing_the_lake_table_names_it_and_the_permission(spark, lake, l
 
 @on_glue
 def test_a_missing_lake_database_is_refused_when_the_role_may_not_create_it(spark, lake, landing, faulty):
-    cfg = config()
+    cfg = items_config()
     write_file(landing, LOAD, "1,a\n")
     store = lake.store()
     location = faulty_location(lake, faulty)
@@ -413,7 +398,7 @@ def test_a_missing_lake_database_is_refused_when_the_role_may_not_create_it(spar
 
 @on_both_paths
 def test_a_table_dropped_during_a_run_is_refused_and_the_next_run_rebuilds_it(spark, lake, landing):
-    cfg = config()
+    cfg = items_config()
     land_and_apply_load(lake, landing, cfg)
     store = lake.store()
     hooked = HookedStore(store, "list", lambda: spark.sql(f"DROP TABLE {lake.table('shop_items')}"))
@@ -435,7 +420,7 @@ def test_a_table_dropped_during_a_run_is_refused_and_the_next_run_rebuilds_it(sp
 
 @on_glue
 def test_a_commit_glue_refuses_for_another_runs_commit_plans_again(spark, lake, landing, faulty, caplog):
-    cfg = config()
+    cfg = items_config()
     land_and_apply_load(lake, landing, cfg)
     store = lake.store()
     location = faulty_location(lake, faulty)

@@ -16,7 +16,7 @@ from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.jobs import JobOptions, glue_main, job_context, run_job
 from cdc_lake.ops.export import export_tables
 from tests.conftest import write_file
-from tests.functional.test_coalescing import GlueRun
+from tests.functional.conftest import GlueRun
 
 CONFIG = parse_config(
     {

@@ -14,8 +14,8 @@ import pytest
 from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.engine.iceberg_java import has_write_order
 from cdc_lake.ops.operations import list_changes
-from tests.conftest import Lake, on_both_paths, write_file
-from tests.functional.test_replay_semantics import T, apply, config, rows, snapshot_count
+from tests.conftest import Lake, items_config, on_both_paths, write_file
+from tests.functional.test_replay_semantics import T, rows, snapshot_count
 
 pytestmark = pytest.mark.spark
 
@@ -51,7 +51,7 @@ def test_a_large_load_file_is_read_in_parts_and_each_data_file_holds_a_key_range
     spark, lake: Lake, landing: Path, small_splits
 ) -> None:
     load = write_file(landing, T + "LOAD00000001.csv", load_text(1, ROWS))
-    result = apply(lake, config(), load)
+    result = lake.apply(items_config(), load)
     assert result.applied_files == [load]
     assert result.counts is not None and result.counts.inserts == ROWS
     assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, ROWS + 1)]
@@ -68,7 +68,7 @@ def test_a_load_file_in_no_key_order_is_still_sorted_within_each_data_file(
 ) -> None:
     keys = [(i * 7919) % ROWS + 1 for i in range(ROWS)]  # every key once, scattered
     load = write_file(landing, T + "LOAD00000001.csv", "".join(f"{k},v{k}\n" for k in keys))
-    apply(lake, config(), load)
+    lake.apply(items_config(), load)
     assert rows(lake) == [(k, f"v{k}") for k in range(1, ROWS + 1)]
     for path in spark.sql(f"SELECT file_path FROM {lake.table('shop_items')}.data_files").collect():
         ids = [r["id"] for r in spark.read.parquet(path["file_path"]).collect()]
@@ -79,27 +79,27 @@ def test_load_and_cdc_files_in_one_batch_are_one_replay_commit(spark, lake: Lake
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     write_file(landing, T + "LOAD00000002.csv", "3,c\n")
     last = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nD,2,\nI,4,d\n")
-    result = apply(lake, config(), last)
+    result = lake.apply(items_config(), last)
     assert rows(lake) == [(1, "a1"), (3, "c"), (4, "d")]
-    assert snapshot_count(lake, config()) == 1
+    assert snapshot_count(lake, items_config()) == 1
     assert result.counts is not None and (result.counts.inserts, result.counts.updates) == (4, 1)
-    kinds = [c.kind for c in list_changes(spark, lake.location, config().tables[0])]
+    kinds = [c.kind for c in list_changes(spark, lake.location, items_config().tables[0])]
     assert kinds == ["created", "replay"]  # the append's own snapshot is never main's: main moved past it
 
 
 def test_later_load_files_are_appended_to_the_earlier_ones(spark, lake: Lake, landing: Path) -> None:
     first = write_file(landing, T + "LOAD00000001.csv", load_text(1, 10))
-    apply(lake, config(), first)
+    lake.apply(items_config(), first)
     second = write_file(landing, T + "LOAD00000002.csv", load_text(11, 20))
-    apply(lake, config(), second)
+    lake.apply(items_config(), second)
     assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, 21)]
 
 
 def test_a_key_repeated_across_load_files_is_merged_in_dms_order(spark, lake: Lake, landing: Path) -> None:
     first = write_file(landing, T + "LOAD00000001.csv", "1,old\n2,two\n")
-    apply(lake, config(), first)
+    lake.apply(items_config(), first)
     second = write_file(landing, T + "LOAD00000002.csv", "1,new\n3,three\n")
-    apply(lake, config(), second)
+    lake.apply(items_config(), second)
     assert rows(lake) == [(1, "new"), (2, "two"), (3, "three")]
 
 
@@ -109,7 +109,7 @@ def test_a_value_spanning_lines_sends_the_file_to_the_ordered_reader(
     # With a split read, the record holding the line break would be cut in two: both halves malformed.
     text = load_text(1, 1500) + '1501,"first line\nsecond, line"\n' + load_text(1502, ROWS)
     load = write_file(landing, T + "LOAD00000001.csv", text)
-    apply(lake, config(), load)
+    lake.apply(items_config(), load)
     got = dict(rows(lake))
     assert len(got) == ROWS
     assert got[1501] == "first line\nsecond, line"
@@ -122,13 +122,13 @@ def test_a_bad_row_read_in_parts_is_named_by_its_place_in_the_file(
     text = load_text(1, 2000) + "oops,bad key\n" + load_text(2002, ROWS)
     load = write_file(landing, T + "LOAD00000001.csv", text)
     with pytest.raises(DmsInputError) as refused:
-        apply(lake, config(), load)
+        lake.apply(items_config(), load)
     assert f"{load}: row 2001, column id: cannot parse as bigint (value 'oops')" in str(refused.value)
     assert rows(lake) == []  # nothing landed
-    assert snapshot_count(lake, config()) == 0
+    assert snapshot_count(lake, items_config()) == 0
 
 
 def test_a_key_repeated_inside_one_load_file_keeps_its_last_row(spark, lake: Lake, landing: Path) -> None:
     load = write_file(landing, T + "LOAD00000001.csv", "2,two\n1,first\n3,three\n1,last\n")
-    apply(lake, config(), load)
+    lake.apply(items_config(), load)
     assert rows(lake) == [(1, "last"), (2, "two"), (3, "three")]

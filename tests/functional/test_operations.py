@@ -1,7 +1,7 @@
 """Operations on replicated tables: SCD2 history, change log, rollback and re-apply, maintenance.
 
-The rollback, re-apply and maintenance tests share one replayed lake per lake path, built once for the module
-and set back to its built snapshots before each test: what each test changes, it changes on a copy by snapshot.
+The rollback, re-apply and maintenance tests share one replayed lake per lake path, built once for the module (on
+each xdist worker that runs one of them) and set back to its built snapshots before each test.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
 from cdc_lake.ops.operations import list_changes, reapply, rollback
-from tests.conftest import LAKE_PATHS, Lake, write_file
+from tests.conftest import LAKE_PATHS, Lake, assert_lake_equals_oracle, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -181,10 +181,6 @@ def replayed(request: pytest.FixtureRequest, build_replayed: Callable[[str], Rep
     return shared
 
 
-# Tests on the shared lake run on one xdist worker, which builds it once.
-on_the_replayed_lake = pytest.mark.xdist_group("replayed-operations")
-
-
 def check_history_invariants(lake: Lake, config: PipelineConfig) -> None:
     for table in config.tables:
         by_key: dict[tuple, list[dict[str, Any]]] = {}
@@ -208,15 +204,10 @@ def check_history_invariants(lake: Lake, config: PipelineConfig) -> None:
 def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, lake, tmp_path, generated):
     config, result = generated
     pipeline = replay_all(lake, config, result)
-    export_tables(pipeline.context, tmp_path / "export")
-    for table in config.tables:
-        assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == read_jsonl(
-            result.expected / f"{table.name}.jsonl"
-        )
+    assert_lake_equals_oracle(pipeline, result.expected, tmp_path / "export")
     check_history_invariants(lake, config)
 
 
-@on_the_replayed_lake
 @pytest.mark.parametrize("replayed", LAKE_PATHS, indirect=True)
 def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed, tmp_path, generated):
     config, result = generated
@@ -246,7 +237,6 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed,
     assert reapply(pipeline.context, table).already_applied
 
 
-@on_the_replayed_lake
 def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, replayed, generated):
     config, _ = generated
     lake, pipeline = replayed.lake, replayed.pipeline
@@ -265,7 +255,6 @@ def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, r
     assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
 
 
-@on_the_replayed_lake
 def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, replayed):
     lake, pipeline = replayed.lake, replayed.pipeline
     table = pipeline.config.table("shop.lines")

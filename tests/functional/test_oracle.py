@@ -18,6 +18,7 @@ from cdc_lake.engine.context import LakeContext
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
+from tests.conftest import assert_lake_equals_oracle
 
 pytestmark = pytest.mark.spark
 
@@ -83,15 +84,6 @@ def make_config(dms: dict[str, Any]) -> PipelineConfig:
     return parse_config({"dms": {"bucket_folder": "raw/dms", **dms}, "tables": TABLES})
 
 
-def assert_lake_equals_oracle(spark: SparkSession, pipeline: LocalPipeline, expected_dir: Path, out: Path) -> None:
-    export_tables(pipeline.context, out)
-    for table in pipeline.config.tables:
-        expected = read_jsonl(expected_dir / f"{table.name}.jsonl")
-        actual = read_jsonl(out / f"{table.name}.jsonl")
-        assert len(actual) == len(expected), table.name
-        assert actual == expected, f"{table.name}: lake differs from the oracle"
-
-
 @pytest.mark.parametrize("variant", list(DMS_VARIANTS))
 def test_replay_equals_oracle(spark: SparkSession, database: str, tmp_path: Path, variant: str) -> None:
     config = make_config(DMS_VARIANTS[variant])
@@ -111,7 +103,7 @@ def test_replay_equals_oracle(spark: SparkSession, database: str, tmp_path: Path
     pipeline = LocalPipeline(config, landing, spark, database=database)
     runs = pipeline.deliver(keys)
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
-    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
 
 
 @pytest.mark.parametrize("mode", ["coalesced", "per_file"])
@@ -134,7 +126,7 @@ def test_shuffled_and_duplicated_events_through_the_handler(
         assert sum(1 for r in runs if r.result and r.result.already_applied) >= len(keys) // 2
     else:  # one run per job: the events after the first find it waiting
         assert sorted(r.job for r in runs) == ["cdc_replay", "full_load"]
-    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
 
 
 def test_files_landing_in_batches_with_duplicate_events(spark: SparkSession, database: str, tmp_path: Path) -> None:
@@ -153,7 +145,7 @@ def test_files_landing_in_batches_with_duplicate_events(spark: SparkSession, dat
         rng.shuffle(events)
         runs = pipeline.deliver(events)
         assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
-    assert_lake_equals_oracle(spark, pipeline, generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
 
 
 # ---------------------------------------------------------------------------------------------------
