@@ -34,6 +34,8 @@ LAKE_PATHS = ("hadoop", "glue")
 _ONE_WORKER_SUITES = ("infra",)
 
 
+# Before pytest-xdist's own hook, which reads the xdist_group marks to name each test's group.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
     for item in items:

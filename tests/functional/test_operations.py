@@ -1,7 +1,7 @@
 """Operations on replicated tables: SCD2 history, change log, rollback and re-apply, maintenance.
 
-The rollback, re-apply and maintenance tests share one replayed lake per lake path, built once for the module (on
-each xdist worker that runs one of them) and set back to its built snapshots before each test.
+The rollback, re-apply and maintenance tests share one replayed lake per lake path, built once for the module and
+set back to its built snapshots before each test; under xdist they run on one worker, which builds it.
 """
 
 from __future__ import annotations
@@ -173,6 +173,10 @@ def build_replayed(spark, aws_endpoint, tmp_path_factory, generated) -> Callable
     return build
 
 
+# Under pytest-xdist (make test), the tests on the shared lake go to one worker, so it is built once per path.
+on_the_replayed_lake = pytest.mark.xdist_group("replayed-operations")
+
+
 @pytest.fixture
 def replayed(request: pytest.FixtureRequest, build_replayed: Callable[[str], Replayed]) -> Replayed:
     """The module's replayed lake on the test's path (Hadoop unless parametrized), at its built snapshots."""
@@ -208,6 +212,7 @@ def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, lak
     check_history_invariants(lake, config)
 
 
+@on_the_replayed_lake
 @pytest.mark.parametrize("replayed", LAKE_PATHS, indirect=True)
 def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed, tmp_path, generated):
     config, result = generated
@@ -237,6 +242,7 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed,
     assert reapply(pipeline.context, table).already_applied
 
 
+@on_the_replayed_lake
 def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, replayed, generated):
     config, _ = generated
     lake, pipeline = replayed.lake, replayed.pipeline
@@ -255,6 +261,7 @@ def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, r
     assert sorted(map(str, history_rows(lake, history_name(table)))) == history_before
 
 
+@on_the_replayed_lake
 def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, replayed):
     lake, pipeline = replayed.lake, replayed.pipeline
     table = pipeline.config.table("shop.lines")
