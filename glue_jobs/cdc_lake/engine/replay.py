@@ -227,35 +227,36 @@ def plan_batch(
 
 def apply_batch(context: ReplayContext, batch: Batch) -> RunResult:
     """The batch's steps after its plan. LOAD files the table may take as they are (it has applied nothing but
-    LOAD files) are appended, not merged; if they hold a key twice that commit is given up, and they are merged."""
+    LOAD files) are appended, not merged; if they hold a key twice that commit is given up, and they are merged.
+    The files' fields and the run's columns are found once, for both."""
     log.info("%s: applying %d file(s) up to %s", batch.table.name, len(batch.files), batch.trigger.key)
-    if appendable_loads(batch):
-        appended = _steps(context, batch, append_loads=True)
+    layouts = file_layouts(context, batch.files, batch.table)
+    lake = lake_fields(context.spark, context.location, batch.table.lake_table)
+    table = plan_schema(context.config, batch.table, layouts, lake).table
+    loads = appendable_loads(batch)
+    if loads:
+        appended = _steps(context, batch, read_files(context, batch, table, layouts, loads))
         if appended is not None:
             return appended
-    merged = _steps(context, batch, append_loads=False)
+    merged = _steps(context, batch, read_files(context, batch, table, layouts, []))
     assert merged is not None  # only the append's key check gives a commit up
     return merged
 
 
-def _steps(context: ReplayContext, batch: Batch, *, append_loads: bool) -> RunResult | None:
-    read = read_files(context, batch, append_loads=append_loads)
+def _steps(context: ReplayContext, batch: Batch, read: BatchRead) -> RunResult | None:
     reduced = reduce_changes(context, batch, read)
     evolve_schema(context, batch, read)
     history = write_history(context, batch, read)
     return commit_batch(context, batch, read, reduced, history)
 
 
-def read_files(context: ReplayContext, batch: Batch, *, append_loads: bool) -> BatchRead:
-    """Read the batch's files: their fields, the columns the run needs for them (or a refusal of a schema change
-    it cannot follow), the LOAD files to append when ``append_loads``, and the others' checked change rows."""
-    files = batch.files
-    layouts = file_layouts(context, files, batch.table)
-    lake = lake_fields(context.spark, context.location, batch.table.lake_table)
-    table = plan_schema(context.config, batch.table, layouts, lake).table
-    loads = appendable_loads(batch) if append_loads else []
+def read_files(
+    context: ReplayContext, batch: Batch, table: TableSpec, layouts: Mapping[str, FileLayout], loads: list[DmsFile]
+) -> BatchRead:
+    """Read the batch's files (their ``layouts``, with the run's columns in ``table``): ``loads``, the LOAD files
+    it starts with, to append as they are, and the others' checked change rows."""
     load = LoadAppend(context, table, loads, layouts) if loads else None
-    merged = files[len(loads) :]
+    merged = batch.files[len(loads) :]
     changes = _checked_changes(context, table, merged, layouts) if merged else None
     return BatchRead(table, load, merged, changes)
 
