@@ -19,7 +19,15 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
-from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.core.names import (
+    INPUT_NOTICES_METRIC,
+    LANDED_LAG_METRIC,
+    METRICS_NAMESPACE,
+    PIPELINE_DIMENSION,
+    TABLE_FAILURES_METRIC,
+    TRIGGER_SERVICE_NAME,
+    UNKNOWN_TABLE_OBJECTS_METRIC,
+)
 from infra.deployment import Deployment, stack_output
 
 FAILED_GLUE_STATES = ["FAILED", "TIMEOUT", "ERROR"]
@@ -90,7 +98,35 @@ class Monitoring(Construct):
             "`cdc-lake changes` for what the table last applied",
             _pipeline_metric(config, TABLE_FAILURES_METRIC, "Sum"),
         )
-        alarms = (self.failure_queue_alarm, self.lambda_errors_alarm, self.landed_lag_alarm, self.table_failures_alarm)
+        self.input_notices_alarm = self._alarm(
+            "InputNotices",
+            "A cdc-lake replay run accepted input that it announced rather than applied as usual: an empty object, "
+            "a file lacking a column, a column added or widened, LOAD files holding a key twice, files of a table "
+            "the configuration lacks, or an object that is no DMS file (docs/bad-input.md). The replay job's log "
+            "names each (NOTICE), and `cdc-lake changes` shows those a commit recorded",
+            _pipeline_metric(config, INPUT_NOTICES_METRIC, "Sum"),
+        )
+        self.unknown_table_alarm = self._alarm(
+            "UnknownTableObjects",
+            "DMS wrote files of a table that the cdc-lake configuration lacks: they are not applied, so the table "
+            "never reaches the lake. Add the table to the configuration and `cdk deploy`, or remove it from the DMS "
+            "task's table mappings (the trigger Lambda's log names each file)",
+            cloudwatch.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name=UNKNOWN_TABLE_OBJECTS_METRIC,
+                dimensions_map={"service": TRIGGER_SERVICE_NAME},
+                statistic="Sum",
+                period=ALARM_PERIOD,
+            ),
+        )
+        alarms = (
+            self.failure_queue_alarm,
+            self.lambda_errors_alarm,
+            self.landed_lag_alarm,
+            self.table_failures_alarm,
+            self.input_notices_alarm,
+            self.unknown_table_alarm,
+        )
         action = cloudwatch_actions.SnsAction(self.topic)
         for alarm in alarms:
             alarm.add_alarm_action(action)

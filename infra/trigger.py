@@ -13,6 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from cdc_lake.core.names import TRIGGER_SERVICE_NAME
 from infra.deployment import Deployment, stack_output
 from infra.glue import GlueJobs
 from infra.packaging import CONFIG_FILE_NAME, LAMBDA_HANDLER
@@ -22,7 +23,7 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 # AWS-managed Powertools for AWS Lambda (Python) v3 layer; it is built with the [all] extras, so it
 # carries pydantic 2 as well. One layer per Python version and architecture.
 POWERTOOLS_LAYER_ACCOUNT = "017000801446"
-POWERTOOLS_SERVICE_NAME = "cdc-lake-trigger"
+POWERTOOLS_SERVICE_NAME = TRIGGER_SERVICE_NAME
 METRICS_NAMESPACE = "CdcLake"
 MAX_RETRY_ATTEMPTS = 2
 MAX_EVENT_AGE = Duration.hours(2)

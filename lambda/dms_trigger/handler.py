@@ -32,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.exceptions import ConfigError, JobStartError
-from cdc_lake.core.names import JOB_KINDS, JobKind
+from cdc_lake.core.names import JOB_KINDS, TRIGGER_SERVICE_NAME, UNKNOWN_TABLE_OBJECTS_METRIC, JobKind
 from cdc_lake.core.retry import RetryPolicy, retried
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
@@ -43,7 +43,7 @@ CDC_REPLAY_JOB_ENV = "CDC_REPLAY_JOB_NAME"
 JOB_NAME_ENV: Mapping[JobKind, str] = {"full_load": FULL_LOAD_JOB_ENV, "cdc_replay": CDC_REPLAY_JOB_ENV}
 SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
 METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
-DEFAULT_SERVICE_NAME = "cdc-lake-trigger"
+DEFAULT_SERVICE_NAME = TRIGGER_SERVICE_NAME
 DEFAULT_METRICS_NAMESPACE = "CdcLake"
 
 # Metric names (Count).
@@ -51,7 +51,7 @@ JOB_RUNS_STARTED = "JobRunsStarted"
 RUNS_COALESCED = "RunsCoalesced"
 JOB_START_FAILURES = "JobStartFailures"
 IGNORED_OBJECTS = "IgnoredObjects"
-UNKNOWN_TABLE_OBJECTS = "UnknownTableObjects"
+UNKNOWN_TABLE_OBJECTS = UNKNOWN_TABLE_OBJECTS_METRIC
 
 # Glue refusals worth waiting out: too many runs of the job or in the account, throttling, Glue-side faults.
 RETRYABLE_ERROR_CODES = frozenset(

@@ -79,6 +79,9 @@ class HookedStore:
         self._fire("read")
         return data
 
+    def folders(self, prefix: str) -> list[str]:
+        return self.inner.folders(prefix)
+
 
 def remove(lake: Lake, key: str) -> None:
     """Delete a landed object where the lake path reads it from."""

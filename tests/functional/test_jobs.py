@@ -9,9 +9,7 @@ import pytest
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.jsonl import read_jsonl
-from cdc_lake.core.names import (
-    FILES_APPLIED_METRIC,
-)
+from cdc_lake.core.names import FILES_APPLIED_METRIC, INPUT_NOTICES_METRIC
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.jobs import JobOptions, glue_main, job_context, run_job
 from cdc_lake.ops.export import export_tables
@@ -61,10 +59,18 @@ def test_the_glue_entry_point_applies_every_landed_file_with_the_clients_it_is_g
     run = GlueRun(aws_endpoint, database, tmp_path)
     for key in run.keys:
         run.land(key)
+    # Announced, not applied: an empty object, and a table the configuration lacks.
+    run.land("app/accounts/20991231-000000000.csv", b"")
+    run.land("app/unlisted/LOAD00000001.csv", b"1,a,1.00\n")
 
     outcome = glue_main("full_load", run.clients, run.argv(run.keys[0]))
 
     assert not outcome.failures and sorted(outcome.applied_files) == sorted(run.keys)
+    assert sorted((n.kind, n.subject) for n in outcome.notices) == [
+        ("empty-object", "app/accounts/20991231-000000000.csv"),
+        ("unknown-table", "app/unlisted/"),
+    ]
+    assert sum(p["Sum"] for p in run.metric(INPUT_NOTICES_METRIC)) == 2
     export_tables(run.lake(), tmp_path / "export")
     for table in run.config.tables:
         expected = read_jsonl(run.generated.expected / f"{table.name}.jsonl")

@@ -13,7 +13,14 @@ import yaml
 from aws_cdk.assertions import Annotations, Match
 
 from cdc_lake.core.config import RunSettings
-from cdc_lake.core.names import LANDED_LAG_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, TABLE_FAILURES_METRIC
+from cdc_lake.core.names import (
+    INPUT_NOTICES_METRIC,
+    LANDED_LAG_METRIC,
+    METRICS_NAMESPACE,
+    PIPELINE_DIMENSION,
+    TABLE_FAILURES_METRIC,
+    UNKNOWN_TABLE_OBJECTS_METRIC,
+)
 from tests.infra.conftest import DEMO_CONFIG, Synthesized, only, render, resources_of_type, synthesize
 
 # Every value differs from its default, so each assertion below proves the value is read from the config.
@@ -227,9 +234,34 @@ def test_table_failures_alarm_fires_on_one_refused_table(variant: str, request: 
     assert "cdc-lake changes" in alarm["AlarmDescription"]
 
 
+@pytest.mark.parametrize("variant", ["demo", "tuned"])
+def test_input_notices_alarm_fires_on_one_announced_input(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synthesized = request.getfixturevalue(variant)
+    alarm = alarm_on(synth, INPUT_NOTICES_METRIC)
+    assert alarm["Namespace"] == METRICS_NAMESPACE
+    assert alarm["Dimensions"] == [{"Name": PIPELINE_DIMENSION, "Value": synth.config.lake.database}]
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "Sum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+    assert "docs/bad-input.md" in alarm["AlarmDescription"]
+
+
+def test_unknown_table_alarm_watches_the_trigger_lambda_metric(demo: Synthesized) -> None:
+    alarm = alarm_on(demo, UNKNOWN_TABLE_OBJECTS_METRIC)
+    function = demo.json["Resources"][demo.logical_id(demo.stack.trigger.function)]
+    environment = function["Properties"]["Environment"]["Variables"]
+    # The Lambda's Powertools metrics carry its service name as their one dimension, in the same namespace.
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
+    assert alarm["Namespace"] == environment["POWERTOOLS_METRICS_NAMESPACE"]
+    assert (alarm["Statistic"], alarm["Threshold"]) == ("Sum", 1)
+    assert "table mappings" in alarm["AlarmDescription"]
+
+
 def test_every_alarm_notifies_the_topic(demo: Synthesized) -> None:
     topic = {"Ref": demo.logical_id(demo.stack.monitoring.topic)}
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 4
+    assert len(alarms) == 6
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]

@@ -467,7 +467,7 @@ def test_failure_queue_is_encrypted_and_tls_only(demo: Synthesized) -> None:
 def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: Synthesized) -> None:
     names = ids(demo)
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 4  # and two on the pipeline's own metrics (test_runs.py)
+    assert len(alarms) == 6  # and four on the pipeline's own metrics (test_runs.py)
     by_metric = {a["Properties"]["MetricName"]: a["Properties"] for a in alarms.values()}
     queue_alarm = by_metric["ApproximateNumberOfMessagesVisible"]
     assert queue_alarm["Namespace"] == "AWS/SQS"

@@ -82,10 +82,15 @@ class World:
     def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
         self.listed_at[prefix] = self.tick()
         keys = sorted(k for k in self.landed if k.startswith(prefix) and (start_after is None or k > start_after))
-        return [StoredObject(key, 10, "etag") for key in keys]
+        # Larger than a blank CSV object could be, so no listing reads one to tell.
+        return [StoredObject(key, 1000, "etag") for key in keys]
 
     def uri(self, key: str) -> str:
         return f"memory://{key}"
+
+    def folders(self, prefix: str) -> list[str]:
+        depth = prefix.count("/")
+        return sorted({"/".join(k.split("/")[: depth + 1]) + "/" for k in self.landed if k.startswith(prefix)})
 
     def read_head(self, key: str, size: int) -> bytes:
         raise AssertionError("a batch stand-in reads no file")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 
 from cdc_lake.core.config import parse_config
@@ -95,3 +97,39 @@ def test_parallel_load_segments_sort_before_cdc_by_segment_then_hex_counter():
     files = table_files(keys, CONFIG.table("shop.orders"), CONFIG)
     assert [f.name for f in files] == ordered
     assert [f.is_full_load for f in files] == [True] * 7 + [False]
+
+
+def test_listing_sets_empty_objects_and_foreign_names_aside(tmp_path):
+    from cdc_lake.core.dms_files import is_blank, list_landed
+    from cdc_lake.core.storage import LocalFolderStore
+
+    table = CONFIG.table("shop.orders")
+    folder = tmp_path / "raw/dms/shop/orders"
+    folder.mkdir(parents=True)
+    contents = {
+        "LOAD00000001.csv": b"1\n",
+        "20250301-120000000.csv": b"",
+        "20250301-120100000.csv": b" \n\n",
+        "20250301-120200000.csv.gz": gzip.compress(b"\n"),
+        "20250301-120300000.csv": b"I,2\n",
+        "notes.txt": b"hello",
+    }
+    for name, data in contents.items():
+        (folder / name).write_bytes(data)
+    landed = list_landed(LocalFolderStore(tmp_path), CONFIG, table)
+    prefix = "raw/dms/shop/orders/"
+    assert [f.name for f in landed.files] == ["LOAD00000001.csv", "20250301-120300000.csv"]
+    assert landed.empty == tuple(prefix + n for n in sorted(list(contents)[1:4]))
+    assert landed.foreign == (prefix + "notes.txt",)
+    assert not is_blank(b"not gzip", gzipped=True)  # refused by the read, naming the file
+    assert not is_blank(b"I,1\n", gzipped=False)
+
+
+def test_folders_of_tables_the_configuration_lacks_are_found_without_listing_files(tmp_path):
+    from cdc_lake.core.dms_files import unconfigured_folders
+    from cdc_lake.core.storage import LocalFolderStore
+
+    for folder in ("raw/dms/shop/orders", "raw/dms/shop/refunds", "raw/dms/crm/people", "raw/other/x/y"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "LOAD00000001.csv").write_bytes(b"1\n")
+    assert unconfigured_folders(LocalFolderStore(tmp_path), CONFIG) == ["raw/dms/crm/people/", "raw/dms/shop/refunds/"]

@@ -121,3 +121,21 @@ def test_every_load_file_is_listed_from_any_start():
     start = listing_start(config, config.tables[0], state)
     assert start is not None and start < "dms/shop/items/LOAD00000001.csv"
     assert start < "dms/shop/items/LOAD_0001_00000001.csv"
+
+
+def test_a_cdc_file_written_after_the_last_batch_is_named_late_or_rewritten():
+    config = config_for()
+    load = StoredObject("dms/shop/items/LOAD00000001.csv", 10, "l", START)
+    first, second = (StoredObject(cdc_key(config, START + dt.timedelta(minutes=m)), 10, "e", START) for m in (1, 2))
+    applied = plan_run(config, parse_key(second.key, config), [load, first, second], ReplayState(), 1).next_state
+    assert applied.cdc_written == START.isoformat()
+    later = START + dt.timedelta(minutes=5)
+    rewritten = StoredObject(first.key, 12, "other", later)
+    newer = StoredObject(cdc_key(config, START + dt.timedelta(minutes=6)), 10, "n", later)
+    with pytest.raises(ReplayOrderError, match=f"CDC file\\(s\\) {first.key} sort before .* rewritten"):
+        plan_run(config, parse_key(newer.key, config), [load, rewritten, second, newer], applied, 2)
+    # The same file as applied, and a later file: planned as ever.
+    plan = plan_run(config, parse_key(newer.key, config), [load, first, second, newer], applied, 2)
+    assert [f.key for f in plan.pending] == [newer.key]
+    assert plan.next_state.cdc_written == later.isoformat()
+    assert ReplayState.from_json(plan.next_state.to_json(), 3).cdc_written == later.isoformat()

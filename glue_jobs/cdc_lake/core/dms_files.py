@@ -9,12 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import zlib
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 from cdc_lake.core.names import JobKind
+from cdc_lake.core.notices import Notice
 from cdc_lake.core.storage import ObjectStore, StoredObject
 
 # Full-load files: LOAD<counter>, or LOAD_<segment>_<counter> when a table is loaded in parallel segments (the
@@ -128,29 +130,41 @@ def parse_key(key: str, config: PipelineConfig) -> DmsFile:
 
 def table_files(keys: list[str], table: TableSpec, config: PipelineConfig) -> list[DmsFile]:
     """The data files of one table among listed keys, in DMS order; other objects are skipped."""
+    return _sorted_table_files(keys, table, config)[0]
+
+
+def _sorted_table_files(keys: list[str], table: TableSpec, config: PipelineConfig) -> tuple[list[DmsFile], list[str]]:
+    """The table's data files among ``keys`` in DMS order, and the keys in its folder that are no DMS data file."""
     prefix = config.table_prefix(table)
-    files = []
+    files, foreign = [], []
     for key in keys:
         if not key.startswith(prefix):
             continue
         try:
             dms_file = parse_key(key, config)
-        except (NotADmsFileError, UnknownTableError):
+        except NotADmsFileError:
+            foreign.append(key)
+            continue
+        except UnknownTableError:
             continue
         if dms_file.table == table.name:
             files.append(dms_file)
-    return sorted(files, key=lambda f: f.order_key)
+    return sorted(files, key=lambda f: f.order_key), foreign
 
 
 @dataclass(frozen=True)
 class LandedFiles:
     """A table's data files as one listing of its folder showed them, in DMS order, with the object each was listed
-    as (key, ETag, size); empty objects and other files are left out. ``start_after``: where the listing started
-    (S3's StartAfter; None for the whole folder)."""
+    as (key, ETag, size); empty objects and other files are left out, and kept aside to be announced: ``empty``,
+    objects with no content (0 bytes, or a CSV file of blank lines), and ``foreign``, keys in the table's folder
+    that are no DMS data file. ``start_after``: where the listing started (S3's StartAfter; None for the whole
+    folder)."""
 
     files: list[DmsFile] = field(default_factory=list)
     objects: Mapping[str, StoredObject] = field(default_factory=dict)
     start_after: str | None = None
+    empty: tuple[str, ...] = ()
+    foreign: tuple[str, ...] = ()
 
     @property
     def newest(self) -> DmsFile | None:
@@ -160,22 +174,90 @@ class LandedFiles:
     def listed(self) -> list[StoredObject]:
         return [self.objects[f.key] for f in self.files]
 
+    def notices(self) -> list[Notice]:
+        """What the listing announces: its empty objects, and its objects whose name is no DMS file's."""
+        empty = [
+            Notice(
+                "empty-object",
+                key,
+                "is empty (0 bytes, or blank lines): not applied and not recorded as applied. When DMS writes the "
+                "file under this key, a run applies it; remove the object if nothing should be there",
+            )
+            for key in self.empty
+        ]
+        foreign = [
+            Notice(
+                "not-a-dms-file",
+                key,
+                "is in the table's folder, but its name is no DMS data file's (LOAD<hex8>, or a CDC timestamp): "
+                "not applied. Move it out of the DMS folder",
+            )
+            for key in self.foreign
+        ]
+        return empty + foreign
+
     def covers(self, start_after: str | None) -> bool:
         """Whether this listing holds everything a listing from ``start_after`` would (it started no later)."""
         return self.start_after is None or (start_after is not None and self.start_after <= start_after)
 
 
 def landed_files(
-    listed: Iterable[StoredObject], table: TableSpec, config: PipelineConfig, start_after: str | None = None
+    listed: Iterable[StoredObject],
+    table: TableSpec,
+    config: PipelineConfig,
+    start_after: str | None = None,
+    blank: Collection[str] = (),
 ) -> LandedFiles:
-    """The table's data files among ``listed`` objects: the one place that drops empty objects and parses keys."""
-    objects = {o.key: o for o in listed if o.size > 0}
-    files = table_files(list(objects), table, config)
-    return LandedFiles(files, {f.key: objects[f.key] for f in files}, start_after)
+    """The table's data files among ``listed`` objects: the one place that sets empty objects (0 bytes, or a key in
+    ``blank``) aside and parses keys."""
+    listed = list(listed)
+    files, foreign = _sorted_table_files([o.key for o in listed], table, config)
+    objects = {o.key: o for o in listed}
+    empty = {f.key for f in files if objects[f.key].size == 0 or f.key in blank}
+    kept = [f for f in files if f.key not in empty]
+    return LandedFiles(
+        kept, {f.key: objects[f.key] for f in kept}, start_after, tuple(sorted(empty)), tuple(sorted(foreign))
+    )
+
+
+# A CSV object this small may hold nothing but blank lines (gzip's own overhead is about 20 bytes): it is read
+# to tell. A real DMS CSV file holds at least one record.
+BLANK_PROBE_BYTES = 64
+
+
+def is_blank(data: bytes, gzipped: bool) -> bool:
+    """Whether a small CSV object's bytes hold no record: nothing but spaces and line breaks."""
+    if gzipped:
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = decompressor.decompress(data)
+        except zlib.error:
+            return False  # not gzip at all: the read refuses it, naming the file
+    return not data.strip(b" \t\r\n")
+
+
+def _blank_object(store: ObjectStore, key: str) -> bool:
+    try:
+        return is_blank(store.read_head(key, BLANK_PROBE_BYTES), key.endswith(".gz"))
+    except FileNotFoundError:
+        return False  # gone since the listing: the batch finds it changed, and says so
 
 
 def list_landed(
     store: ObjectStore, config: PipelineConfig, table: TableSpec, start_after: str | None = None
 ) -> LandedFiles:
     """List the table's folder (from ``start_after``) once: its landed data files."""
-    return landed_files(store.list(config.table_prefix(table), start_after=start_after), table, config, start_after)
+    listed = store.list(config.table_prefix(table), start_after=start_after)
+    blank = []
+    if config.dms.format == "csv":
+        small = [o for o in listed if 0 < o.size <= BLANK_PROBE_BYTES and order_key_for(o.key.rsplit("/", 1)[-1])]
+        blank = [o.key for o in small if _blank_object(store, o.key)]
+    return landed_files(listed, table, config, start_after, blank)
+
+
+def unconfigured_folders(store: ObjectStore, config: PipelineConfig) -> list[str]:
+    """Table folders under the DMS folder (``<schema>/<table>/``) of tables the configuration lacks: DMS replicates
+    them, and nothing applies them. Costs a request per schema folder, not per file."""
+    root = f"{config.dms.bucket_folder}/" if config.dms.bucket_folder else ""
+    configured = {config.table_prefix(t) for t in config.tables}
+    return [folder for schema in store.folders(root) for folder in store.folders(schema) if folder not in configured]

@@ -40,7 +40,22 @@ class DmsInputError(CdcLakeError):
         shown = "\n  ".join(problems)
         more = f"\n  … and {self.total - len(problems)} more" if self.total > len(problems) else ""
         super().__init__(
-            f"{table}: refused {self.total} bad row(s); nothing was applied and no file was removed:\n  {shown}{more}"
+            f"{table}: refused {self.total} bad row(s); nothing was applied and no file was removed:\n  {shown}{more}\n"
+            "Fix the file(s) in place (or have DMS write them again) and trigger the run again; the table stays at "
+            "its previous snapshot until then (docs/bad-input.md)"
+        )
+
+
+class UnreadableFileError(CdcLakeError):
+    """Raised when a landed file cannot be read at all (cut off, or not the format its name says); nothing is
+    applied and no file is removed."""
+
+    def __init__(self, table: str, key: str, what: str, cause: str) -> None:
+        self.key = key
+        super().__init__(
+            f"{key}: cannot be read as {what} ({cause}): it is cut off or not a {what} file. {table} was left as "
+            "it was and no file was removed. Have DMS write the file again, or put the complete file under the "
+            "same key, then trigger the run again (docs/bad-input.md)"
         )
 
 

@@ -59,6 +59,9 @@ class ReplayState:
     # are ``cdc_before`` applied ones, so a run lists only from there on (``listing_start``).
     cdc_from: str | None = None
     cdc_before: int = 0
+    # ISO 8601 UTC: the newest LastModified among the applied CDC files. A CDC file that sorts before the last
+    # applied one but was written after this landed late, or was rewritten after it was applied.
+    cdc_written: str | None = None
     snapshot_id: int | None = None
 
     @property
@@ -74,6 +77,8 @@ class ReplayState:
         cdc: dict[str, Any] = {"last": self.cdc_last, "count": self.cdc_count}
         if self.cdc_from is not None:
             cdc |= {"from": self.cdc_from, "before": self.cdc_before}
+        if self.cdc_written is not None:
+            cdc["written"] = self.cdc_written
         return json.dumps({"v": STATE_VERSION, "load": load, "cdc": cdc}, separators=(",", ":"))
 
     @classmethod
@@ -92,6 +97,7 @@ class ReplayState:
             cdc_count=int(data["cdc"]["count"]),
             cdc_from=data["cdc"].get("from"),
             cdc_before=int(data["cdc"].get("before", 0)),
+            cdc_written=data["cdc"].get("written"),
             snapshot_id=snapshot_id,
         )
 
@@ -153,14 +159,7 @@ def plan_run(
             continue
         pending.append(dms_file)
     if watermark is not None:
-        behind = [f for f in files if not f.is_full_load and f.order_key <= watermark and _in_window(f, state)]
-        # Lifecycle rules may expire applied files (fewer listed is fine); more means one landed late.
-        if state.cdc_before + len(behind) > state.cdc_count:
-            raise ReplayOrderError(
-                f"{table.name}: {state.cdc_before + len(behind)} CDC files sort at or before the last applied one "
-                f"({state.cdc_last}) but only {state.cdc_count} were applied: a file landed after later changes "
-                "were applied; applying it now would break DMS order"
-            )
+        _refuse_late_files(table, state, files, objects, watermark)
     # Lifecycle rules may expire LOAD files; the same number with other content means a reload, and so do
     # fewer written after the applied ones (a reload into an emptied folder that needed fewer files).
     if state.cdc_started and (
@@ -168,13 +167,48 @@ def plan_run(
         or (len(load_objects) == state.load_count and load_digest(load_objects) != state.load_digest)
         or (len(load_objects) < state.load_count and _written_after(load_objects, state.load_written))
     ):
+        rewritten = [o.key for o in load_objects if _written_after([o], state.load_written)]
+        named = f" ({', '.join(rewritten)} written since)" if rewritten else ""
         raise ReplayOrderError(
             f"{table.name}: its LOAD files changed after CDC files were applied ({state.load_count} applied, "
-            f"{len(load_objects)} now listed): DMS reloaded the table or restarted with a full load. "
-            + reload_hint(table.name)
+            f"{len(load_objects)} now listed{named}): DMS reloaded the table or restarted with a full load. Nothing "
+            "was applied and no file was removed. " + reload_hint(table.name)
         )
     next_state = _next_state(state, pending, objects, _advance_window(config, state, files, pending))
     return RunPlan(table, trigger, pending, objects, next_state, base_snapshot_id)
+
+
+def _refuse_late_files(
+    table: TableSpec,
+    state: ReplayState,
+    files: Sequence[DmsFile],
+    objects: Mapping[str, StoredObject],
+    watermark: tuple[int, str, str],
+) -> None:
+    """Refuse CDC files that sort at or before the last applied one but are not among the applied: late, or
+    rewritten after they were applied (named by their write time), or more of them than were applied."""
+    behind = [f for f in files if not f.is_full_load and f.order_key <= watermark and _in_window(f, state)]
+    late = [f.key for f in behind if _written_after([objects[f.key]], state.cdc_written)]
+    # Lifecycle rules may expire applied files (fewer listed is fine); more means one landed late.
+    if late:
+        raise ReplayOrderError(
+            f"{table.name}: CDC file(s) {', '.join(late)} sort before the last applied one ({state.cdc_last}) "
+            "but were written after it was applied: landed late, or rewritten after they were applied. "
+            + _late_consequence(table)
+        )
+    if state.cdc_before + len(behind) > state.cdc_count:
+        raise ReplayOrderError(
+            f"{table.name}: {state.cdc_before + len(behind)} CDC files sort at or before the last applied one "
+            f"({state.cdc_last}) but only {state.cdc_count} were applied: a file landed after later changes "
+            "were applied. " + _late_consequence(table)
+        )
+
+
+def _late_consequence(table: TableSpec) -> str:
+    return (
+        "Applying it now would break DMS order; nothing was applied and no file was removed. The lake has missed "
+        "its changes: " + reload_hint(table.name)
+    )
 
 
 def _in_window(dms_file: DmsFile, state: ReplayState) -> bool:
@@ -250,6 +284,7 @@ def _next_state(
         if dms_file.is_full_load:
             load_files[dms_file.key] = (objects[dms_file.key].etag, objects[dms_file.key].size)
     cdc = [f for f in pending if not f.is_full_load]
+    cdc_written = [w for w in (state.cdc_written, newest_write(objects[f.key] for f in cdc)) if w is not None]
     applied_loads = [objects[k] for k in load_files if k in objects]
     if state.cdc_started:
         load_count, digest, written = state.load_count, state.load_digest, state.load_written
@@ -264,6 +299,7 @@ def _next_state(
         cdc_count=state.cdc_count + len(cdc),
         cdc_from=window[0],
         cdc_before=window[1],
+        cdc_written=max(cdc_written, key=dt.datetime.fromisoformat, default=None),
     )
 
 
@@ -390,6 +426,7 @@ def plan_reload(
         # Every listed CDC file is before the boundary (superseded by the LOAD rows) or applied now.
         cdc_last=cdc[-1].key if cdc else None,
         cdc_count=len(cdc),
+        cdc_written=newest_write(objects[f.key] for f in cdc),
     )
     return ReloadPlan(
         table=table,

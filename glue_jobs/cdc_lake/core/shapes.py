@@ -29,6 +29,8 @@ CHANGE_SEQ = "_change_seq"
 BEFORE = "_before_"
 _HEAD_BYTES = 64 * 1024
 _MAX_HEAD_BYTES = 64 * 1024 * 1024
+# The csv module refuses a field over 128 KiB by default; a first record may hold a value up to the head's size.
+csv.field_size_limit(max(csv.field_size_limit(), _MAX_HEAD_BYTES))
 
 
 @dataclass(frozen=True)

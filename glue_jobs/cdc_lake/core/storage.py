@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import hashlib
 import os
@@ -39,7 +40,12 @@ class ObjectStore(Protocol):
     def uri(self, key: str) -> str: ...
 
     def read_head(self, key: str, size: int) -> bytes:
-        """The first ``size`` bytes of the object (fewer if it is shorter)."""
+        """The first ``size`` bytes of the object (fewer if it is shorter); FileNotFoundError when it is gone."""
+        ...
+
+    def folders(self, prefix: str) -> builtins.list[str]:
+        """The folders right under ``prefix`` (which ends with "/", or is empty), each as a prefix ending with "/"
+        (S3's CommonPrefixes: one request per thousand, whatever the folders hold)."""
         ...
 
 
@@ -102,9 +108,20 @@ class S3Store:
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
+    def folders(self, prefix: str) -> builtins.list[str]:
+        paginator = self._client.get_paginator("list_objects_v2")
+        found = []
+        with self._denied(prefix, "s3:ListBucket"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+                found += [item["Prefix"] for item in page.get("CommonPrefixes", [])]
+        return found
+
     def read_head(self, key: str, size: int) -> bytes:
         with self._denied(key, "s3:GetObject"):
-            response = self._client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")
+            try:
+                response = self._client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")
+            except self._client.exceptions.NoSuchKey:
+                raise FileNotFoundError(self.uri(key)) from None
             return bytes(response["Body"].read())
 
     @contextmanager
@@ -176,3 +193,9 @@ class LocalFolderStore:
     def read_head(self, key: str, size: int) -> bytes:
         with (self.root / key).open("rb") as handle:
             return handle.read(size)
+
+    def folders(self, prefix: str) -> builtins.list[str]:
+        base = self.root / prefix if prefix else self.root
+        if not base.is_dir():
+            return []
+        return sorted(f"{prefix}{path.name}/" for path in base.iterdir() if path.is_dir())

@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
 from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
+from cdc_lake.core.notices import Notice, unique
 from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import RunResult, replay
@@ -39,6 +40,12 @@ class DrainResult:
     failures: dict[str, str] = field(default_factory=dict)
     rounds: int = 0
     seconds: float = 0.0
+    surveyed: list[Notice] = field(default_factory=list)  # what the run found beside its tables' folders
+
+    @property
+    def notices(self) -> list[Notice]:
+        """Everything the run announced, each once: its tables' batches' notices and its survey's."""
+        return unique([*self.surveyed, *(n for r in self.results for n in r.notices)])
 
     @property
     def applied_files(self) -> list[str]:
@@ -94,6 +101,7 @@ def drain(
     starts: dict[str, str | None] = {}  # per table: where its listing may start
     last_work = started
     tables = sorted(config.tables, key=lambda t: t.name != first)
+    result.surveyed = survey(context)
     with (
         ThreadPoolExecutor(max_workers=budget.parallel_tables, thread_name_prefix="cdc-lake-table") as pool,
         ThreadPoolExecutor(max_workers=LISTING_THREADS, thread_name_prefix="cdc-lake-list") as lister,
@@ -130,6 +138,21 @@ def drain(
             budget.sleep(budget.poll_seconds)
     result.seconds = clock() - started
     return result
+
+
+def survey(context: ReplayContext) -> list[Notice]:
+    """Folders of tables the configuration lacks, each announced once per run (the trigger Lambda announces their
+    files as they land, too)."""
+    detail = (
+        "holds files of a table that is not in the configuration: they are not applied. Add the table to the "
+        "configuration (and `cdk deploy`), or take it out of the DMS task's table mappings"
+    )
+    notices = [
+        Notice("unknown-table", folder, detail) for folder in unconfigured_folders(context.store, context.config)
+    ]
+    for notice in notices:
+        log.warning("%s", notice)
+    return notices
 
 
 def _new_files(
@@ -170,6 +193,8 @@ def _round(
 
     results: list[RunResult] = []
     for table, done, error in pool.map(batch, work):
+        for notice in done.notices if done is not None else []:
+            log.warning("%s: %s", table.name, notice)
         if error is not None:
             log.error("%s: left as it was, its files kept in place: %s", table.name, error)
             result.failures[table.name] = error

@@ -168,6 +168,8 @@ def glue_main(kind: JobKind, clients: JobClients, argv: Sequence[str] | None = N
     context = job_context(options, glue_spark_session(options.catalog), config=config, store=store)
     publisher = CloudWatchPublisher(clients.cloudwatch, context.location.database)
     outcome = run_job(kind, options, context, on_batch=publisher.batch)
+    if outcome.notices:
+        publisher.notices(len(outcome.notices))
     if outcome.failures:
         publisher.table_failures(len(outcome.failures))
         raise TableFailuresError(outcome.failures)

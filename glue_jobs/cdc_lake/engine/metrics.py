@@ -15,6 +15,7 @@ from cdc_lake.core.names import (
     BYTES_APPLIED_METRIC,
     CHANGE_LAG_METRIC,
     FILES_APPLIED_METRIC,
+    INPUT_NOTICES_METRIC,
     LANDED_LAG_METRIC,
     METRICS_NAMESPACE,
     PIPELINE_DIMENSION,
@@ -55,12 +56,19 @@ class CloudWatchPublisher:
         self._put(data)
 
     def table_failures(self, count: int) -> None:
+        self._count(TABLE_FAILURES_METRIC, count)
+
+    def notices(self, count: int) -> None:
+        self._count(INPUT_NOTICES_METRIC, count)
+
+    def _count(self, name: str, count: int) -> None:
+        now = dt.datetime.now(dt.UTC)
         self._put(
             [
                 {
-                    "MetricName": TABLE_FAILURES_METRIC,
+                    "MetricName": name,
                     "Dimensions": self._dimensions,
-                    "Timestamp": dt.datetime.now(dt.UTC),
+                    "Timestamp": now,
                     "Value": float(count),
                     "Unit": "Count",
                 }

@@ -48,6 +48,13 @@ PARSED = "_cdc_lake_parsed_"  # columns holding each cast once, before the check
 # in DMS output keeps the NULL marker ("NULL") apart from empty strings, which we then decode ourselves.
 NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
 OPS = ("I", "U", "D")
+# CSV is read as ISO-8859-1, each byte a character (DMS's delimiters, quotes and line ends are ASCII, never part of
+# a UTF-8 sequence), and each value decoded from UTF-8 here: a decoder left to itself replaces invalid bytes by
+# U+FFFD without a word, and a source value may hold U+FFFD itself. Only a value that does not come back to its
+# own bytes was invalid.
+BYTES_AS_TEXT = "ISO-8859-1"
+UTF8_FAULT = "not valid UTF-8 (shown with U+FFFD where the bytes are)"
+UTF8_PROBLEM = "_utf8_problem"
 
 
 class _Group(NamedTuple):
@@ -105,6 +112,24 @@ def file_layouts(context: ReplayContext, files: Sequence[DmsFile], table: TableS
     return layouts
 
 
+def unreadable(context: ReplayContext, files: Sequence[DmsFile]) -> tuple[DmsFile, str, BaseException] | None:
+    """The first of ``files`` that cannot be read whole, with what it should be and the failure, or None. Only a
+    compressed or Parquet file can be: each is read alone to the end, after a batch's read failed."""
+    for dms_file in files:
+        if dms_file.format == "parquet":
+            what, source = "Parquet", "parquet"
+        elif dms_file.gzip:
+            what, source = "gzip-compressed CSV", "text"
+        else:
+            continue
+        try:
+            frame = context.spark.read.format(source).load(context.store.uri(dms_file.key))
+            frame.write.format("noop").mode("overwrite").save()
+        except Exception as error:  # whatever the codec or the footer reader raises
+            return dms_file, what, error
+    return None
+
+
 def has_multiline_values(spark: SparkSession, uris: Sequence[str]) -> bool:
     """Whether a value in these CSV files spans lines, decided exactly from the text, in parallel.
 
@@ -157,13 +182,20 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("nullValue", NO_NULL_SENTINEL)
-        .option("encoding", "UTF-8")
+        .option("encoding", BYTES_AS_TEXT)
         .csv([uri_of(f.key) for f in files])
     )
     row = F.monotonically_increasing_id()
 
     def decode(token: Column) -> Column:
-        return _decode_csv_value(token, dms.csv_null_value)
+        return _decode_csv_value(_utf8(token), dms.csv_null_value)
+
+    text_columns = [c.name for c in table.columns if isinstance(parse_type(c.type), T.StringType)]
+    invalid = [
+        F.when(_not_utf8(F.col(_quote(c))), _problem(F.lit(c), F.lit(UTF8_FAULT), _utf8(F.col(_quote(c)))))
+        for c in text_columns
+        if layout.field(c) is not None
+    ]
 
     frame = raw.select(
         (_field(layout, OP) if layout.field(OP) is not None else F.lit("I")).alias(OP),
@@ -171,7 +203,8 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         _field(layout, CHANGE_SEQ).alias(CHANGE_SEQ),
         *[_field(layout, c, decode).alias(c) for c in table.column_names],
         *[_field(layout, b, decode).alias(b) for b in before_image_columns(table, dms)],
-        F.col(CORRUPT),
+        _utf8(F.col(CORRUPT)).alias(CORRUPT),
+        (F.coalesce(*invalid) if invalid else F.lit(None)).alias(UTF8_PROBLEM),
         row.alias(ROW),
         F.col("_metadata"),
     )
@@ -179,7 +212,18 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         F.col(CORRUPT).isNotNull(),
         _problem(F.lit("(row)"), F.lit(f"malformed CSV row: expected {len(layout.names)} fields"), F.col(CORRUPT)),
     )
-    return _typed(frame, table, dms, full_load, malformed)
+    return _typed(frame, table, dms, full_load, [malformed, F.col(UTF8_PROBLEM)] if invalid else [malformed])
+
+
+def _utf8(text: Column) -> Column:
+    """A value read as bytes (BYTES_AS_TEXT) as the UTF-8 text it holds; invalid bytes become U+FFFD."""
+    return F.decode(F.encode(text, BYTES_AS_TEXT), "UTF-8")
+
+
+def _not_utf8(text: Column) -> Column:
+    # The round trip is paid only by values holding U+FFFD once decoded.
+    decoded = _utf8(text)
+    return decoded.contains("\ufffd") & (F.encode(decoded, "UTF-8") != F.encode(text, BYTES_AS_TEXT))
 
 
 def _decode_csv_value(token: Column, null_marker: str) -> Column:
@@ -211,7 +255,7 @@ def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
         F.col("_metadata.row_index").alias(ROW),
         F.col("_metadata"),
     )
-    return _typed(frame, table, dms, full_load, None)
+    return _typed(frame, table, dms, full_load, [])
 
 
 def _parquet_value(value: Column, column_type: str) -> Column:
@@ -225,11 +269,9 @@ def _problem(column: Column, fault: Column, value: Column) -> Column:
     )
 
 
-def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: Column | None) -> DataFrame:
-    """Cast each column to its configured type and flag the first fault of every row."""
-    checks: list[Column] = []
-    if extra is not None:
-        checks.append(extra)
+def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[Column]) -> DataFrame:
+    """Cast each column to its configured type and flag the first fault of every row (``extra`` faults first)."""
+    checks: list[Column] = list(extra)
     valid_ops = ("I",) if full_load else OPS
     checks.append(
         F.when(

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import TableSpec
+from cdc_lake.core.notices import Notice, notices_json
 from cdc_lake.core.plan import ReplayState, RunPlan
 from cdc_lake.engine.changes import ChangeCounts
 from cdc_lake.engine.iceberg_java import branch_lineage
@@ -34,6 +35,8 @@ FRESHNESS = "cdc-lake.freshness"
 # Marks a snapshot a run makes on its branch before the one that records its files (a full load's rows
 # appended before the merge or the record); main moves past it to that record in one step.
 PART = "cdc-lake.part"
+# What the batch announced (``core.notices``): accepted on purpose, never in silence.
+NOTICES = "cdc-lake.notices"
 
 
 def freshness(
@@ -88,12 +91,15 @@ class BatchRecord:
     keys: int
     freshness: dict[str, float | int | None]
     history_snapshot: int | None = None
+    notices: tuple[Notice, ...] = ()
 
     @property
     def properties(self) -> dict[str, str]:
         properties = run_properties(self.plan, {**self.counts.as_dict(), "keys": self.keys})
         if self.history_snapshot is not None:
             properties[HISTORY_SNAPSHOT] = str(self.history_snapshot)
+        if self.notices:
+            properties[NOTICES] = notices_json(self.notices)
         properties[FRESHNESS] = json.dumps(self.freshness, separators=(",", ":"))
         return properties
 

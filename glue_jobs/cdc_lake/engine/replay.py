@@ -36,7 +36,9 @@ from cdc_lake.core.exceptions import (
     LakeTableMissingError,
     LandedFileChangedError,
     TableMovedError,
+    UnreadableFileError,
 )
+from cdc_lake.core.notices import Notice, unique
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.shapes import FileLayout
@@ -59,9 +61,9 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
-from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised
+from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised, java_causes
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
-from cdc_lake.engine.reader import FILE, file_layouts, read_changes
+from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
 from cdc_lake.engine.record import BatchRecord, freshness, recorded_state
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
@@ -86,6 +88,7 @@ class RunResult:
     listing_start: str | None = None
     attempts: int = 1
     seconds: float = 0.0
+    notices: list[Notice] = field(default_factory=list)
 
     @property
     def already_applied(self) -> bool:
@@ -127,6 +130,7 @@ class BatchRead:
     load: LoadAppend | None
     merged: list[DmsFile]
     changes: DataFrame | None
+    notices: tuple[Notice, ...] = ()  # what the batch announces (core.notices), recorded by its commit
 
 
 @dataclass(frozen=True)
@@ -191,24 +195,29 @@ def _attempt(
         start = None  # an old file named by hand or by a late event: list all, and the plan says it is applied
     if landed is None or not landed.covers(start):
         landed = list_landed(context.store, context.config, table, start)
+    notices = landed.notices()
+    if trigger is not None and trigger.key in landed.empty:  # an empty object's event: apply what precedes it
+        earlier = [f for f in landed.files if f.order_key <= trigger.order_key]
+        trigger = earlier[-1] if earlier else None
     trigger = trigger or landed.newest
     if trigger is None:
-        return RunResult(table.name, listing_start=start)
+        return RunResult(table.name, listing_start=start, notices=notices)
     batch = plan_batch(context, recorded, trigger, landed, started)
     if batch.nothing_pending:
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
-        return RunResult(table.name, trigger, listing_start=batch.next_listing_start)
+        return RunResult(table.name, trigger, listing_start=batch.next_listing_start, notices=notices)
     try:
         with conflicts_raised():
-            return apply_batch(context, batch)
+            return apply_batch(context, batch, notices)
     except CdcLakeError:
         raise
-    except Exception:
-        # A file gone or rewritten under the run fails its read in many ways: the listing tells which file.
-        changed = _changed_file(context, batch)
-        if changed is None:
+    except Exception as error:
+        # A file gone or rewritten under the run fails its read in many ways: the listing tells which file;
+        # else a file that cannot be read at all is found by reading each alone.
+        refusal = _changed_file(context, batch) or _unreadable_file(context, batch, error)
+        if refusal is None:
             raise
-        raise changed from None
+        raise refusal from None
 
 
 def plan_batch(
@@ -225,25 +234,37 @@ def plan_batch(
     return Batch(trigger, landed, main, history_plan, recorded.state, next_start, started)
 
 
-def apply_batch(context: ReplayContext, batch: Batch) -> RunResult:
+def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] = ()) -> RunResult:
     """The batch's steps after its plan. LOAD files the table may take as they are (it has applied nothing but
     LOAD files) are appended, not merged; if they hold a key twice that commit is given up, and they are merged.
-    The files' fields and the run's columns are found once, for both."""
+    The files' fields and the run's columns are found once, for both. ``notices``, and what the batch itself
+    announces (schema changes, files lacking a column, repeated LOAD keys), go into its record."""
     log.info("%s: applying %d file(s) up to %s", batch.table.name, len(batch.files), batch.trigger.key)
     layouts = file_layouts(context, batch.files, batch.table)
     lake = lake_fields(context.spark, context.location, batch.table.lake_table)
-    table = plan_schema(context.config, batch.table, layouts, lake).table
+    schema = plan_schema(context.config, batch.table, layouts, lake)
+    table = schema.table
+    announced = [*notices, *schema.notices(table.lake_table)]
     loads = appendable_loads(batch)
     if loads:
-        appended = _steps(context, batch, read_files(context, batch, table, layouts, loads))
+        appended = _steps(context, batch, read_files(context, batch, table, layouts, loads), announced)
         if appended is not None:
             return appended
-    merged = _steps(context, batch, read_files(context, batch, table, layouts, []))
+        announced.append(
+            Notice(
+                "load-duplicate-keys",
+                loads[0].key if len(loads) == 1 else context.config.table_prefix(batch.table),
+                f"{len(loads)} LOAD file(s) hold a key more than once (a key that is not unique at the source, or "
+                "overlapping parallel-load segments): each key's last row in DMS order was kept",
+            )
+        )
+    merged = _steps(context, batch, read_files(context, batch, table, layouts, []), announced)
     assert merged is not None  # only the append's key check gives a commit up
     return merged
 
 
-def _steps(context: ReplayContext, batch: Batch, read: BatchRead) -> RunResult | None:
+def _steps(context: ReplayContext, batch: Batch, read: BatchRead, notices: list[Notice]) -> RunResult | None:
+    read = dataclasses.replace(read, notices=tuple(unique(notices)))
     reduced = reduce_changes(context, batch, read)
     evolve_schema(context, batch, read)
     history = write_history(context, batch, read)
@@ -304,9 +325,15 @@ def commit_batch(
     """Commit the batch on the lake table, from its base snapshot: the LOAD files appended, then each key's last
     change merged, and the record of the run in the last snapshot; main moves only if every listed file is
     still as listed. None when the appended LOAD files hold a key twice (nothing committed)."""
-    table, plan = read.table, batch.plan
+    table, plan, notices = read.table, batch.plan, read.notices
     if not plan.pending:  # history was ahead: it alone had files to apply
-        return RunResult(table.name, batch.trigger, history_files=history.files, listing_start=batch.next_listing_start)
+        return RunResult(
+            table.name,
+            batch.trigger,
+            history_files=history.files,
+            listing_start=batch.next_listing_start,
+            notices=list(notices),
+        )
     load = read.load
     updates = [load.update()] if load is not None else []
     if reduced.last_changes is not None:
@@ -319,7 +346,7 @@ def commit_batch(
         keys = reduced.keys.count + (load.counts.rows if load is not None else 0)
         seconds = time.monotonic() - batch.started
         facts = freshness(plan, counts.rows, counts.newest_change, seconds, dt.datetime.now(dt.UTC))
-        return BatchRecord(plan, counts, keys, facts, history.snapshot_id)
+        return BatchRecord(plan, counts, keys, facts, history.snapshot_id, tuple(notices))
 
     transaction = Transaction(
         table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: _confirm_listed(context, batch)]
@@ -335,6 +362,7 @@ def commit_batch(
         record=committed.record,
         snapshot_id=committed.snapshot_id,
         listing_start=batch.next_listing_start,
+        notices=list(notices),
     )
 
 
@@ -382,6 +410,17 @@ def _changed_file(context: ReplayContext, batch: Batch) -> LandedFileChangedErro
         current = None if now is None else (now.etag, now.size)
         return LandedFileChangedError(batch.table.name, item.key, (item.etag, item.size), current)
     return None
+
+
+def _unreadable_file(context: ReplayContext, batch: Batch, error: Exception) -> UnreadableFileError | None:
+    found = unreadable(context, batch.files)
+    if found is None:
+        return None
+    dms_file, what, failure = found
+    causes = java_causes(failure)
+    cause = str(causes[-1].toString()) if causes else f"{type(failure).__name__}: {failure}"
+    log.info("%s: the read failed (%s): %s cannot be read", batch.table.name, type(error).__name__, dms_file.key)
+    return UnreadableFileError(batch.table.name, dms_file.key, what, cause.splitlines()[0][:300])
 
 
 def _confirm_listed(context: ReplayContext, batch: Batch) -> None:

@@ -13,6 +13,7 @@ Refused, with what to do: a rename, a narrowing, a type change Iceberg cannot ma
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pyspark.sql import types as T
 
 from cdc_lake.core.config import ColumnSpec, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import SchemaChangeError
+from cdc_lake.core.notices import Notice
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.iceberg_java import is_already_exists
@@ -55,10 +57,33 @@ class SchemaPlan:
     table: TableSpec
     add: tuple[ColumnSpec, ...]
     widen: tuple[ColumnSpec, ...]
+    missing: Mapping[str, tuple[str, ...]] = dataclasses.field(
+        default_factory=dict
+    )  # file key → the table columns it lacks
 
     @property
     def changes_lake(self) -> bool:
         return bool(self.add or self.widen)
+
+    def notices(self, lake_table: str) -> list[Notice]:
+        """What the run announces of the schema: columns added and widened in place, and files lacking a column."""
+        notices = [
+            Notice("column-added", lake_table, f"column {c.name} ({c.type}) added in place; earlier rows hold NULL")
+            for c in self.add
+        ]
+        notices += [
+            Notice("type-widened", lake_table, f"column {c.name} widened in place to {c.type}") for c in self.widen
+        ]
+        notices += [
+            Notice(
+                "column-missing",
+                key,
+                f"lacks column(s) {', '.join(names)}: NULL in its rows. If the source dropped them, mark them "
+                "`dropped: true` in the configuration; otherwise fix the file (docs/bad-input.md)",
+            )
+            for key, names in self.missing.items()
+        ]
+        return notices
 
 
 def plan_schema(
@@ -105,7 +130,14 @@ def plan_schema(
                 "configuration, or reload the table into a lake table configured with the new type"
             )
     effective = table.model_copy(update={"columns": list(columns.values())})
-    return SchemaPlan(effective, tuple(add), tuple(widen))
+    # Files from before a column the batch adds lack it, as they should.
+    expected = [c for c in effective.columns if not c.dropped and c not in add]
+    missing = {
+        key: lacking
+        for key, layout in layouts.items()
+        if (lacking := tuple(c.name for c in expected if layout.field(c.name) is None))
+    }
+    return SchemaPlan(effective, tuple(add), tuple(widen), missing)
 
 
 def _follow_file(key: str, layout: FileLayout, table: TableSpec, columns: dict[str, ColumnSpec], evolve: bool) -> None:

@@ -189,6 +189,8 @@ def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> LocalPipeline
 
 
 def _print_run(run: LocalJobRun) -> None:
+    for notice in run.result.notices if run.result else []:
+        print(f"  NOTICE  {notice}")
     key = run.arguments.get("--key", "?")
     if run.error:
         indented = run.error.replace("\n", "\n" + " " * 10)
@@ -364,6 +366,8 @@ def cmd_changes(args: argparse.Namespace) -> int:
         )
         for key in change.files:
             print(f"{'':<21}   {key}")
+        for notice in change.notices:
+            print(f"{'':<21}   NOTICE {notice}")
     return 0
 
 

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.notices import Notice, notices_from_json
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.history import history_name
@@ -25,6 +26,7 @@ from cdc_lake.engine.record import (
     CHANGES,
     FRESHNESS,
     HISTORY_SNAPSHOT,
+    NOTICES,
     RELOAD,
     STATE,
     TRIGGER,
@@ -49,6 +51,7 @@ class Change:
     trigger: str | None = None
     history_snapshot: int | None = None
     freshness: dict[str, Any] = field(default_factory=dict)  # record.freshness of a replay commit
+    notices: list[Notice] = field(default_factory=list)  # what the commit announced (core.notices)
 
 
 def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[Change]:
@@ -79,6 +82,7 @@ def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) 
                 trigger=summary.get(TRIGGER),
                 history_snapshot=int(history) if history else None,
                 freshness=json.loads(summary[FRESHNESS]) if FRESHNESS in summary else {},
+                notices=notices_from_json(summary[NOTICES]) if NOTICES in summary else [],
             )
         )
     return changes

@@ -1,0 +1,181 @@
+"""The corpus of damaged input (tests/functional/damage.py), on both lake paths, in every format DMS writes.
+
+For each format the whole corpus is one pipeline, a table per kind of damage, replayed as runs replay it: the
+full loads applied, then the damage landed and a run made, then the fixes landed and a run made (or, where the
+fix is a DMS reload, ``cdc-lake reload``). Each kind checks five things: the run's outcome for its table; that
+its message (a refusal, or a notice) names the file, the row and the column where they mean something, and what
+to do; that a refused table is unchanged; that every landing object is byte-identical after the run; and that
+after the fix the table equals the oracle's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.engine.commit import branch_head
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import Budget, DrainResult, drain
+from cdc_lake.engine.reload import reload_table
+from cdc_lake.ops.operations import list_changes
+from tests.conftest import Lake, aws_client
+from tests.functional.damage import BASE, FORMATS, LOAD, NAMES, SCHEMA, Damage, Format, Writer, applicable
+
+pytestmark = pytest.mark.spark
+
+
+def corpus_config(fmt: Format, kinds: list[Damage], fixed: bool = False) -> PipelineConfig:
+    dms: dict[str, Any] = {"bucket_folder": "dms"}
+    if fmt == "parquet":
+        dms["format"] = "parquet"
+    if fmt == "csv-header":
+        dms["add_column_name"] = True
+    if fmt == "csv-gzip":
+        dms["compression"] = "gzip"
+    tables = [
+        {"name": d.table, "primary_key": ["id"], "columns": d.columns if fixed else d.columns[: len(NAMES)]}
+        for d in kinds
+        if fixed or d.configured
+    ]
+    return parse_config({"dms": dms, "lake": {}, "tables": tables})
+
+
+def land(lake: Lake, damage: Damage, files: dict[str, bytes | None]) -> None:
+    folder = lake.landing / "dms" / SCHEMA / damage.kind
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        if data is not None:
+            (folder / name).write_bytes(data)
+            continue
+        (folder / name).unlink()
+        if lake.path == "glue":
+            aws_client(lake.endpoint, "s3").delete_object(Bucket=lake.bucket, Key=f"dms/{SCHEMA}/{damage.kind}/{name}")
+
+
+def landed_bytes(lake: Lake) -> dict[str, str]:
+    """Every landing object's digest, where the lake path reads them from."""
+    if lake.path == "hadoop":
+        files = sorted(p for p in lake.landing.rglob("*") if p.is_file())
+        return {p.relative_to(lake.landing).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    s3 = aws_client(lake.endpoint, "s3")
+    keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=lake.bucket)
+        for o in page.get("Contents", [])
+    ]
+    return {k: hashlib.sha256(s3.get_object(Bucket=lake.bucket, Key=k)["Body"].read()).hexdigest() for k in keys}
+
+
+def context(lake: Lake, config: PipelineConfig) -> ReplayContext:
+    return ReplayContext(lake.spark, config, lake.location, lake.store())
+
+
+def run(lake: Lake, config: PipelineConfig) -> DrainResult:
+    return drain(context(lake, config), Budget.of(config, idle_seconds=0))
+
+
+def lake_name(damage: Damage) -> str:
+    return damage.table.replace(".", "_")
+
+
+def lake_rows(lake: Lake, damage: Damage) -> list[dict[str, Any]]:
+    frame = lake.spark.table(lake.table(lake_name(damage)))
+    return sorted((row.asDict() for row in frame.select(*NAMES).collect()), key=lambda r: r["id"])
+
+
+def head(lake: Lake, damage: Damage) -> int | None:
+    """The table's main branch head; None before the table exists."""
+    if not lake.spark.catalog.tableExists(lake.table(lake_name(damage))):
+        return None
+    return branch_head(lake.spark, lake.location, lake_name(damage))
+
+
+def check_outcome(
+    lake: Lake, config: PipelineConfig, damage: Damage, writer: Writer, outcome: DrainResult
+) -> list[str]:
+    """What is wrong with one kind's outcome of the damaged run (its failure or notices, its message)."""
+    failure = outcome.failures.get(damage.table)
+    folder = f"dms/{SCHEMA}/{damage.kind}/"
+    notices = [n for n in outcome.notices if n.subject.startswith(folder) or n.subject == lake_name(damage)]
+    wanted = damage.names(writer)
+    if damage.outcome == "refused":
+        if failure is None:
+            return [f"applied, not refused; notices {notices}"]
+        missing = [text for text in wanted if text not in failure]
+        return [f"refusal lacks {missing}: {failure}"] if missing else []
+    if failure is not None:
+        return [f"refused: {failure}"]
+    if damage.outcome == "accepted":
+        return [f"accepted, but announced {notices}"] if notices else []
+    shown = [str(n) for n in notices if n.kind == damage.notice]
+    if not shown:
+        return [f"no {damage.notice} notice; notices {notices}"]
+    problems = [f"notice lacks {t}: {shown}" for t in wanted if not any(t in s for s in shown)]
+    committed = [r for r in outcome.commits if r.table == damage.table]
+    if committed and damage.configured:
+        recorded = list_changes(lake.spark, lake.location, config.table(damage.table))[-1].notices
+        if not any(n.kind == damage.notice for n in recorded):
+            problems.append(f"the commit's snapshot summary records no {damage.notice} notice: {recorded}")
+    return problems
+
+
+# Every format on the Hadoop path; on the Glue path gzip CSV and Parquet, which between them hold every kind (the
+# header-only kinds have Parquet twins), so each kind also runs through S3 and the Glue catalog.
+CASES = [
+    *[pytest.param("hadoop", fmt, id=f"{fmt}-hadoop") for fmt in FORMATS],
+    *[pytest.param("glue", fmt, id=f"{fmt}-glue") for fmt in ("csv-gzip", "parquet")],
+]
+
+
+def refused_table_changed(lake: Lake, damage: Damage, before: int | None) -> bool:
+    """Whether a refused batch changed its table; one whose first files are refused is created for it, empty."""
+    now = head(lake, damage)
+    if before is None:
+        return now is not None and bool(lake_rows(lake, damage))
+    return now != before
+
+
+def fixed_and_rerun(lake: Lake, writer: Writer, kinds: list[Damage], fixed: PipelineConfig) -> dict[str, list[str]]:
+    """Land each kind's fix (a reload where that is the fix), run again; what differs from the oracle."""
+    for damage in kinds:
+        land(lake, damage, damage.fix(writer))
+    for damage in kinds:
+        if damage.reload:
+            reload_table(context(lake, fixed), fixed.table(damage.table))
+    rerun = run(lake, fixed)
+    wrong: dict[str, list[str]] = {}
+    for damage in kinds:
+        if damage.table in rerun.failures:
+            wrong[damage.kind] = [f"refused after the fix: {rerun.failures[damage.table]}"]
+        elif (rows := lake_rows(lake, damage)) != damage.final:
+            wrong[damage.kind] = [f"after the fix, the table is not the oracle's: {rows}"]
+    return wrong
+
+
+@pytest.mark.parametrize(("lake", "fmt"), CASES, indirect=["lake"])
+def test_corpus(lake: Lake, fmt: Format) -> None:
+    writer, kinds = Writer(fmt), applicable(fmt)
+    configured, fixed = corpus_config(fmt, kinds), corpus_config(fmt, kinds, fixed=True)
+    for damage in kinds:
+        if damage.load:
+            land(lake, damage, {writer.name(LOAD): writer.write(BASE)} | (damage.prior(writer) if damage.prior else {}))
+    assert not run(lake, configured).failures
+    heads = {d.kind: head(lake, d) for d in kinds if d.configured}
+
+    for damage in kinds:
+        land(lake, damage, damage.files(writer))
+    lake.store()
+    landed = landed_bytes(lake)
+    damaged = run(lake, configured)
+    assert landed_bytes(lake) == landed, "a run changed or removed a landing object"
+    wrong = {d.kind: check_outcome(lake, configured, d, writer, damaged) for d in kinds}
+    for damage in kinds:
+        if damage.outcome == "refused" and refused_table_changed(lake, damage, heads[damage.kind]):
+            wrong[damage.kind].append("the refused table changed")
+
+    for kind, problems in fixed_and_rerun(lake, writer, kinds, fixed).items():
+        wrong[kind] += problems
+    assert not {k: v for k, v in wrong.items() if v}, "\n".join(f"{k}: {v}" for k, v in wrong.items() if v)
