@@ -4,7 +4,6 @@ maintenance job's schedule."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
@@ -17,7 +16,17 @@ from constructs import Construct
 
 from cdc_lake.core.catalogs import glue_catalog_conf, render_conf
 from cdc_lake.core.config import RunSettings
-from cdc_lake.core.names import GLUE_CATALOG, GLUE_VERSION, METRICS_NAMESPACE, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.names import (
+    CDC_REPLAY_TIMEOUT_MINUTES,
+    FULL_LOAD_TIMEOUT_MINUTES,
+    GLUE_CATALOG,
+    GLUE_VERSION,
+    MAINTENANCE_TIMEOUT_MINUTES,
+    METRICS_NAMESPACE,
+    ORPHAN_DAYS,
+    RETAIN_DAYS,
+    RETAIN_LAST,
+)
 from infra.deployment import Deployment, stack_output
 from infra.packaging import pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
@@ -43,23 +52,20 @@ class JobSizing:
 # In coalesced mode (the default) job_sizes() replaces them: see there.
 FULL_LOAD = JobSizing(
     workers=10,
-    timeout_minutes=480,
+    timeout_minutes=FULL_LOAD_TIMEOUT_MINUTES,
     max_concurrent_runs=10,
     description="Apply a table's DMS full-load (LOAD*) files up to --key into its Iceberg table",
 )
 CDC_REPLAY = JobSizing(
     workers=2,
-    timeout_minutes=60,
+    timeout_minutes=CDC_REPLAY_TIMEOUT_MINUTES,
     max_concurrent_runs=10,
     description="Replay a table's pending DMS CDC files (I/U/D) up to --key into its Iceberg table",
 )
-# A coalesced replay run starts no new round after its time budget, but the round under way (several
-# tables at once) still has to finish and commit: this much time is left for it on top of the budget.
-LAST_ROUND_MINUTES = 60
 # One maintenance run at a time (a second one, e.g. started by hand during the scheduled run, is queued).
 MAINTENANCE = JobSizing(
     workers=2,
-    timeout_minutes=120,
+    timeout_minutes=MAINTENANCE_TIMEOUT_MINUTES,
     max_concurrent_runs=1,
     description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files (--action)",
 )
@@ -86,7 +92,7 @@ def job_sizes(runs: RunSettings) -> tuple[JobSizing, JobSizing]:
     """
     if not runs.coalesced:
         return FULL_LOAD, CDC_REPLAY
-    timeout_minutes = max(CDC_REPLAY.timeout_minutes, math.ceil(runs.time_budget_seconds / 60) + LAST_ROUND_MINUTES)
+    timeout_minutes = runs.replay_timeout_minutes
     full_load = replace(
         FULL_LOAD,
         max_concurrent_runs=1,

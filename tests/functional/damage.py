@@ -138,7 +138,7 @@ class Writer:
 
     def plain(self, lines: Sequence[str]) -> bytes:
         """CSV text of ``lines``, uncompressed."""
-        return "".join(line + "\n" for line in lines).encode()
+        return "".join(line + "\n" for line in lines).encode("utf-8", "surrogateescape")
 
     def csv_bytes(self, lines: Sequence[str]) -> bytes:
         return self.finish(self.plain(lines))
@@ -164,6 +164,17 @@ class Writer:
 # --- the kinds --------------------------------------------------------------------------------------------------
 
 Files = dict[str, bytes | None]  # file name in the table's folder → content (None: remove it)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One bad row in a group's change file: ``raw`` written as the text of ``column`` (None: NULL), or the row's
+    CSV text edited by ``line``. ``group``: the table whose change file holds the bad row (a row per kind)."""
+
+    group: str
+    column: str
+    raw: str | None = None
+    line: Callable[[str], str] | None = None
 
 
 def good_cdc(w: Writer) -> Files:
@@ -214,8 +225,8 @@ class Damage:
     kind: str
     formats: tuple[Format, ...]
     outcome: Outcome
-    files: Callable[[Writer], Files]
-    names: Callable[[Writer], tuple[str, ...]]
+    files: Callable[[Writer], Files] = lambda w: {}
+    names: Callable[[Writer], tuple[str, ...]] = lambda w: ()
     fix: Callable[[Writer], Files] = good_cdc
     final: list[Row] = field(default_factory=lambda: replayed(CHANGES))
     notice: NoticeKind | None = None
@@ -224,10 +235,7 @@ class Damage:
     configured: bool = True
     reload: bool = False
     columns: list[dict[str, Any]] = field(default_factory=lambda: COLUMNS)
-
-    @property
-    def table(self) -> str:
-        return f"{SCHEMA}.{self.kind}"
+    fault: Fault | None = None  # a bad row: the kind shares its group's table (``Table``)
 
 
 def _at(row: int, column: str, *more: str, stem: str = CDC) -> Callable[[Writer], tuple[str, ...]]:
@@ -243,8 +251,12 @@ WRITE_AGAIN = "Have DMS write the file again"
 RELOAD = "cdc-lake reload"
 
 
-def _bad_value(kind: str, column: str, raw: str, formats: tuple[Format, ...] = CSV_FORMATS) -> Damage:
-    return Damage(kind, formats, "refused", lambda w: _value(w, 1, column, raw), _at(2, column, FIX_FILE))
+def _bad_row(kind: str, fault: Fault, formats: tuple[Format, ...] = CSV_FORMATS) -> Damage:
+    return Damage(kind, formats, "refused", fault=fault)
+
+
+def _bad_value(kind: str, column: str, raw: str | None, formats: tuple[Format, ...] = CSV_FORMATS) -> Damage:
+    return _bad_row(kind, Fault("bad_values", column, raw), formats)
 
 
 def _without(rows: Sequence[Row], column: str) -> list[Row]:
@@ -271,10 +283,30 @@ def _bad_load_value(w: Writer) -> Files:
     return {w.name(LOAD): w.csv_bytes(lines)}
 
 
-def _null_key(w: Writer) -> Files:
-    rows = [dict(r) for r in CHANGES]
-    rows[1]["id"] = None
-    return {w.name(CDC): w.write(rows)}
+def _empty(kind: str, formats: tuple[Format, ...], content: Callable[[Writer], bytes]) -> Damage:
+    """An object with no rows where a CDC file lands; its fix is the real file under the same key."""
+    announced = _file("empty", "not recorded as applied")
+    return Damage(kind, formats, "announced", lambda w: {w.name(CDC): content(w)}, announced, notice="empty-object")
+
+
+LATE = _file("landed late, or rewritten", RELOAD)
+
+
+def _reload_load(w: Writer) -> Files:
+    """The LOAD file a DMS reload writes: the source as it is after every change."""
+    return {w.name(LOAD): w.write(_as_load(replayed(CHANGES, MORE)))}
+
+
+def _needs_reload(
+    kind: str, files: Callable[[Writer], Files], prior: Callable[[Writer], Files], reloaded: bool = False
+) -> Damage:
+    """A file against DMS order, after ``prior`` was applied: refused; fixed by a DMS reload (new LOAD files, already
+    landed when ``reloaded``) and ``cdc-lake reload``."""
+    names = _file("LOAD files changed", RELOAD, stem=LOAD) if reloaded else LATE
+    fix = (lambda w: {}) if reloaded else _reload_load
+    return Damage(
+        kind, FORMATS, "refused", files, names, fix=fix, final=replayed(CHANGES, MORE), prior=prior, reload=True
+    )
 
 
 CORPUS: list[Damage] = [
@@ -321,53 +353,14 @@ CORPUS: list[Damage] = [
         lambda w: {w.name(CDC): b"Op,id\nI,9\n"},
         _file(WRITE_AGAIN),
     ),
-    Damage(
-        "invalid_utf8",
-        CSV_FORMATS,
-        "refused",
-        lambda w: {w.name(CDC): w.finish(w.plain(w.lines(CHANGES)).replace(b"four", b"fo\xffr"))},
-        _at(2, "label", FIX_FILE),
-    ),
+    _bad_row("invalid_utf8", Fault("bad_rows", "label", "fo\udcffr")),
     # Empty objects.
-    Damage(
-        "empty_object",
-        FORMATS,
-        "announced",
-        lambda w: {w.name(CDC): b""},
-        _file("empty", "not recorded as applied"),
-        notice="empty-object",
-    ),
-    Damage(
-        "newline_only",
-        CSV_FORMATS,
-        "announced",
-        lambda w: {w.name(CDC): w.finish(b"\n")},
-        _file("empty", "not recorded as applied"),
-        notice="empty-object",
-    ),
-    Damage(
-        "whitespace_only",
-        CSV_FORMATS,
-        "announced",
-        lambda w: {w.name(CDC): w.finish(b" \n\n  \n")},
-        _file("empty", "not recorded as applied"),
-        notice="empty-object",
-    ),
+    _empty("empty_object", FORMATS, lambda w: b""),
+    _empty("newline_only", CSV_FORMATS, lambda w: w.finish(b"\n")),
+    _empty("whitespace_only", CSV_FORMATS, lambda w: w.finish(b" \n\n  \n")),
     # Field counts.
-    Damage(
-        "extra_field_in_row",
-        CSV_FORMATS,
-        "refused",
-        lambda w: _lines_with(w, 1, lambda line: line + ",surplus"),
-        _at(2, "(row)", FIX_FILE),
-    ),
-    Damage(
-        "missing_field_in_row",
-        CSV_FORMATS,
-        "refused",
-        lambda w: _lines_with(w, 1, lambda line: line.rsplit(",", 1)[0]),
-        _at(2, "(row)", FIX_FILE),
-    ),
+    _bad_row("extra_field_in_row", Fault("bad_rows", "(row)", line=lambda line: line + ",surplus")),
+    _bad_row("missing_field_in_row", Fault("bad_rows", "(row)", line=lambda line: line.rsplit(",", 1)[0])),
     # Bad values of every configured type.
     _bad_value("bad_bigint_key", "id", "12x"),
     _bad_value("bad_int", "qty", "1.5"),
@@ -380,9 +373,9 @@ CORPUS: list[Damage] = [
     _bad_value("bad_double", "score", "1.2.3"),
     _bad_value("int_overflow", "qty", "3000000000"),
     # Keys and ops.
-    Damage("null_key", FORMATS, "refused", _null_key, _at(2, "id", FIX_FILE)),
-    _bad_value("unknown_op", "Op", "X", FORMATS),
-    _bad_value("empty_op", "Op", "", FORMATS),
+    _bad_row("null_key", Fault("bad_rows", "id", None), FORMATS),
+    _bad_row("unknown_op", Fault("bad_rows", "Op", "X"), FORMATS),
+    _bad_row("empty_op", Fault("bad_rows", "Op", ""), FORMATS),
     # Values Parquet holds as text where the configuration says otherwise.
     Damage(
         "parquet_text_for_number",
@@ -391,13 +384,7 @@ CORPUS: list[Damage] = [
         lambda w: _value(w, 1, "qty", "1.5"),
         _file("column 'qty'", "changed type from int to string", "Reload"),
     ),
-    Damage(
-        "parquet_bad_text_timestamp",
-        ("parquet",),
-        "refused",
-        lambda w: _value(w, 1, "at", "2025-13-45 25:00:00"),
-        _at(2, "at", FIX_FILE),
-    ),
+    _bad_row("parquet_bad_text_timestamp", Fault("bad_rows", "at", "2025-13-45 25:00:00"), ("parquet",)),
     # Files that lack a column or carry an extra one; wider and narrower types.
     Damage(
         "file_lacks_column",
@@ -449,39 +436,9 @@ CORPUS: list[Damage] = [
         fix=lambda w: {},
     ),
     # Order: late files, rewritten files.
-    Damage(
-        "late_cdc_file",
-        FORMATS,
-        "refused",
-        good_cdc,
-        _file("landed late, or rewritten", RELOAD),
-        prior=lambda w: {w.name(LATER): w.write(MORE)},
-        fix=lambda w: {w.name(LOAD): w.write(_as_load(replayed(CHANGES, MORE)))},
-        final=replayed(CHANGES, MORE),
-        reload=True,
-    ),
-    Damage(
-        "rewritten_cdc_file",
-        FORMATS,
-        "refused",
-        lambda w: {w.name(CDC): w.write([*CHANGES, *MORE])},
-        _file("landed late, or rewritten", RELOAD),
-        prior=good_cdc,
-        fix=lambda w: {w.name(LOAD): w.write(_as_load(replayed(CHANGES, MORE)))},
-        final=replayed(CHANGES, MORE),
-        reload=True,
-    ),
-    Damage(
-        "rewritten_load_file",
-        FORMATS,
-        "refused",
-        lambda w: {w.name(LOAD): w.write(_as_load(replayed(CHANGES, MORE)))},
-        _file("LOAD files changed", RELOAD, stem=LOAD),
-        prior=good_cdc,
-        fix=lambda w: {},
-        final=replayed(CHANGES, MORE),
-        reload=True,
-    ),
+    _needs_reload("late_cdc_file", good_cdc, lambda w: {w.name(LATER): w.write(MORE)}),
+    _needs_reload("rewritten_cdc_file", lambda w: {w.name(CDC): w.write([*CHANGES, *MORE])}, good_cdc),
+    _needs_reload("rewritten_load_file", _reload_load, good_cdc, reloaded=True),
     # Objects outside the configuration.
     Damage(
         "unknown_table",
@@ -550,3 +507,82 @@ CORPUS: list[Damage] = [
 
 def applicable(fmt: Format) -> list[Damage]:
     return [d for d in CORPUS if fmt in d.formats]
+
+
+# A group's change file: the good changes, then an insert per further bad row; row i (0-based) is kind i's.
+GROUP_ROWS: list[Row] = [*CHANGES, *(_row(10 + i, f"row {10 + i}", "I") for i in range(8))]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the corpus: a kind of its own, or a group of bad-row kinds, each damaging one row of the same
+    change file (a refusal names up to ten bad rows)."""
+
+    name: str
+    kinds: list[Damage]
+
+    @property
+    def table(self) -> str:
+        return f"{SCHEMA}.{self.name}"
+
+    @property
+    def grouped(self) -> bool:
+        return self.kinds[0].fault is not None
+
+    @property
+    def damage(self) -> Damage:
+        """The table's settings (base, prior, configuration, fix): those of its kind, or any bad row's."""
+        return self.kinds[0]
+
+    def files(self, w: Writer) -> Files:
+        if not self.grouped:
+            return self.damage.files(w)
+        return {w.name(CDC): _with_faults(w, [k.fault for k in self.kinds if k.fault is not None])}
+
+    def names(self, w: Writer, kind: Damage) -> tuple[str, ...]:
+        """What the kind's message must name."""
+        if kind.fault is None:
+            return kind.names(w)
+        return (w.name(CDC), f"row {self.kinds.index(kind) + 1}", f"column {kind.fault.column}", FIX_FILE)
+
+    def fix(self, w: Writer) -> Files:
+        return {w.name(CDC): w.write(GROUP_ROWS)} if self.grouped else self.damage.fix(w)
+
+    @property
+    def final(self) -> list[Row]:
+        return replayed(GROUP_ROWS) if self.grouped else self.damage.final
+
+
+def _with_faults(w: Writer, faults: Sequence[Fault]) -> bytes:
+    """The group's change file with fault i in row i."""
+    assert len(faults) <= len(GROUP_ROWS)
+    if not w.is_csv:
+        rows = [dict(r) for r in GROUP_ROWS]
+        texts = {f.column for f in faults if f.raw is not None and f.column != "Op"}
+        for row in rows:
+            row.update({c: _text(row[c]) for c in texts})
+        for row, fault in zip(rows, faults, strict=False):
+            row[fault.column] = fault.raw
+        return w.write(rows, types=dict.fromkeys(texts, pa.string()))
+    lines = w.lines(GROUP_ROWS)
+    header = 1 if w.format == "csv-header" else 0
+    position = w.fields(GROUP_ROWS).index
+    for index, fault in enumerate(faults):
+        if fault.line is not None:
+            lines[header + index] = fault.line(lines[header + index])
+            continue
+        values = next(csv.reader([lines[header + index]]))
+        values[position(fault.column)] = "" if fault.raw is None else fault.raw
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="").writerow(values)
+        lines[header + index] = buffer.getvalue()
+    return w.csv_bytes(lines)
+
+
+def tables(fmt: Format) -> list[Table]:
+    """The corpus of one format as tables: each kind alone, bad rows in their groups."""
+    kinds = applicable(fmt)
+    groups: dict[str, list[Damage]] = {}
+    for kind in kinds:
+        groups.setdefault(kind.fault.group if kind.fault is not None else kind.kind, []).append(kind)
+    return [Table(name, members) for name, members in groups.items()]

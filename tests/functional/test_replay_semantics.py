@@ -164,47 +164,7 @@ def test_change_sequence_orders_cdc_rows(spark, lake, landing):
     assert rows(lake) == [(1, "second"), (2, "x")]
 
 
-@pytest.mark.parametrize(
-    ("content", "row", "column", "fault"),
-    [
-        ("I,1,a\nI,2,b,extra\n", 2, "(row)", "malformed CSV row"),
-        ("I,1,a\nI,2,b\nU,x3,c\n", 3, "id", "cannot parse as bigint"),
-        ("I,1,a\nX,2,b\n", 2, "Op", "unknown Op"),
-        ("I,,a\n", 1, "id", "NULL primary key"),
-        ("I,1,a\nU,1.5,b\n", 2, "id", "cannot parse as bigint"),
-    ],
-    ids=["malformed", "unparsable", "unknown-op", "null-key", "truncating"],
-)
-@on_both_paths
-def test_bad_input_is_refused_naming_file_row_and_column(spark, lake, landing, content, row, column, fault):
-    cfg = items_config()
-    load = write_file(landing, T + "LOAD00000001.csv", "1,kept\n")
-    lake.apply(cfg, load)
-    before = snapshot_count(lake, cfg)
-    bad = write_file(landing, T + "20250301-120000000.csv", content)
-    with pytest.raises(DmsInputError) as raised:
-        lake.apply(cfg, bad)
-    message = str(raised.value)
-    assert f"{bad}: row {row}, column {column}: {fault}" in message
-    assert rows(lake) == [(1, "kept")]
-    assert snapshot_count(lake, cfg) == before
-    assert (landing / bad).read_text() == content
-    # Fixed in place, the same file then applies.
-    (landing / bad).write_text("U,1,fixed\n")
-    lake.apply(cfg, bad)
-    assert rows(lake) == [(1, "fixed")]
-
-
-@on_both_paths
-def test_late_cdc_file_is_refused(spark, lake, landing):
-    cfg = items_config()
-    write_file(landing, T + "LOAD00000001.csv", "1,a\n")
-    applied = write_file(landing, T + "20250301-120100000.csv", "U,1,b\n")
-    lake.apply(cfg, applied)
-    late = write_file(landing, T + "20250301-120000000.csv", "U,1,older\n")
-    with pytest.raises(ReplayOrderError, match=f"CDC file\\(s\\) {late} sort before .* landed late"):
-        lake.apply(cfg, late)
-    assert rows(lake) == [(1, "b")]
+# Bad rows, late files and the other kinds of damaged input: the corpus in test_bad_input.py.
 
 
 @on_both_paths

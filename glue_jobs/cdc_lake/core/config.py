@@ -5,7 +5,9 @@ Pure Python (pydantic only): the Lambda and the CDK app import this module witho
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
 import re
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +16,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc_lake.core.exceptions import ConfigError, UnknownTableError
+from cdc_lake.core.names import (
+    CDC_REPLAY_TIMEOUT_MINUTES,
+    FULL_LOAD_TIMEOUT_MINUTES,
+    LAST_ROUND_MINUTES,
+    MAINTENANCE_TIMEOUT_MINUTES,
+)
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
@@ -267,6 +275,19 @@ class RunSettings(_Model):
     @property
     def coalesced(self) -> bool:
         return self.mode == "coalesced"
+
+    @property
+    def replay_timeout_minutes(self) -> int:
+        """The replay job's timeout: a coalesced run's time budget and its last round."""
+        if not self.coalesced:
+            return CDC_REPLAY_TIMEOUT_MINUTES
+        return max(CDC_REPLAY_TIMEOUT_MINUTES, math.ceil(self.time_budget_seconds / 60) + LAST_ROUND_MINUTES)
+
+    @property
+    def longest_run(self) -> dt.timedelta:
+        """No run of any job lasts longer: a run branch older than this is a dead run's."""
+        minutes = max(FULL_LOAD_TIMEOUT_MINUTES, MAINTENANCE_TIMEOUT_MINUTES, self.replay_timeout_minutes)
+        return dt.timedelta(minutes=minutes)
 
 
 class PipelineConfig(_Model):

@@ -36,3 +36,13 @@ INPUT_NOTICES_METRIC = "InputNotices"  # input a run accepted on purpose and ann
 # The trigger Lambda's metric (Powertools, dimension service): files of tables the configuration lacks.
 UNKNOWN_TABLE_OBJECTS_METRIC = "UnknownTableObjects"
 TRIGGER_SERVICE_NAME = "cdc-lake-trigger"
+
+# The Glue jobs' timeouts (minutes); a coalesced replay run's is its time budget plus LAST_ROUND_MINUTES, for the
+# round under way when the budget runs out. No run of any job lives longer than the longest of them, so a run
+# branch older than that belongs to a run that was killed or timed out (``engine.commit.remove_dead_run_branches``).
+FULL_LOAD_TIMEOUT_MINUTES = 480
+CDC_REPLAY_TIMEOUT_MINUTES = 60
+MAINTENANCE_TIMEOUT_MINUTES = 120
+LAST_ROUND_MINUTES = 60
+# Each run commits on a private branch named for it and for when it began (epoch milliseconds).
+RUN_BRANCH_PREFIX = "cdc_lake_run_"

@@ -7,6 +7,7 @@ that makes it.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,9 +21,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import TableSpec
+from cdc_lake.core.names import RUN_BRANCH_PREFIX
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.iceberg_java import (
+    BranchHead,
     branch_lineage,
+    branches,
     commit_properties,
     create_branch,
     empty_commit,
@@ -99,7 +103,7 @@ def commit_transaction(spark: SparkSession, location: LakeLocation, transaction:
     when the last update wrote nothing (e.g. only deletes of missing keys), so the record always lands.
     """
     run_id = uuid.uuid4().hex
-    branch = f"cdc_lake_run_{run_id}"
+    branch = run_branch(run_id, dt.datetime.now(dt.UTC))
     dotted = location.dotted(transaction.table_name)
     target = f"{location.named(transaction.table_name)}.{quote('branch_' + branch)}"
     base = transaction.base_snapshot_id
@@ -131,6 +135,38 @@ def commit_transaction(spark: SparkSession, location: LakeLocation, transaction:
     finally:
         if not landed:
             _drop_branch(spark, dotted, branch)
+
+
+def run_branch(run_id: str, started: dt.datetime) -> str:
+    """The private branch of a run begun at ``started``: the time in its name is what judges the run dead later."""
+    return f"{RUN_BRANCH_PREFIX}{int(started.timestamp() * 1000)}_{run_id}"
+
+
+def run_started(branch: BranchHead) -> dt.datetime | None:
+    """When the run of a run branch began, as its name says; for a name from before times were in names, no later
+    than its head when the run itself wrote that (None when it did not: nothing tells)."""
+    stamp, _, run_id = branch.name.removeprefix(RUN_BRANCH_PREFIX).partition("_")
+    if run_id and stamp.isdigit():
+        return dt.datetime.fromtimestamp(int(stamp) / 1000, dt.UTC)
+    if branch.summary.get(RUN_ID) == stamp:
+        return dt.datetime.fromtimestamp(branch.committed_ms / 1000, dt.UTC)
+    return None
+
+
+def remove_dead_run_branches(
+    spark: SparkSession, location: LakeLocation, table_name: str, older_than: dt.timedelta
+) -> list[str]:
+    """Remove the branches of runs begun more than ``older_than`` ago (``RunSettings.longest_run``: no live run is
+    that old, so such a run was killed or timed out); returns their names. A dead run's branch pins its
+    snapshots, so expiry could never free their files. Main never depends on a run branch: a run moves main to
+    its branch's head and drops the branch in one metadata commit."""
+    dotted = location.dotted(table_name)
+    cutoff = dt.datetime.now(dt.UTC) - older_than
+    dead = [b.name for b in branches(spark, dotted, RUN_BRANCH_PREFIX) if (run_started(b) or cutoff) < cutoff]
+    for name in dead:
+        log.warning("%s: removing branch %s of a run that was killed or timed out", dotted, name)
+        remove_branch(spark, dotted, name)
+    return dead
 
 
 def _drop_branch(spark: SparkSession, dotted: str, branch: str) -> None:

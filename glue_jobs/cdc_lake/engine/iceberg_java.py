@@ -113,6 +113,31 @@ def branch_lineage(
         snapshot = table.snapshot(parent) if parent is not None else None
 
 
+@dataclass(frozen=True)
+class BranchHead:
+    """A branch and the snapshot it points at: when that was committed (epoch ms), and its summary."""
+
+    name: str
+    snapshot_id: int
+    committed_ms: int
+    summary: Mapping[str, str]
+
+
+def branches(spark: SparkSession, dotted_name: str, prefix: str) -> list[BranchHead]:
+    """The table's branches whose name starts with ``prefix``, from one metadata read."""
+    table = _load(spark, dotted_name)
+    heads = []
+    for entry in table.refs().entrySet():
+        name, ref = str(entry.getKey()), entry.getValue()
+        if not name.startswith(prefix) or not ref.isBranch():
+            continue
+        snapshot = table.snapshot(ref.snapshotId())
+        if snapshot is not None:
+            summary = {str(k): str(v) for k, v in snapshot.summary().items()}
+            heads.append(BranchHead(name, int(snapshot.snapshotId()), int(snapshot.timestampMillis()), summary))
+    return heads
+
+
 def empty_commit(spark: SparkSession, dotted_name: str, properties: Mapping[str, str], branch: str | None) -> int:
     """A snapshot with no data change carrying only ``properties``, on ``branch`` or main; returns its id."""
     iceberg_table = _load(spark, dotted_name)

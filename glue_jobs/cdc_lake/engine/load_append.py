@@ -19,7 +19,7 @@ import functools
 import itertools
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation, SparkSession
@@ -56,18 +56,23 @@ def appendable_loads(batch: Batch) -> list[DmsFile]:
 
 
 class LoadAppend:
-    """The append of a batch's LOAD files as a commit step; ``counts`` once the step has run."""
+    """The append of the LOAD files a batch starts with (``appendable_loads``) as a commit step; ``counts`` once the
+    step has run."""
 
     def __init__(
-        self, context: ReplayContext, table: TableSpec, files: Sequence[DmsFile], layouts: Mapping[str, FileLayout]
+        self, context: ReplayContext, batch: Batch, table: TableSpec, layouts: Mapping[str, FileLayout]
     ) -> None:
+        files = self.files = appendable_loads(batch)
+        sizes = [batch.landed.objects[f.key].size for f in files]
         spark = context.spark
         self._spark = spark
         self._table = table
         # Parquet is read in parts anyway, a gzip file cannot be split, and with a file for every core splitting
-        # gains nothing that the extra pass over the text (has_multiline_values) would not cost again.
+        # gains nothing that the extra pass over the text (has_multiline_values) would not cost again. Nor does a
+        # file Spark would not split: one no larger than the cost it counts for opening a file.
         split = context.config.dms.format == "csv" and not any(f.gzip for f in files)
         split = split and len(files) < spark.sparkContext.defaultParallelism
+        split = split and max(sizes) > _open_cost(spark)
         split = split and not has_multiline_values(spark, [context.store.uri(f.key) for f in files])
         log.info("%s: appending %d LOAD file(s)%s", table.name, len(files), ", read in parallel parts" if split else "")
         self._observation = Observation(f"cdc_lake_load_{uuid.uuid4().hex}")
@@ -112,6 +117,12 @@ class LoadAppend:
                 "%s: a key is held twice in the LOAD files; merging the batch in DMS order instead", self._table.name
             )
         return held_once
+
+
+def _open_cost(spark: SparkSession) -> int:
+    """What Spark counts for opening a file (bytes): no file this small is read in more than one part."""
+    # SQLConf parses the size as Spark does ("4194304b", "8MB").
+    return int(spark._jsparkSession.sessionState().conf().filesOpenCostInBytes())
 
 
 def _keys_unique_by_order(spark: SparkSession, target: str, table: TableSpec) -> bool:

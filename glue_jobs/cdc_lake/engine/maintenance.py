@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import history_name
 from cdc_lake.engine.iceberg_java import has_write_order
@@ -136,7 +137,9 @@ def maintain(
                 if step == "compact":
                     detail = compact(spark, location, name)
                 elif step == "expire":
-                    detail = expire(spark, location, name, retention)
+                    # A dead run's branch pins its snapshots: removed first, expiry can free their files.
+                    dead = remove_dead_run_branches(spark, location, name, config.runs.longest_run)
+                    detail = {"dead_run_branches_removed": len(dead), **expire(spark, location, name, retention)}
                 else:
                     detail = remove_orphans(spark, location, name, retention)
                 log.info("%s.%s: %s %s", location.database, name, step, detail)

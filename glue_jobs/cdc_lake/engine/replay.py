@@ -58,6 +58,7 @@ from cdc_lake.engine.commit import (
     changed_keys,
     commit_transaction,
     merge_update,
+    remove_dead_run_branches,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
@@ -276,7 +277,7 @@ def read_files(
 ) -> BatchRead:
     """Read the batch's files (their ``layouts``, with the run's columns in ``table``): ``loads``, the LOAD files
     it starts with, to append as they are, and the others' checked change rows."""
-    load = LoadAppend(context, table, loads, layouts) if loads else None
+    load = LoadAppend(context, batch, table, layouts) if loads else None
     merged = batch.files[len(loads) :]
     changes = _checked_changes(context, table, merged, layouts) if merged else None
     return BatchRead(table, load, merged, changes)
@@ -384,6 +385,8 @@ def committed_with_retries(
         ensure_table(spark, location, table, config.lake)
         if table.history:
             ensure_history_table(spark, location, table, config.lake)
+        for name in (table.lake_table, *([history_name(table)] if table.history else [])):
+            remove_dead_run_branches(spark, location, name, config.runs.longest_run)
         return retried(
             conflicts_typed,
             policy,

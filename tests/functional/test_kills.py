@@ -1,0 +1,131 @@
+"""Crash safety: replay runs killed with SIGKILL (the process group, as a lost Glue worker or an OOM kill ends
+them) at random moments, and at the two worst ones, then run again.
+
+After the last run the lake equals the oracle, every landed file is recorded once in the table's lineage (and
+in its history's), every data file the tables reference exists, and the only branches left are those of killed
+runs: young, so kept (a live run's branch is never removed), and removed once older than the longest run.
+``CDC_LAKE_KILLS`` sets how many runs are killed (3 in ``make test``, 20 in ``make soak``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_lake.core.config import parse_config
+from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.core.names import RUN_BRANCH_PREFIX
+from cdc_lake.engine.commit import remove_dead_run_branches
+from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.history import history_name
+from cdc_lake.engine.iceberg_java import branches
+from cdc_lake.engine.record import APPLIED, snapshot_summaries
+from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
+from cdc_lake.local.session import LOCAL_CATALOG
+from cdc_lake.ops.export import export_tables
+from tests.functional.conftest import config_data
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+KILLS = int(os.environ.get("CDC_LAKE_KILLS", "3"))
+REPO = Path(__file__).resolve().parents[2]
+# The two worst moments: main just moved to a run's branch, and a history commit landed before the main one.
+TARGETED = ("fast_forward", "commit_history")
+
+
+def killed_run(args: list[str], rng: random.Random, die_after: str | None) -> int:
+    """Start a run; kill it (its process group) a random moment after its session is up, or let it kill itself
+    after ``die_after``. Its exit status (-9: killed)."""
+    command = [sys.executable, "-m", "tests.functional.killable_run", *args]
+    if die_after:
+        command += ["--die-after", die_after]
+    with subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    ) as process:
+        assert process.stdout is not None
+        ready = ""
+        while ready.strip() != "ready":  # the JVM may print first
+            ready = process.stdout.readline()
+            assert ready, "the run ended before its session was up"
+        if die_after is None:
+            try:
+                process.wait(timeout=rng.uniform(0.2, 6.0))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=300)
+        process.stdout.read()
+        return process.returncode
+
+
+def recorded_once(context: LakeContext, name: str, keys: list[str]) -> list[str]:
+    """What is wrong with the applied-files record of lake table ``name``: each of ``keys`` exactly once."""
+    counted: Counter[str] = Counter()
+    for snapshot in snapshot_summaries(context.spark, context.location, name):
+        recorded = (snapshot["summary"] or {}).get(APPLIED)
+        if recorded:
+            counted.update(f["key"] for f in json.loads(recorded))
+    wrong = [f"{key}: recorded {counted[key]} times" for key in keys if counted[key] != 1]
+    return wrong + [f"{key}: recorded, not landed" for key in counted if key not in keys]
+
+
+def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
+    spark: Any, warehouse: Path, database: str, tmp_path: Path
+) -> None:
+    data = config_data() | {"lake": {"database": database}}
+    data["tables"][1]["history"] = True  # app.orders keeps history: its commit comes before main's
+    config = parse_config(data)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(data))
+    spec = GeneratorSpec(seed=11, initial_rows=40, cdc_files=KILLS + 2, changes_per_file=15, cached_changes=5)
+    generated = generate(config, tmp_path / "source", spec)
+    keys = land_order(generated)
+    loads = [k for k in keys if "/LOAD" in k]
+    cdc = [k for k in keys if k not in loads]
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    land(generated.landing, landing, loads)
+    args = [str(config_file), str(landing), str(warehouse), database]
+    rng = random.Random(KILLS)
+
+    for number in range(KILLS):
+        die_after = TARGETED[number] if number < len(TARGETED) else None
+        status = killed_run(args, rng, die_after)
+        assert status == -signal.SIGKILL or (die_after is None and status == 0), (number, die_after, status)
+        # DMS keeps writing while runs come and go.
+        land(generated.landing, landing, cdc[number * len(cdc) // KILLS : (number + 1) * len(cdc) // KILLS])
+    land(generated.landing, landing, cdc)
+    command = [sys.executable, "-m", "tests.functional.killable_run", *args]
+    last = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True)
+    assert last.returncode == 0, last.stdout + last.stderr[-3000:]
+
+    context = LakeContext(spark, config, LakeLocation(LOCAL_CATALOG, database))
+    out = tmp_path / "export"
+    export_tables(context, out)
+    for table in config.tables:
+        assert read_jsonl(out / f"{table.name}.jsonl") == read_jsonl(generated.expected / f"{table.name}.jsonl")
+    for table in config.tables:
+        table_keys = [k for k in keys if k.startswith(config.table_prefix(table))]
+        names = [table.lake_table, *([history_name(table)] if table.history else [])]
+        for name in names:
+            assert not recorded_once(context, name, table_keys), (name, recorded_once(context, name, table_keys))
+            paths = spark.sql(f"SELECT file_path FROM {context.location.named(name)}.files").collect()
+            assert all(Path(row["file_path"].removeprefix("file:")).exists() for row in paths)
+            # Killed runs' branches are young: kept, as a live run's would be; past the longest run, removed.
+            dotted = context.location.dotted(name)
+            left = [b.name for b in branches(spark, dotted, RUN_BRANCH_PREFIX)]
+            assert remove_dead_run_branches(spark, context.location, name, config.runs.longest_run) == []
+            assert sorted(
+                remove_dead_run_branches(spark, context.location, name, older_than=dt.timedelta(0))
+            ) == sorted(left)
+            assert not branches(spark, dotted, RUN_BRANCH_PREFIX)
