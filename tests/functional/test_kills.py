@@ -27,7 +27,7 @@ from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import RUN_BRANCH_PREFIX
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.history import history_name
+from cdc_lake.engine.history import lake_tables
 from cdc_lake.engine.iceberg_java import branches
 from cdc_lake.engine.record import APPLIED, snapshot_summaries
 from cdc_lake.engine.tables import LakeLocation
@@ -116,8 +116,7 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
         assert read_jsonl(out / f"{table.name}.jsonl") == read_jsonl(generated.expected / f"{table.name}.jsonl")
     for table in config.tables:
         table_keys = [k for k in keys if k.startswith(config.table_prefix(table))]
-        names = [table.lake_table, *([history_name(table)] if table.history else [])]
-        for name in names:
+        for name in lake_tables(table):
             assert not recorded_once(context, name, table_keys), (name, recorded_once(context, name, table_keys))
             paths = spark.sql(f"SELECT file_path FROM {context.location.named(name)}.files").collect()
             assert all(Path(row["file_path"].removeprefix("file:")).exists() for row in paths)

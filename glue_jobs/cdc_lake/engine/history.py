@@ -49,6 +49,11 @@ def history_name(table: TableSpec) -> str:
     return f"{table.lake_table}_history"
 
 
+def lake_tables(table: TableSpec) -> list[str]:
+    """The Iceberg tables of one configured table: itself and, when kept, its history companion."""
+    return [table.lake_table, *([history_name(table)] if table.history else [])]
+
+
 def ensure_history_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
     if table_exists(spark, location, history_name(table)):
         return

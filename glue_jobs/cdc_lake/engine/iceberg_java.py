@@ -118,7 +118,6 @@ class BranchHead:
     """A branch and the snapshot it points at: when that was committed (epoch ms), and its summary."""
 
     name: str
-    snapshot_id: int
     committed_ms: int
     summary: Mapping[str, str]
 
@@ -134,7 +133,7 @@ def branches(spark: SparkSession, dotted_name: str, prefix: str) -> list[BranchH
         snapshot = table.snapshot(ref.snapshotId())
         if snapshot is not None:
             summary = {str(k): str(v) for k, v in snapshot.summary().items()}
-            heads.append(BranchHead(name, int(snapshot.snapshotId()), int(snapshot.timestampMillis()), summary))
+            heads.append(BranchHead(name, int(snapshot.timestampMillis()), summary))
     return heads
 
 

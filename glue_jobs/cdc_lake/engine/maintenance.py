@@ -13,12 +13,11 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import TableSpec
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.history import history_name
+from cdc_lake.engine.history import lake_tables
 from cdc_lake.engine.iceberg_java import has_write_order
 from cdc_lake.engine.record import STATE
 from cdc_lake.engine.tables import LakeLocation, table_exists
@@ -49,11 +48,6 @@ class MaintenanceResult:
     table: str
     action: str
     detail: dict[str, int]
-
-
-def lake_tables(table: TableSpec) -> list[str]:
-    """The Iceberg tables of one configured table: itself and, when kept, its history companion."""
-    return [table.lake_table, *([history_name(table)] if table.history else [])]
 
 
 def compact(spark: SparkSession, location: LakeLocation, name: str) -> dict[str, int]:

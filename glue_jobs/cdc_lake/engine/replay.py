@@ -61,7 +61,7 @@ from cdc_lake.engine.commit import (
     remove_dead_run_branches,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.history import commit_history, ensure_history_table, history_name
+from cdc_lake.engine.history import commit_history, ensure_history_table, history_name, lake_tables
 from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised, java_causes
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
@@ -246,11 +246,13 @@ def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] 
     schema = plan_schema(context.config, batch.table, layouts, lake)
     table = schema.table
     announced = [*notices, *schema.notices(table.lake_table)]
-    loads = appendable_loads(batch)
-    if loads:
-        appended = _steps(context, batch, read_files(context, batch, table, layouts, loads), announced)
+    if appendable_loads(batch):
+        read = read_files(context, batch, table, layouts, append=True)
+        appended = _steps(context, batch, read, announced)
         if appended is not None:
             return appended
+        assert read.load is not None
+        loads = read.load.files
         announced.append(
             Notice(
                 "load-duplicate-keys",
@@ -259,7 +261,7 @@ def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] 
                 "overlapping parallel-load segments): each key's last row in DMS order was kept",
             )
         )
-    merged = _steps(context, batch, read_files(context, batch, table, layouts, []), announced)
+    merged = _steps(context, batch, read_files(context, batch, table, layouts, append=False), announced)
     assert merged is not None  # only the append's key check gives a commit up
     return merged
 
@@ -273,12 +275,12 @@ def _steps(context: ReplayContext, batch: Batch, read: BatchRead, notices: list[
 
 
 def read_files(
-    context: ReplayContext, batch: Batch, table: TableSpec, layouts: Mapping[str, FileLayout], loads: list[DmsFile]
+    context: ReplayContext, batch: Batch, table: TableSpec, layouts: Mapping[str, FileLayout], *, append: bool
 ) -> BatchRead:
-    """Read the batch's files (their ``layouts``, with the run's columns in ``table``): ``loads``, the LOAD files
-    it starts with, to append as they are, and the others' checked change rows."""
-    load = LoadAppend(context, batch, table, layouts) if loads else None
-    merged = batch.files[len(loads) :]
+    """Read the batch's files (their ``layouts``, with the run's columns in ``table``): with ``append``, the LOAD
+    files it starts with (``appendable_loads``), to append as they are; the others' checked change rows."""
+    load = LoadAppend(context, batch, table, layouts) if append else None
+    merged = batch.files[len(load.files) if load is not None else 0 :]
     changes = _checked_changes(context, table, merged, layouts) if merged else None
     return BatchRead(table, load, merged, changes)
 
@@ -385,7 +387,7 @@ def committed_with_retries(
         ensure_table(spark, location, table, config.lake)
         if table.history:
             ensure_history_table(spark, location, table, config.lake)
-        for name in (table.lake_table, *([history_name(table)] if table.history else [])):
+        for name in lake_tables(table):
             remove_dead_run_branches(spark, location, name, config.runs.longest_run)
         return retried(
             conflicts_typed,

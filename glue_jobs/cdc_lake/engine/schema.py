@@ -57,9 +57,8 @@ class SchemaPlan:
     table: TableSpec
     add: tuple[ColumnSpec, ...]
     widen: tuple[ColumnSpec, ...]
-    missing: Mapping[str, tuple[str, ...]] = dataclasses.field(
-        default_factory=dict
-    )  # file key → the table columns it lacks
+    # Each file's key → the table columns it lacks.
+    missing: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def changes_lake(self) -> bool:
