@@ -94,3 +94,12 @@ def test_reload_job_needs_table_and_bucket():
         MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "reload"})
     with pytest.raises(JobArgumentError, match=r"use one of compact, expire, orphans, all, reload"):
         MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "rebuild"})
+
+
+def test_rejects_actions_need_a_table():
+    with pytest.raises(JobArgumentError, match=r"--action rejects-accept applies one table's rejects: add --table"):
+        MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "rejects-accept"})
+    options = MaintenanceOptions.from_options(
+        {"--config_uri": "c.yaml", "--action": "rejects-replay", "--table": "shop.items"}
+    )
+    assert (options.action, options.table) == ("rejects-replay", "shop.items")

@@ -173,6 +173,11 @@ class TableSpec(_Model):
     schema_changes: SchemaChanges | None = Field(
         default=None, description="evolve or refuse this table's schema changes; default: lake.schema_changes"
     )
+    on_bad_rows: Literal["refuse", "quarantine"] = Field(
+        default="refuse",
+        description="refuse: a bad row refuses its batch; quarantine: rows whose key is known go to <target>_rejects, "
+        "with every later change of their keys, until `cdc-lake rejects replay` (docs/bad-input.md#quarantine)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -207,6 +212,11 @@ class TableSpec(_Model):
             column = match["col"] or match["tcol"] or match["ncol"]
             if column not in names:
                 raise ValueError(f"partition_by {transform!r} names unknown column {column!r}")
+        if self.on_bad_rows == "quarantine" and self.history:
+            raise ValueError(
+                "on_bad_rows: quarantine cannot be combined with history: true (a replayed row's versions would reach "
+                "the history table after later ones); keep history with on_bad_rows: refuse"
+            )
         if self.target is None and not IDENTIFIER.match(self.default_target):
             raise ValueError(f"{self.name!r} does not make a valid lake table name; set target")
         return self

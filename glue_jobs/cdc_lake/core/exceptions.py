@@ -33,16 +33,24 @@ class OutsideDmsFolderError(NotADmsFileError):
 class DmsInputError(CdcLakeError):
     """Raised when a DMS file holds rows that cannot be applied; the table is left untouched."""
 
-    def __init__(self, table: str, problems: list[str], total: int | None = None) -> None:
+    def __init__(
+        self, table: str, problems: list[str], total: int | None = None, *, quarantinable: bool = True
+    ) -> None:
         self.table = table
         self.problems = problems
         self.total = total if total is not None else len(problems)
         shown = "\n  ".join(problems)
         more = f"\n  … and {self.total - len(problems)} more" if self.total > len(problems) else ""
+        why = (
+            ""
+            if quarantinable
+            else "These rows cannot be quarantined: their key or their place in DMS order is not known, or they "
+            "move a quarantined key. "
+        )
         super().__init__(
             f"{table}: refused {self.total} bad row(s); nothing was applied and no file was removed:\n  {shown}{more}\n"
-            "Fix the file(s) in place (or have DMS write them again) and trigger the run again; the table stays at "
-            "its previous snapshot until then (docs/bad-input.md)"
+            f"{why}Fix the file(s) in place (or have DMS write them again) and trigger the run again; the table stays "
+            "at its previous snapshot until then (docs/bad-input.md)"
         )
 
 

@@ -20,13 +20,14 @@ NoticeKind = Literal[
     "load-duplicate-keys",  # LOAD files hold a key more than once: the last row in DMS order is kept
     "unknown-table",  # files of a table the configuration lacks: not applied
     "not-a-dms-file",  # an object in a table's folder whose name is no DMS data file: not applied
+    "rows-quarantined",  # on_bad_rows: quarantine kept bad rows, and later changes of their keys, out of the table
 ]
 
 
 @dataclass(frozen=True, order=True)
 class Notice:
     kind: NoticeKind
-    subject: str  # the file's key, or the folder's prefix
+    subject: str  # the file's key, the folder's prefix, or the rejects table
     detail: str  # what was done, and what the user may do
 
     def __str__(self) -> str:

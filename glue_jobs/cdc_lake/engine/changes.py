@@ -113,27 +113,22 @@ def count_changes(changes: DataFrame) -> ChangeCounts:
     return ChangeCounts(inserts=row["I"], updates=row["U"], deletes=row["D"], newest_change=row["newest"])
 
 
-def describe_problems(changes: DataFrame, limit: int = 10) -> tuple[list[str], int]:
+def describe_problems(changes: DataFrame, limit: int = 10, *, numbered: bool = False) -> tuple[list[str], int]:
     """Messages for the first bad rows (file, 1-based row, column, fault, value) and the total count.
 
     Row numbers are positions among the file's data rows (records, so a quoted multi-line value counts
     once). CSV positions come from the in-order read of the whole file; Parquet ones are exact indices.
+    ``numbered``: ``_row`` is that position already (rows kept apart from their files, as quarantined ones).
     """
     bad = changes.filter(F.col(PROBLEM).isNotNull())
     total = bad.count()
     if total == 0:
         return [], 0
-    first_row = changes.groupBy(FILE).agg(F.min(ROW).alias("_first"))
-    located = (
-        bad.join(first_row, on=FILE)
-        .select(
-            FILE,
-            (F.col(ROW) - F.col("_first") + 1).alias("_line"),
-            PROBLEM,
-        )
-        .orderBy(F.col(FILE), F.col("_line"))
-        .limit(limit)
-    )
+    line = F.col(ROW)
+    if not numbered:
+        bad = bad.join(changes.groupBy(FILE).agg(F.min(ROW).alias("_first")), on=FILE)
+        line = F.col(ROW) - F.col("_first") + 1
+    located = bad.select(FILE, line.alias("_line"), PROBLEM).orderBy(F.col(FILE), F.col("_line")).limit(limit)
     messages = []
     for row in located.collect():
         problem = row[PROBLEM]

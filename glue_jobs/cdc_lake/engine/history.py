@@ -30,6 +30,7 @@ from cdc_lake.engine.commit import Properties, Transaction, Update, commit_trans
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
 from cdc_lake.engine.record import run_properties
+from cdc_lake.engine.rejects import quarantines, rejects_name
 from cdc_lake.engine.spark_types import lake_type
 from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
 
@@ -50,8 +51,12 @@ def history_name(table: TableSpec) -> str:
 
 
 def lake_tables(table: TableSpec) -> list[str]:
-    """The Iceberg tables of one configured table: itself and, when kept, its history companion."""
-    return [table.lake_table, *([history_name(table)] if table.history else [])]
+    """The Iceberg tables of one configured table: itself and, when kept, its history and rejects companions."""
+    return [
+        table.lake_table,
+        *([history_name(table)] if table.history else []),
+        *([rejects_name(table)] if quarantines(table) else []),
+    ]
 
 
 def ensure_history_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:

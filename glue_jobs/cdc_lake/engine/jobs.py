@@ -24,6 +24,7 @@ from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
+from cdc_lake.engine.rejects_replay import replay_rejects
 from cdc_lake.engine.reload import ReloadResult, reload_table
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation
@@ -179,8 +180,11 @@ def glue_main(kind: JobKind, clients: JobClients, argv: Sequence[str] | None = N
 MAINTENANCE_REQUIRED = ("config_uri", "action")
 MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days", "bucket", "since")
 RELOAD: Literal["reload"] = "reload"
-# The maintenance job's actions: the table maintenance ones, and rebuilding one table after a DMS reload.
-JOB_ACTIONS: tuple[Action | Literal["reload"], ...] = (*ACTIONS, RELOAD)
+REJECTS = {"rejects-replay": False, "rejects-accept": True}  # action: whether it accepts the bad rows' loss
+JobAction = Action | Literal["reload", "rejects-replay", "rejects-accept"]
+# The maintenance job's actions: the table maintenance ones, rebuilding one table after a DMS reload, and
+# replaying a quarantining table's rejects (or accepting their loss).
+JOB_ACTIONS: tuple[JobAction, ...] = (*ACTIONS, RELOAD, "rejects-replay", "rejects-accept")
 
 
 @dataclass(frozen=True)
@@ -191,8 +195,8 @@ class MaintenanceOptions(_GlueArguments):
     optional = MAINTENANCE_OPTIONAL
 
     config_uri: str
-    action: Action | Literal["reload"]
-    table: str | None = None  # None: every configured table (not for reload)
+    action: JobAction
+    table: str | None = None  # None: every configured table (not for reload and rejects)
     catalog: str = GLUE_CATALOG
     database: str = ""  # empty: the configuration's lake.database
     retention: Retention = field(default_factory=Retention)
@@ -211,6 +215,8 @@ class MaintenanceOptions(_GlueArguments):
             if missing:
                 named = ", ".join("--" + m for m in missing)
                 raise JobArgumentError(f"--action reload rebuilds one table from the raw bucket: add {named}")
+        if action in REJECTS and not plain.get("table"):
+            raise JobArgumentError(f"--action {action} applies one table's rejects: add --table")
         return cls(
             config_uri=plain["config_uri"],
             action=action,
@@ -274,6 +280,13 @@ def run_maintenance(options: MaintenanceOptions, context: ReplayContext) -> list
         result = reload_table(context, context.config.table(options.table), since=options.since)
         log.info("%s", describe_reload(result))
         return [MaintenanceResult(result.table, RELOAD, reload_detail(result))]
+    if options.action == "rejects-replay" or options.action == "rejects-accept":  # noqa: PLR1714 (narrows the type)
+        assert options.table is not None  # checked by from_options
+        table = context.config.table(options.table)
+        replayed = replay_rejects(context, table, accept=REJECTS[options.action])
+        detail = {"applied": replayed.applied, "dropped": replayed.dropped, "keys": replayed.keys}
+        log.info("%s: %s: %s", table.name, options.action, detail)
+        return [MaintenanceResult(table.name, options.action, {**detail, "snapshot_id": replayed.snapshot_id or 0})]
     tables = [options.table] if options.table else None
     return maintain(context, options.action, tables=tables, retention=options.retention)
 

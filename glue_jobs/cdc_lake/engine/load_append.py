@@ -34,6 +34,7 @@ from cdc_lake.engine.changes import ChangeCounts, describe_problems
 from cdc_lake.engine.commit import Update, lake_columns
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
+from cdc_lake.engine.rejects import quarantines
 from cdc_lake.engine.spark_types import lake_type
 
 if TYPE_CHECKING:
@@ -44,9 +45,9 @@ log = logging.getLogger(__name__)
 
 def appendable_loads(batch: Batch) -> list[DmsFile]:
     """The LOAD files a batch starts with, when they may be appended: the table has applied no CDC file yet
-    (and keeps no history, whose versions the merge path writes)."""
-    if batch.history_plan is not None or batch.state.cdc_started:
-        return []
+    (and keeps no history, whose versions the merge path writes, nor quarantines bad rows)."""
+    if batch.history_plan is not None or batch.state.cdc_started or quarantines(batch.table):
+        return []  # a quarantining table's bad rows are split from the good ones on the merge path
     loads = []
     for dms_file in batch.plan.pending:
         if not dms_file.is_full_load:

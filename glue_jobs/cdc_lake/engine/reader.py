@@ -8,7 +8,8 @@ The result has the table's columns plus:
   ``_change_seq``  the AR_H_CHANGE_SEQ value when configured (orders CDC rows), else NULL,
   ``_dms_ts``      the DMS timestamp column as written, when configured,
   ``_before_<i>``  the before-image of the i-th key column when DMS writes them (NULL unless the key changed),
-  ``_problem``     NULL for a good row, else a struct naming the column, the fault and the raw value.
+  ``_problem``     NULL for a good row, else a struct naming the column, the fault and the raw value,
+  ``_raw``         with ``keep_raw`` only: each field as read, as text (what a quarantined row keeps).
 Rows are never dropped here: bad rows are flagged so the caller can refuse the whole batch.
 """
 
@@ -55,6 +56,7 @@ OPS = ("I", "U", "D")
 BYTES_AS_TEXT = "ISO-8859-1"
 UTF8_FAULT = "not valid UTF-8 (shown with U+FFFD where the bytes are)"
 UTF8_PROBLEM = "_utf8_problem"
+RAW = "_raw"
 
 
 class _Group(NamedTuple):
@@ -81,14 +83,18 @@ def read_changes(
 
     ``layouts`` (``file_layouts``) gives each file's fields; ``table`` holds every column any of them has.
     ``split`` reads CSV files in parallel parts, as lines: only for rows whose order does not matter, from files
-    with no value spanning lines (``has_multiline_values``); ``_row`` then orders nothing.
+    with no value spanning lines (``has_multiline_values``); ``_row`` then orders nothing. A table that quarantines
+    bad rows gets ``_raw``.
     """
     if not files:
         raise ValueError("read_changes needs at least one file")
     dms, uri_of = context.config.dms, context.store.uri
     read = _read_parquet if dms.format == "parquet" else _read_csv
     parts = [
-        read(context.spark, _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key], split))
+        read(
+            context.spark,
+            _Group(group, table, dms, uri_of, group[0].is_full_load, layouts[group[0].key], split),
+        )
         for group in group_by_layout(files, layouts)
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
@@ -212,7 +218,7 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         F.col(CORRUPT).isNotNull(),
         _problem(F.lit("(row)"), F.lit(f"malformed CSV row: expected {len(layout.names)} fields"), F.col(CORRUPT)),
     )
-    return _typed(frame, table, dms, full_load, [malformed, F.col(UTF8_PROBLEM)] if invalid else [malformed])
+    return typed_changes(frame, table, dms, full_load, [malformed, F.col(UTF8_PROBLEM)] if invalid else [malformed])
 
 
 def _utf8(text: Column) -> Column:
@@ -255,7 +261,7 @@ def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
         F.col("_metadata.row_index").alias(ROW),
         F.col("_metadata"),
     )
-    return _typed(frame, table, dms, full_load, [])
+    return typed_changes(frame, table, dms, full_load, [])
 
 
 def _parquet_value(value: Column, column_type: str) -> Column:
@@ -269,8 +275,25 @@ def _problem(column: Column, fault: Column, value: Column) -> Column:
     )
 
 
-def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[Column]) -> DataFrame:
-    """Cast each column to its configured type and flag the first fault of every row (``extra`` faults first)."""
+def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
+    """The fields ``_raw`` keeps, as (the reader's column, the name DMS gives it): the Op, the change sequence and
+    the timestamp when configured, each column, each before-image."""
+    fields = [(OP, "Op")]
+    fields += [(CHANGE_SEQ, dms.change_sequence_column)] if dms.change_sequence_column else []
+    fields += [(DMS_TS, dms.timestamp_column)] if dms.timestamp_column else []
+    fields += [(c, c) for c in table.column_names]
+    return fields + list(zip(before_image_columns(table, dms), dms.before_image_columns(table), strict=True))
+
+
+def typed_changes(
+    frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[Column]
+) -> DataFrame:
+    """Cast each column of ``frame`` (the fields as read, ``raw_fields``, with ``_row`` and ``_metadata``) to its
+    configured type and flag the first fault of every row (``extra`` faults first). A table that quarantines bad
+    rows keeps the fields as read in ``_raw``."""
+    raw_map = F.create_map(
+        *[p for role, name in raw_fields(table, dms) for p in (F.lit(name), F.col(_quote(role)).cast("string"))]
+    )
     checks: list[Column] = list(extra)
     valid_ops = ("I",) if full_load else OPS
     checks.append(
@@ -338,4 +361,5 @@ def _typed(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool
         F.col(ROW),
         F.col("_metadata"),
         F.coalesce(*checks).alias(PROBLEM) if len(checks) > 1 else checks[0].alias(PROBLEM),
+        *([raw_map.alias(RAW)] if table.on_bad_rows == "quarantine" else []),
     )

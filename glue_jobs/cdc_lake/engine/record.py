@@ -37,6 +37,11 @@ FRESHNESS = "cdc-lake.freshness"
 PART = "cdc-lake.part"
 # What the batch announced (``core.notices``): accepted on purpose, never in silence.
 NOTICES = "cdc-lake.notices"
+# Outstanding quarantined rows (``rejects``): the table differs from the source for their keys until a replay.
+DIVERGED = "cdc-lake.diverged"
+# A ``cdc-lake rejects replay`` or ``accept`` commit: what it applied and dropped.
+REJECTS_REPLAYED = "cdc-lake.rejects-replayed"
+REJECTS_SNAPSHOT = "cdc-lake.rejects-snapshot"
 
 
 def freshness(
@@ -92,6 +97,8 @@ class BatchRecord:
     freshness: dict[str, float | int | None]
     history_snapshot: int | None = None
     notices: tuple[Notice, ...] = ()
+    rejects_snapshot: int | None = None
+    diverged: Mapping[str, object] | None = None
 
     @property
     def properties(self) -> dict[str, str]:
@@ -100,6 +107,10 @@ class BatchRecord:
             properties[HISTORY_SNAPSHOT] = str(self.history_snapshot)
         if self.notices:
             properties[NOTICES] = notices_json(self.notices)
+        if self.rejects_snapshot is not None:
+            properties[REJECTS_SNAPSHOT] = str(self.rejects_snapshot)
+        if self.diverged:
+            properties[DIVERGED] = json.dumps(self.diverged, separators=(",", ":"))
         properties[FRESHNESS] = json.dumps(self.freshness, separators=(",", ":"))
         return properties
 

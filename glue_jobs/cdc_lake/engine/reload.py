@@ -37,8 +37,9 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.history import history_name, versions_update
-from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW, file_layouts, read_changes
+from cdc_lake.engine.reader import DMS_TS, FILE, OP, RAW, ROW, file_layouts, read_changes
 from cdc_lake.engine.record import HISTORY_SNAPSHOT, RELOAD, run_properties
+from cdc_lake.engine.rejects import quarantines, resolve_rejects
 from cdc_lake.engine.replay import committed_with_retries
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.spark_types import lake_type
@@ -102,7 +103,7 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
     layouts = file_layouts(context, plan.files, table)
     table = plan_schema(config, table, layouts, lake_fields(spark, location, table.lake_table)).table
     # Materialized once: row positions are then fixed, and the MERGE gets a deterministic source.
-    read = read_changes(context, plan.files, table, layouts).localCheckpoint(eager=True)
+    read = read_changes(context, plan.files, table, layouts).drop(RAW).localCheckpoint(eager=True)
     problems, total = describe_problems(read)
     if problems:
         raise DmsInputError(table.name, problems, total)
@@ -126,6 +127,8 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)
     merge = merge_update(spark, table, diff, changed_keys(diff, table))
     snapshot_id = _commit(context, Transaction(table.lake_table, base, [merge], lambda: Properties(properties)))
+    if quarantines(table):  # rebuilt from the source: its quarantined rows are superseded
+        resolve_rejects(spark, location, table, None, ("reloaded", "reloaded"))
     lists = (plan.load_files, plan.cdc_files, plan.skipped_cdc_files, plan.stale_load_files)
     loads, cdc, skipped, stale = ([f.key for f in files] for files in lists)
     boundary = show_position(plan.boundary)

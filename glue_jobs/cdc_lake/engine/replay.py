@@ -66,6 +66,17 @@ from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised, java_caus
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
 from cdc_lake.engine.record import BatchRecord, freshness, recorded_state
+from cdc_lake.engine.rejects import (
+    REJECTED,
+    Quarantined,
+    divergence,
+    ensure_rejects_table,
+    outstanding,
+    quarantine,
+    quarantines,
+    rejects_name,
+    write_rejects,
+)
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
 
@@ -132,6 +143,7 @@ class BatchRead:
     merged: list[DmsFile]
     changes: DataFrame | None
     notices: tuple[Notice, ...] = ()  # what the batch announces (core.notices), recorded by its commit
+    quarantined: Quarantined | None = None  # with on_bad_rows: quarantine, the rows kept out (``rejects``)
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,14 @@ class Reduced:
     counts: ChangeCounts = field(default_factory=lambda: ChangeCounts(0, 0, 0))
     last_changes: DataFrame | None = None
     keys: ChangedKeys = field(default_factory=lambda: ChangedKeys(0, {}))
+
+
+@dataclass(frozen=True)
+class RejectsWritten:
+    """The rejects table's snapshot after the batch (None: not written) and the table's divergence after it."""
+
+    snapshot_id: int | None = None
+    divergence: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +287,7 @@ def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] 
 
 
 def _steps(context: ReplayContext, batch: Batch, read: BatchRead, notices: list[Notice]) -> RunResult | None:
+    notices = [*notices, *_quarantine_notices(read)]
     read = dataclasses.replace(read, notices=tuple(unique(notices)))
     reduced = reduce_changes(context, batch, read)
     evolve_schema(context, batch, read)
@@ -281,8 +302,13 @@ def read_files(
     files it starts with (``appendable_loads``), to append as they are; the others' checked change rows."""
     load = LoadAppend(context, batch, table, layouts) if append else None
     merged = batch.files[len(load.files) if load is not None else 0 :]
-    changes = _checked_changes(context, table, merged, layouts) if merged else None
-    return BatchRead(table, load, merged, changes)
+    if not merged:
+        return BatchRead(table, load, merged, None)
+    if quarantines(table):
+        quarantined = _quarantined_changes(context, batch, table, merged, layouts)
+        changes = split_key_updates(quarantined.good, table, context.config.dms)
+        return BatchRead(table, load, merged, changes, quarantined=quarantined)
+    return BatchRead(table, load, merged, _checked_changes(context, table, merged, layouts))
 
 
 def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Reduced:
@@ -322,6 +348,25 @@ def write_history(context: ReplayContext, batch: Batch, read: BatchRead) -> Hist
     return HistoryWritten(snapshot_id, [f.key for f in history_plan.pending])
 
 
+def write_quarantined(context: ReplayContext, batch: Batch, read: BatchRead) -> RejectsWritten:
+    """Commit the batch's quarantined rows to the rejects table, before the table's own commit (``rejects``); the
+    table's commit then marks it diverged while any rows of its applied files are outstanding."""
+    if not quarantines(read.table) or read.quarantined is None:
+        return RejectsWritten()
+    spark, location, config = context.spark, context.location, context.config
+    table, name = read.table, rejects_name(read.table)
+    rows = read.quarantined.rejects
+    pending = batch.plan.pending
+    stale = spark.table(location.named(name)).where(
+        F.col("resolution").isNull() & F.col("file").isin([f.key for f in pending])
+    )
+    if rows is None and not stale.limit(1).count():
+        return RejectsWritten(divergence=divergence(outstanding(spark, location, config, table, batch.state), table))
+    snapshot = write_rejects(spark, location, table, rows, pending)
+    after = outstanding(spark, location, config, table, batch.plan.next_state)
+    return RejectsWritten(snapshot, divergence(after, table))
+
+
 def commit_batch(
     context: ReplayContext, batch: Batch, read: BatchRead, reduced: Reduced, history: HistoryWritten
 ) -> RunResult | None:
@@ -337,6 +382,7 @@ def commit_batch(
             listing_start=batch.next_listing_start,
             notices=list(notices),
         )
+    rejects = write_quarantined(context, batch, read)
     load = read.load
     updates = [load.update()] if load is not None else []
     if reduced.last_changes is not None:
@@ -349,7 +395,9 @@ def commit_batch(
         keys = reduced.keys.count + (load.counts.rows if load is not None else 0)
         seconds = time.monotonic() - batch.started
         facts = freshness(plan, counts.rows, counts.newest_change, seconds, dt.datetime.now(dt.UTC))
-        return BatchRecord(plan, counts, keys, facts, history.snapshot_id, tuple(notices))
+        return BatchRecord(
+            plan, counts, keys, facts, history.snapshot_id, tuple(notices), rejects.snapshot_id, rejects.divergence
+        )
 
     transaction = Transaction(
         table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: _confirm_listed(context, batch)]
@@ -387,6 +435,8 @@ def committed_with_retries(
         ensure_table(spark, location, table, config.lake)
         if table.history:
             ensure_history_table(spark, location, table, config.lake)
+        if quarantines(table):
+            ensure_rejects_table(spark, location, table, config.lake)
         for name in lake_tables(table):
             remove_dead_run_branches(spark, location, name, config.runs.longest_run)
         return retried(
@@ -486,6 +536,45 @@ def _checked_changes(
         raise DmsInputError(table.name, problems, total)
     log.info("%s: read and checked %d file(s)", table.name, len(files))
     return split_key_updates(read, table, context.config.dms)
+
+
+def _quarantined_changes(
+    context: ReplayContext, batch: Batch, table: TableSpec, files: list[DmsFile], layouts: Mapping[str, FileLayout]
+) -> Quarantined:
+    """``_checked_changes`` for a table that quarantines: bad rows, and later changes of their keys or of keys
+    already frozen, kept out; bad rows that cannot be held still refuse the batch."""
+    spark, location, config = context.spark, context.location, context.config
+    read = read_changes(context, files, table, layouts).localCheckpoint(eager=True)
+    frozen = outstanding(spark, location, config, table, batch.state)
+    quarantined = quarantine(config, table, read, frozen)
+    log.info(
+        "%s: read and checked %d file(s); %d row(s) quarantined, %d held behind them",
+        table.name,
+        len(files),
+        quarantined.rejected,
+        quarantined.held,
+    )
+    return quarantined
+
+
+def _quarantine_notices(read: BatchRead) -> list[Notice]:
+    quarantined = read.quarantined
+    if quarantined is None or quarantined.rejects is None:
+        return []
+    table, name = read.table, rejects_name(read.table)
+    first = quarantined.rejects.where(F.col("status") == REJECTED).orderBy("file", "row").limit(3).collect()
+    places = "; ".join(f"{r['file']}: row {r['row']}, column {r['column']}: {r['reason']}" for r in first)
+    more = f" (first: {places})" if places else ""
+    return [
+        Notice(
+            "rows-quarantined",
+            name,
+            f"{quarantined.rejected} bad row(s) quarantined and {quarantined.held} later change(s) of their keys held"
+            f"{more}; those keys stay at their state before them. Fix the rows (or the configuration) and run "
+            f"`cdc-lake rejects replay -t {table.name}`, or drop the bad rows with `cdc-lake rejects accept -t "
+            f"{table.name}` (docs/bad-input.md#quarantine)",
+        )
+    ]
 
 
 def _only(changes: DataFrame, chosen: list[DmsFile], read: list[DmsFile]) -> DataFrame:

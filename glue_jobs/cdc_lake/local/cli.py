@@ -1,5 +1,5 @@
 """``cdc-lake``: the pipeline on a laptop (run, trigger, export, generate, demo) and operations on its tables
-(changes, history, rollback, reapply, reload, reconcile, maintain)."""
+(changes, history, rollback, reapply, reload, rejects, reconcile, maintain)."""
 
 from __future__ import annotations
 
@@ -142,6 +142,21 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
         help="apply CDC files from this one on (a CDC file name, 20250301-120500123, or an ISO 8601 UTC time); "
         "default: those written from an hour before the reload's first LOAD file",
     )
+
+    rejects = commands.add_parser(
+        "rejects",
+        help="a quarantining table's outstanding rejects: list them, replay them once fixed, or accept their loss",
+    )
+    rejects.add_argument(
+        "action",
+        choices=["list", "replay", "accept"],
+        help="replay: apply them, with the changes held behind them, in DMS order; accept: drop the bad rows and "
+        "apply the held ones",
+    )
+    _add_config(rejects)
+    rejects.add_argument("--landing", "-l", type=Path, required=True)
+    _add_lake(rejects)
+    rejects.add_argument("--table", "-t", required=True)
 
     reconcile = _table_command(commands, "reconcile", "compare a table with an expected extract (CSV/Parquet/JSONL)")
     reconcile.add_argument("--expected", "-e", required=True, help="a local path or an s3:// URI")
@@ -447,6 +462,29 @@ def cmd_reload(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rejects(args: argparse.Namespace) -> int:
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
+    from cdc_lake.engine.rejects_replay import outstanding_rejects, replay_rejects
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    table = config.table(args.table)
+    if args.action == "list":
+        rows = outstanding_rejects(context, table)
+        shown = rows.collect() if rows is not None else []
+        for row in shown:
+            column = f", column {row['column']}" if row["column"] else ""
+            print(f"{row['status']}: {row['file']}: row {row['row']}{column}: {row['reason']} | {row['raw']}")
+        print(f"{table.name}: {len(shown)} outstanding row(s)")
+        return 0
+    result = replay_rejects(context, table, accept=args.action == "accept")
+    dropped = f", dropped {result.dropped} bad row(s)" if args.action == "accept" else ""
+    print(f"{table.name}: applied {result.applied} quarantined row(s) to {result.keys} key(s){dropped}")
+    return 0
+
+
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from cdc_lake.engine.tables import TableSnapshot
     from cdc_lake.ops.reconcile import format_report, reconcile
@@ -479,6 +517,7 @@ COMMANDS = {
     "rollback": cmd_rollback,
     "reapply": cmd_reapply,
     "reload": cmd_reload,
+    "rejects": cmd_rejects,
     "reconcile": cmd_reconcile,
     "maintain": cmd_maintain,
     "run": cmd_run,

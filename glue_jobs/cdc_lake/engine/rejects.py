@@ -1,0 +1,295 @@
+"""Quarantine (``on_bad_rows: quarantine``): bad rows go to ``<target>_rejects`` instead of refusing their batch.
+
+Exact, not lossy: a key with a quarantined change is frozen at its state before that change. Every later change
+of the key, in the same batch or a later one, is held in the rejects table too (``status = 'held'``), until
+``cdc-lake rejects replay`` applies the fixed rows and the held ones in DMS order (``rejects_replay``), or
+``cdc-lake rejects accept`` drops the bad rows and applies the held ones. Until then each commit of the table
+marks it as diverged in its snapshot summary (``DIVERGED``).
+
+Only a row whose key and place in DMS order are known can be held exactly: a row with a missing or unparseable
+key, a malformed CSV record, a bad change sequence or before-image, and a key update that touches a quarantined
+key, still refuse the batch.
+
+Iceberg commits one table at a time. The rejects are committed first, then the table's commit names their
+snapshot; a rejects row counts only once its file is applied to the table (``outstanding``), so a run stopped
+between the two commits leaves rows that the next run rewrites (one row per file and row), never a change
+applied twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdc_lake.core.config import DmsSettings, LakeSettings, PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import DmsFile, parse_key
+from cdc_lake.core.exceptions import DmsInputError
+from cdc_lake.core.plan import ReplayState
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.changes import describe_problems, dms_order
+from cdc_lake.engine.commit import branch_head
+from cdc_lake.engine.iceberg_java import branch_lineage
+from cdc_lake.engine.reader import FILE, OP, PROBLEM, RAW, ROW, before_image_columns
+from cdc_lake.engine.record import DIVERGED, REJECTS_REPLAYED, STATE
+from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
+
+log = logging.getLogger(__name__)
+
+REJECTED, HELD = "rejected", "held"
+REJECTS_COLUMNS: list[tuple[str, T.DataType, bool]] = [
+    ("file", T.StringType(), True),
+    ("row", T.LongType(), True),  # 1-based, among the file's records
+    ("op", T.StringType(), False),
+    ("key", T.StringType(), False),  # the typed key as JSON
+    ("column", T.StringType(), False),
+    ("reason", T.StringType(), False),
+    ("status", T.StringType(), True),  # rejected: the row is bad; held: behind a rejected change of its key
+    ("raw", T.StringType(), False),  # the record as read (CSV) or its fields as JSON (Parquet)
+    ("fields", T.MapType(T.StringType(), T.StringType()), False),  # each field as text; a replay parses these
+    ("quarantined_at", T.TimestampType(), False),
+    ("resolution", T.StringType(), False),  # NULL while outstanding; replayed, accepted or reloaded
+    ("resolved_at", T.TimestampType(), False),
+]
+_KEY = "_cdc_lake_key"
+_FIRST_BAD = "_cdc_lake_first_bad"
+
+
+def rejects_name(table: TableSpec) -> str:
+    return f"{table.lake_table}_rejects"
+
+
+def quarantines(table: TableSpec) -> bool:
+    return table.on_bad_rows == "quarantine"
+
+
+def ensure_rejects_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
+    if table_exists(spark, location, rejects_name(table)):
+        return
+    definition = TableDefinition(
+        rejects_name(table),
+        REJECTS_COLUMNS,
+        [],
+        {"cdc-lake.rejects-of": table.name},
+        identifier_fields=None,
+        sort_by=["file", "row"],
+    )
+    create_iceberg_table(spark, location, definition, settings)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A batch's change rows split: ``good`` to apply, ``rejects`` (None: none) to keep in the rejects table."""
+
+    good: DataFrame
+    rejects: DataFrame | None
+    rejected: int = 0
+    held: int = 0
+
+
+def applied(dms_file: DmsFile, state: ReplayState, config: PipelineConfig) -> bool:
+    """Whether the table's recorded ``state`` holds ``dms_file``."""
+    if dms_file.is_full_load:
+        return state.cdc_started or dms_file.key in state.load_files
+    return state.cdc_last is not None and dms_file.order_key <= parse_key(state.cdc_last, config).order_key
+
+
+def outstanding(
+    spark: SparkSession, location: LakeLocation, config: PipelineConfig, table: TableSpec, state: ReplayState
+) -> DataFrame | None:
+    """The rejects rows not yet resolved whose file ``state`` has applied; None when there are none."""
+    if not table_exists(spark, location, rejects_name(table)):
+        return None
+    rows = spark.table(location.named(rejects_name(table))).where(F.col("resolution").isNull())
+    files = [r["file"] for r in rows.select("file").distinct().collect()]
+    held = [key for key in files if applied(parse_key(key, config), state, config)]
+    return rows.where(F.col("file").isin(held)) if held else None
+
+
+def quarantine(
+    config: PipelineConfig,
+    table: TableSpec,
+    changes: DataFrame,
+    frozen_keys: DataFrame | None,
+) -> Quarantined:
+    """Split checked change rows (read with ``keep_raw``) into the rows to apply and the rows to quarantine: each
+    bad row, and each later change of a key that has a bad row here or is frozen already (``frozen_keys``: the
+    keys of the table's outstanding rejects, as JSON). Refuses the batch for bad rows that cannot be held."""
+    dms = config.dms
+    bad = F.col(PROBLEM).isNotNull()
+    total_bad = changes.where(bad).count()
+    if not total_bad and frozen_keys is None:
+        return Quarantined(changes.drop(RAW), None)
+    unplaceable = bad & ~_placeable(table, dms)
+    changes = changes.withColumn(_KEY, _key_json(table))
+    if total_bad:
+        _refuse(table, changes.withColumn(PROBLEM, F.when(unplaceable, F.col(PROBLEM))), quarantinable=False)
+    order = dms_order(dms.change_sequence_column is not None)
+    first_bad = changes.where(bad).groupBy(_KEY).agg(F.min(order).alias(_FIRST_BAD))
+    marked = changes.join(first_bad, on=_KEY, how="left")
+    behind = F.col(_FIRST_BAD).isNotNull() & (order > F.col(_FIRST_BAD))
+    if frozen_keys is not None:
+        frozen = frozen_keys.select(F.col("key").alias(_KEY)).distinct().withColumn("_frozen", F.lit(True))
+        marked = marked.join(F.broadcast(frozen), on=_KEY, how="left")
+        behind = behind | F.col("_frozen").isNotNull()
+    quarantined_keys = first_bad.select(_KEY)
+    if frozen_keys is not None:
+        quarantined_keys = quarantined_keys.union(frozen_keys.select(F.col("key").alias(_KEY)))
+    _refuse_key_moves(table, dms, marked, quarantined_keys)
+    status = F.when(bad, F.lit(REJECTED)).when(behind, F.lit(HELD))
+    marked = marked.withColumn("_status", status).localCheckpoint(eager=True)
+    counts = {r["_status"]: r["n"] for r in marked.groupBy("_status").agg(F.count(F.lit(1)).alias("n")).collect()}
+    good = marked.where(F.col("_status").isNull()).drop(RAW, _KEY, _FIRST_BAD, "_frozen", "_status")
+    if not counts.get(REJECTED) and not counts.get(HELD):
+        return Quarantined(good, None)
+    rows = _rejects_rows(marked, changes, table, dms)
+    return Quarantined(good, rows, counts.get(REJECTED, 0), counts.get(HELD, 0))
+
+
+def _placeable(table: TableSpec, dms: DmsSettings) -> Column:
+    """Whether a bad row's key and place in DMS order are known, so its key can be frozen exactly."""
+    unplaceable_faults = ["(row)", "_change_seq", *dms.before_image_columns(table)]
+    known_key = F.lit(True)
+    for key in table.primary_key:
+        known_key = known_key & F.col(quote(key)).isNotNull()
+    return known_key & ~F.col(PROBLEM).getField("column").isin(*unplaceable_faults)
+
+
+def _key_json(table: TableSpec) -> Column:
+    return F.to_json(F.struct(*[F.col(quote(k)).alias(k) for k in table.primary_key]))
+
+
+def _refuse(table: TableSpec, changes: DataFrame, quarantinable: bool) -> None:
+    problems, total = describe_problems(changes)
+    if problems:
+        raise DmsInputError(table.name, problems, total, quarantinable=quarantinable)
+
+
+def _refuse_key_moves(table: TableSpec, dms: DmsSettings, marked: DataFrame, keys: DataFrame) -> None:
+    """A key update from or to a quarantined key cannot be held exactly: its two halves belong to two keys."""
+    befores = before_image_columns(table, dms)
+    if not befores:
+        return
+    pairs = zip(befores, table.primary_key, strict=True)
+    old_key = F.to_json(F.struct(*[F.coalesce(F.col(b), F.col(quote(k))).alias(k) for b, k in pairs]))
+    moves = marked.where((F.col(OP) == "U") & (old_key != F.col(_KEY))).withColumn("_old_key", old_key)
+    frozen = keys.distinct().withColumn("_q", F.lit(True))
+    frozen_old = frozen.withColumnRenamed(_KEY, "_old_key").withColumnRenamed("_q", "_q_old")
+    touching = moves.join(frozen_old, "_old_key", "left")
+    touching = touching.join(frozen, _KEY, "left").where(F.col("_q").isNotNull() | F.col("_q_old").isNotNull())
+    fault = F.struct(
+        F.lit(table.primary_key[0]).alias("column"),
+        F.lit("a key update from or to a quarantined key cannot be held (its two halves belong to two keys)").alias(
+            "fault"
+        ),
+        F.col(_KEY).alias("value"),
+    )
+    flagged = marked.join(touching.select(FILE, ROW).withColumn("_touch", F.lit(True)), [FILE, ROW], "left")
+    _refuse(table, flagged.withColumn(PROBLEM, F.when(F.col("_touch").isNotNull(), fault)), quarantinable=False)
+
+
+def _rejects_rows(marked: DataFrame, changes: DataFrame, table: TableSpec, dms: DmsSettings) -> DataFrame:
+    first_row = changes.groupBy(FILE).agg(F.min(ROW).alias("_first"))
+    fields = F.col(RAW)
+    if dms.format == "parquet":
+        raw = F.to_json(fields)
+    else:  # the Op and the columns as DMS wrote them, quoted again
+        present = [fields[n].alias(n) for n in ["Op", *table.column_names]]
+        raw = F.to_csv(F.struct(*present), {"sep": dms.csv_delimiter, "nullValue": dms.csv_null_value})
+    held_reason = F.lit("held: an earlier change of this key is quarantined")
+    return (
+        marked.where(F.col("_status").isNotNull())
+        .join(first_row, on=FILE)
+        .select(
+            F.col(FILE).alias("file"),
+            (F.col(ROW) - F.col("_first") + 1).alias("row"),
+            F.col(OP).alias("op"),
+            F.col(_KEY).alias("key"),
+            F.col(PROBLEM).getField("column").alias("column"),
+            F.coalesce(F.col(PROBLEM).getField("fault"), held_reason).alias("reason"),
+            F.col("_status").alias("status"),
+            raw.alias("raw"),
+            fields.alias("fields"),
+            F.current_timestamp().alias("quarantined_at"),
+            F.lit(None).cast("string").alias("resolution"),
+            F.lit(None).cast("timestamp").alias("resolved_at"),
+        )
+    )
+
+
+def write_rejects(
+    spark: SparkSession, location: LakeLocation, table: TableSpec, rows: DataFrame | None, files: Sequence[DmsFile]
+) -> int | None:
+    """Commit ``rows`` as the batch's rejects: one row per file and row, outstanding rows of the batch's ``files``
+    that this read no longer rejects removed, resolved rows never touched. Returns the rejects table's snapshot."""
+    name = location.named(rejects_name(table))
+    columns = [n for n, _, _ in REJECTS_COLUMNS]
+    if rows is None:
+        rows = spark.createDataFrame([], T.StructType([T.StructField(n, t) for n, t, _ in REJECTS_COLUMNS]))
+    earlier = spark.table(name).where(F.col("resolution").isNull() & F.col("file").isin([f.key for f in files]))
+    gone = earlier.join(rows.select("file", "row"), ["file", "row"], "left_anti").select(*columns)
+    source = rows.withColumn("_gone", F.lit(False)).unionByName(gone.withColumn("_gone", F.lit(True)))
+    view = f"cdc_lake_rejects_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
+    names, values = ", ".join(quote(c) for c in columns), ", ".join(f"s.{quote(c)}" for c in columns)
+    try:
+        spark.sql(
+            f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row "
+            "WHEN MATCHED AND s._gone THEN DELETE "
+            f"WHEN MATCHED AND t.resolution IS NULL THEN UPDATE SET {assignments} "
+            f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({names}) VALUES ({values})"
+        )
+    finally:
+        spark.catalog.dropTempView(view)
+    return branch_head(spark, location, rejects_name(table))
+
+
+def divergence(outstanding_rows: DataFrame | None, table: TableSpec) -> dict[str, object] | None:
+    """What the table's ``DIVERGED`` mark says: its outstanding rejected and held rows, and where they are."""
+    if outstanding_rows is None:
+        return None
+    grouped = outstanding_rows.groupBy("status").agg(F.count(F.lit(1)).alias("n"))
+    counts = {r["status"]: r["n"] for r in grouped.collect()}
+    if not counts:
+        return None
+    return {"rejected": counts.get(REJECTED, 0), "held": counts.get(HELD, 0), "rejects_table": rejects_name(table)}
+
+
+def diverged(spark: SparkSession, location: LakeLocation, table: TableSpec) -> dict[str, object] | None:
+    """The mark of the table's newest cdc-lake commit: None when it is not diverged."""
+    for _, summary in branch_lineage(spark, location.dotted(table.lake_table)):
+        if DIVERGED in summary:
+            return json.loads(summary[DIVERGED])
+        if STATE in summary or REJECTS_REPLAYED in summary:
+            return None
+    return None
+
+
+def resolve_rejects(
+    spark: SparkSession, location: LakeLocation, table: TableSpec, rows: DataFrame | None, resolutions: tuple[str, str]
+) -> None:
+    """Mark outstanding rejects rows resolved, rejected ones with ``resolutions[0]``, held ones with ``[1]``: those of
+    ``rows`` (file, row), or every outstanding one when None (a reload rebuilt the table from the source)."""
+    if not table_exists(spark, location, rejects_name(table)):
+        return
+    name = location.named(rejects_name(table))
+    view = f"cdc_lake_resolved_{uuid.uuid4().hex}"
+    if rows is None:
+        rows = spark.table(name).where(F.col("resolution").isNull())
+    rows.select("file", "row").createOrReplaceTempView(view)
+    try:
+        spark.sql(
+            f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row AND t.resolution IS NULL "
+            "WHEN MATCHED THEN UPDATE SET resolution = CASE WHEN t.status = :rejected THEN :bad ELSE :held END, "
+            "resolved_at = current_timestamp()",
+            {"rejected": REJECTED, "bad": resolutions[0], "held": resolutions[1]},
+        )
+    finally:
+        spark.catalog.dropTempView(view)

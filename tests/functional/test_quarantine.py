@@ -1,0 +1,223 @@
+"""Quarantine (on_bad_rows: quarantine): bad rows kept out with every later change of their keys, the table marked
+diverged, then a replay of the fixed rows (or an accept of their loss) ends at the source's table."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_lake.core.config import parse_config
+from cdc_lake.core.exceptions import ConfigError, DmsInputError
+from cdc_lake.engine.jobs import MaintenanceOptions, job_context, run_maintenance
+from cdc_lake.engine.rejects import diverged, rejects_name
+from cdc_lake.engine.rejects_replay import replay_rejects
+from cdc_lake.engine.reload import reload_table
+from tests.conftest import Lake, cli, on_both_paths, write_file
+
+T = "dms/shop/items/"
+LOAD = "".join(f"{i},n{i},{i * 10}\n" for i in range(1, 7))
+
+
+def _config_data(on_bad_rows: str = "quarantine") -> dict:
+    columns = [{"name": "id", "type": "int"}, {"name": "name", "type": "string"}, {"name": "qty", "type": "int"}]
+    table = {"name": "shop.items", "primary_key": ["id"], "columns": columns, "on_bad_rows": on_bad_rows}
+    return {"dms": {"bucket_folder": "dms"}, "tables": [table]}
+
+
+def _config(on_bad_rows: str = "quarantine"):
+    return parse_config(_config_data(on_bad_rows))
+
+
+def _oracle(
+    *files: str,
+    fixes: dict[tuple[str, int], str] | None = None,
+    drop: set[tuple[str, int]] = frozenset(),
+    as_load: bool = False,
+) -> list[tuple]:
+    """The source's table: each file's rows applied in order (``fixes``: a row's text as fixed; ``drop``: rows whose
+    change is accepted as lost; ``as_load``: the files are LOAD files)."""
+    table: dict[int, tuple[str, int]] = {}
+    for name in files:
+        loading = name == "LOAD" or as_load
+        text = LOAD if name == "LOAD" else name
+        for number, written in enumerate(text.splitlines(), start=1):
+            if (text, number) in drop:
+                continue
+            fields = (fixes or {}).get((text, number), written).split(",")
+            op, fields = ("I", fields) if loading else (fields[0], fields[1:])
+            key = int(fields[0])
+            if op == "D":
+                table.pop(key, None)
+            else:
+                table[key] = (fields[1], int(fields[2]))
+    return sorted((k, *v) for k, v in table.items())
+
+
+def _rows(lake: Lake) -> list[tuple]:
+    return sorted(tuple(r) for r in lake.spark.table(lake.table("shop_items")).collect())
+
+
+def _rejects(lake: Lake) -> list[tuple]:
+    frame = lake.spark.table(lake.table("shop_items_rejects"))
+    return sorted((r.file.rsplit("/", 1)[1], r.row, r.status, r.column, r.resolution) for r in frame.collect())
+
+
+def _landed(lake: Lake) -> dict[str, bytes]:
+    return {p.as_posix(): p.read_bytes() for p in lake.landing.rglob("*") if p.is_file()}
+
+
+CDC_A = "U,2,b2,x\nU,3,c3,33\nU,2,b2b,22\nD,4,n4,40\nI,7,g,notint\n"
+CDC_B = "U,7,g2,70\nU,5,e5,55\nU,2,b2c,23\n"
+
+
+@on_both_paths
+def test_bad_rows_are_held_with_later_changes_of_their_keys_until_replayed(spark, lake, landing, capsys):
+    cfg = _config()
+    write_file(landing, T + "LOAD00000001.csv", LOAD)
+    lake.apply(cfg, T + "LOAD00000001.csv")
+    a = write_file(landing, T + "20250301-120000000.csv", CDC_A)
+    before = _landed(lake)
+    result = lake.apply(cfg, a)
+
+    # Keys 2 and 7 stay at their state before their bad rows; every other change applies.
+    assert _rows(lake) == [(1, "n1", 10), (2, "n2", 20), (3, "c3", 33), (5, "n5", 50), (6, "n6", 60)]
+    assert _rejects(lake) == [
+        ("20250301-120000000.csv", 1, "rejected", "qty", None),
+        ("20250301-120000000.csv", 3, "held", None, None),
+        ("20250301-120000000.csv", 5, "rejected", "qty", None),
+    ]
+    assert _landed(lake) == before
+    [notice] = [n for n in result.notices if n.kind == "rows-quarantined"]
+    assert notice.subject == rejects_name(cfg.tables[0])
+    assert f"{a}: row 1, column qty: cannot parse as int" in notice.detail
+    assert "cdc-lake rejects replay -t shop.items" in notice.detail
+    assert diverged(spark, lake.location, cfg.tables[0]) == {
+        "rejected": 2,
+        "held": 1,
+        "rejects_table": "shop_items_rejects",
+    }
+
+    # A later batch holds the frozen keys' changes too.
+    b = write_file(landing, T + "20250301-120100000.csv", CDC_B)
+    lake.apply(cfg, b)
+    assert _rows(lake) == [(1, "n1", 10), (2, "n2", 20), (3, "c3", 33), (5, "e5", 55), (6, "n6", 60)]
+    assert [(f, r, s) for f, r, s, *_ in _rejects(lake)] == [
+        ("20250301-120000000.csv", 1, "rejected"),
+        ("20250301-120000000.csv", 3, "held"),
+        ("20250301-120000000.csv", 5, "rejected"),
+        ("20250301-120100000.csv", 1, "held"),
+        ("20250301-120100000.csv", 3, "held"),
+    ]
+    assert diverged(spark, lake.location, cfg.tables[0])["held"] == 3
+
+    # A row whose key is unknown cannot be held: the batch is refused, the table unchanged.
+    c = write_file(landing, T + "20250301-120200000.csv", "U,6,f6,66\nU,,x,1\n")
+    with pytest.raises(DmsInputError) as refused:
+        lake.apply(cfg, c)
+    assert f"{c}: row 2, column id: NULL primary key" in str(refused.value)
+    assert "cannot be quarantined" in str(refused.value)
+    assert _rows(lake)[-1] == (6, "n6", 60)
+    c_fixed = "U,6,f6,66\n"
+    write_file(landing, T + "20250301-120200000.csv", c_fixed)
+    lake.apply(cfg, c)
+
+    # A replay before the rows are fixed is refused, naming each one; nothing changes.
+    with pytest.raises(DmsInputError) as still_bad:
+        replay_rejects(_context(lake, cfg), cfg.tables[0])
+    assert f"{a}: row 1, column qty: cannot parse as int (value 'x')" in str(still_bad.value)
+    assert f"{a}: row 5, column qty" in str(still_bad.value)
+    assert _rows(lake)[1] == (2, "n2", 20)
+
+    # Fixed in the rejects table with SQL, then replayed: the table is the source's, in DMS order.
+    rejects = lake.table("shop_items_rejects")
+    for row, qty in ((1, "21"), (5, "7")):
+        spark.sql(
+            f"UPDATE {rejects} SET fields = map_concat(map_filter(fields, (k, v) -> k != 'qty'), map('qty', :qty)) "
+            "WHERE file = :file AND row = :row",
+            {"qty": qty, "file": a, "row": row},
+        )
+    replayed = replay_rejects(_context(lake, cfg), cfg.tables[0])
+    assert (replayed.applied, replayed.keys, replayed.dropped) == (5, 2, 0)
+    fixes = {(CDC_A, 1): "U,2,b2,21", (CDC_A, 5): "I,7,g,7"}
+    assert _rows(lake) == _oracle("LOAD", CDC_A, CDC_B, c_fixed, fixes=fixes)
+    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert {r[-1] for r in _rejects(lake)} == {"replayed"}
+
+    # The keys are free again: their next change applies at once.
+    d = write_file(landing, T + "20250301-120300000.csv", "U,2,b2d,24\n")
+    lake.apply(cfg, d)
+    assert _rows(lake) == _oracle("LOAD", CDC_A, CDC_B, c_fixed, "U,2,b2d,24\n", fixes=fixes)
+    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert _landed(lake) == {**before, **{k: v for k, v in _landed(lake).items() if k not in before}}
+
+
+def test_accepting_the_loss_drops_the_bad_rows_and_applies_the_held_ones(spark, lake, landing, warehouse, capsys):
+    cfg = _config()
+    write_file(landing, T + "LOAD00000001.csv", LOAD)
+    cdc = "U,1,a,bad\nU,1,a2,12\nU,2,b2,2x\nD,2,b2,20\n"
+    key = write_file(landing, T + "20250301-120000000.csv", cdc)
+    lake.apply(cfg, key)
+    assert _rows(lake)[:2] == [(1, "n1", 10), (2, "n2", 20)]
+    code, out = cli(capsys, "rejects", "list", *_cli_args(lake, landing, warehouse))
+    assert code == 0, out
+    assert f"rejected: {key}: row 1, column qty: cannot parse as int | U,1,a,bad" in out
+    assert "shop.items: 4 outstanding row(s)" in out
+    # As the deployed maintenance job runs it.
+    options = MaintenanceOptions.from_options(
+        {"--config_uri": "unused", "--action": "rejects-accept", "--table": "shop.items", "--catalog": "lake",
+         "--database": lake.database}
+    )  # fmt: skip
+    [result] = run_maintenance(options, job_context(options, spark, config=cfg, store=lake.store()))
+    assert (result.action, result.detail["applied"], result.detail["dropped"]) == ("rejects-accept", 2, 2)
+    assert _rows(lake) == _oracle("LOAD", cdc, drop={(cdc, 1), (cdc, 3)})
+    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert sorted(r[-1] for r in _rejects(lake)) == ["accepted", "accepted", "replayed", "replayed"]
+
+
+def test_a_reload_supersedes_the_rejects(spark, lake, landing):
+    cfg = _config()
+    write_file(landing, T + "LOAD00000001.csv", LOAD)
+    key = write_file(landing, T + "20250301-120000000.csv", "U,1,a,bad\nU,1,a2,12\nU,3,c,30\n")
+    lake.apply(cfg, key)
+    marked = {"rejected": 1, "held": 1, "rejects_table": "shop_items_rejects"}
+    assert diverged(spark, lake.location, cfg.tables[0]) == marked
+    reloaded = "1,a3,13\n2,n2,20\n"
+    write_file(landing, T + "LOAD00000001.csv", reloaded)
+    reload_table(_context(lake, cfg), cfg.tables[0])
+    assert _rows(lake) == _oracle(reloaded, as_load=True)
+    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert {r[-1] for r in _rejects(lake)} == {"reloaded"}
+    later = write_file(landing, T + "20250301-130000000.csv", "U,1,a4,14\n")
+    lake.apply(cfg, later)
+    assert _rows(lake) == [(1, "a4", 14), (2, "n2", 20)]
+
+
+def test_a_refusing_table_still_refuses_and_quarantine_rejects_history():
+    with pytest.raises(ConfigError, match="cannot be combined with history"):
+        parse_config(
+            {
+                "tables": [
+                    {
+                        "name": "shop.items",
+                        "primary_key": ["id"],
+                        "columns": [{"name": "id", "type": "int"}],
+                        "history": True,
+                        "on_bad_rows": "quarantine",
+                    }
+                ]
+            }
+        )
+    assert _config("refuse").tables[0].on_bad_rows == "refuse"
+
+
+def _context(lake: Lake, cfg):
+    from cdc_lake.engine.context import ReplayContext
+
+    return ReplayContext(lake.spark, cfg, lake.location, lake.store())
+
+
+def _cli_args(lake: Lake, landing, warehouse) -> list[str]:
+    import json
+
+    path = landing.parent / "quarantine.json"
+    path.write_text(json.dumps(_config_data()))
+    return ["-t", "shop.items", "-c", str(path), "-l", str(landing), "-w", str(warehouse), "--database", lake.database]
