@@ -1,5 +1,8 @@
 """A replay run in a process of its own, for the kill tests: ``python -m tests.functional.killable_run CONFIG LANDING
-WAREHOUSE DATABASE [--die-after fast_forward|commit_history]``.
+WAREHOUSE DATABASE [--die-after fast_forward|commit_history] [--aws-endpoint URL --bucket BUCKET]``.
+
+With ``--aws-endpoint`` it runs as deployed: the Glue Data Catalog and S3 on the local endpoint, files read from
+``BUCKET`` (LANDING is then unused).
 
 It prints ``ready`` once its Spark session is up, then drains every landed file of every table, as a replay job
 run does. ``--die-after`` kills the process itself (SIGKILL) right after the first call of that step returns:
@@ -15,13 +18,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cdc_lake.core.catalogs import glue_catalog_conf
 from cdc_lake.core.config import load_config
-from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
 from cdc_lake.engine import commit, replay
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
+from tests.conftest import GLUE_WAREHOUSE, aws_client
 
 # Where each step is looked up at call time: the module that calls it.
 STEPS = {"fast_forward": (commit, "fast_forward"), "commit_history": (replay, "commit_history")}
@@ -46,13 +52,27 @@ def main(argv: list[str]) -> int:
     parser.add_argument("warehouse", type=Path)
     parser.add_argument("database")
     parser.add_argument("--die-after", choices=sorted(STEPS))
+    parser.add_argument("--aws-endpoint")
+    parser.add_argument("--bucket")
     args = parser.parse_args(argv)
     if args.die_after:
         die_after(args.die_after)
     config = load_config(args.config)
-    spark = local_spark_session(args.warehouse, app_name="cdc-lake-killable", cores=2)
+    if args.aws_endpoint:
+        spark = local_spark_session(
+            args.warehouse,
+            app_name="cdc-lake-killable",
+            cores=2,
+            conf=glue_catalog_conf(GLUE_WAREHOUSE),
+            aws_endpoint=args.aws_endpoint,
+        )
+        location = LakeLocation(GLUE_CATALOG, args.database)
+        store: ObjectStore = S3Store(args.bucket, client=aws_client(args.aws_endpoint, "s3"))
+    else:
+        spark = local_spark_session(args.warehouse, app_name="cdc-lake-killable", cores=2)
+        location, store = LakeLocation(LOCAL_CATALOG, args.database), LocalFolderStore(args.landing)
     print("ready", flush=True)
-    context = ReplayContext(spark, config, LakeLocation(LOCAL_CATALOG, args.database), LocalFolderStore(args.landing))
+    context = ReplayContext(spark, config, location, store)
     outcome = drain(context, Budget.of(config, idle_seconds=0))
     print(f"done: {len(outcome.commits)} commit(s), failures {outcome.failures}", flush=True)
     return 1 if outcome.failures else 0

@@ -4,7 +4,8 @@ them) at random moments, and at the two worst ones, then run again.
 After the last run the lake equals the oracle, every landed file is recorded once in the table's lineage (and
 in its history's), every data file the tables reference exists, and the only branches left are those of killed
 runs: young, so kept (a live run's branch is never removed), and removed once older than the longest run.
-``CDC_LAKE_KILLS`` sets how many runs are killed (3 in ``make test``, 20 in ``make soak``).
+``CDC_LAKE_KILLS`` sets how many runs are killed on each lake path (3 in ``make test``, 20 in ``make soak``): the
+Hadoop catalog, and the Glue Data Catalog with S3 as deployed (``CDC_LAKE_KILL_PATHS`` may name one).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.jsonl import read_jsonl
-from cdc_lake.core.names import RUN_BRANCH_PREFIX
+from cdc_lake.core.names import GLUE_CATALOG, RUN_BRANCH_PREFIX
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import lake_tables
@@ -34,11 +36,13 @@ from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.ops.export import export_tables
+from tests.conftest import aws_client
 from tests.functional.conftest import config_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 KILLS = int(os.environ.get("CDC_LAKE_KILLS", "3"))
+KILL_PATHS = os.environ.get("CDC_LAKE_KILL_PATHS", "hadoop,glue").split(",")
 REPO = Path(__file__).resolve().parents[2]
 # The two worst moments: main just moved to a run's branch, and a history commit landed before the main one.
 TARGETED = ("fast_forward", "commit_history")
@@ -68,6 +72,17 @@ def killed_run(args: list[str], rng: random.Random, die_after: str | None) -> in
         return process.returncode
 
 
+def _exists(uri: str, aws_endpoint: str) -> bool:
+    if not uri.startswith(("s3://", "s3a://")):
+        return Path(uri.removeprefix("file:")).exists()
+    bucket, _, key = uri.split("://", 1)[1].partition("/")
+    try:
+        aws_client(aws_endpoint, "s3").head_object(Bucket=bucket, Key=key)
+    except ClientError:
+        return False
+    return True
+
+
 def recorded_once(context: LakeContext, name: str, keys: list[str]) -> list[str]:
     """What is wrong with the applied-files record of lake table ``name``: each of ``keys`` exactly once."""
     counted: Counter[str] = Counter()
@@ -79,8 +94,9 @@ def recorded_once(context: LakeContext, name: str, keys: list[str]) -> list[str]
     return wrong + [f"{key}: recorded, not landed" for key in counted if key not in keys]
 
 
+@pytest.mark.parametrize("path", KILL_PATHS)
 def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
-    spark: Any, warehouse: Path, database: str, tmp_path: Path
+    spark: Any, warehouse: Path, database: str, tmp_path: Path, aws_endpoint: str, path: str
 ) -> None:
     data = config_data() | {"lake": {"database": database}}
     data["tables"][1]["history"] = True  # app.orders keeps history: its commit comes before main's
@@ -94,8 +110,22 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
     cdc = [k for k in keys if k not in loads]
     landing = tmp_path / "landing"
     landing.mkdir()
-    land(generated.landing, landing, loads)
     args = [str(config_file), str(landing), str(warehouse), database]
+    location = LakeLocation(LOCAL_CATALOG, database)
+    if path == "glue":
+        bucket = f"landing-{database}".replace("_", "-")[:63]
+        s3 = aws_client(aws_endpoint, "s3")
+        s3.create_bucket(Bucket=bucket)
+        args += ["--aws-endpoint", aws_endpoint, "--bucket", bucket]
+        location = LakeLocation(GLUE_CATALOG, database)
+
+    def land_files(batch: list[str]) -> None:
+        land(generated.landing, landing, batch)
+        if path == "glue":
+            for key in batch:
+                s3.put_object(Bucket=bucket, Key=key, Body=(landing / key).read_bytes())
+
+    land_files(loads)
     rng = random.Random(KILLS)
 
     for number in range(KILLS):
@@ -103,13 +133,13 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
         status = killed_run(args, rng, die_after)
         assert status == -signal.SIGKILL or (die_after is None and status == 0), (number, die_after, status)
         # DMS keeps writing while runs come and go.
-        land(generated.landing, landing, cdc[number * len(cdc) // KILLS : (number + 1) * len(cdc) // KILLS])
-    land(generated.landing, landing, cdc)
+        land_files(cdc[number * len(cdc) // KILLS : (number + 1) * len(cdc) // KILLS])
+    land_files([k for k in cdc if not (landing / k).exists()])
     command = [sys.executable, "-m", "tests.functional.killable_run", *args]
     last = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True)
     assert last.returncode == 0, last.stdout + last.stderr[-3000:]
 
-    context = LakeContext(spark, config, LakeLocation(LOCAL_CATALOG, database))
+    context = LakeContext(spark, config, location)
     out = tmp_path / "export"
     export_tables(context, out)
     for table in config.tables:
@@ -119,7 +149,7 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
         for name in lake_tables(table):
             assert not recorded_once(context, name, table_keys), (name, recorded_once(context, name, table_keys))
             paths = spark.sql(f"SELECT file_path FROM {context.location.named(name)}.files").collect()
-            assert all(Path(row["file_path"].removeprefix("file:")).exists() for row in paths)
+            assert all(_exists(row["file_path"], aws_endpoint) for row in paths)
             # Killed runs' branches are young: kept, as a live run's would be; past the longest run, removed.
             dotted = context.location.dotted(name)
             left = [b.name for b in branches(spark, dotted, RUN_BRANCH_PREFIX)]
