@@ -37,10 +37,11 @@ test-functional: setup ## real Spark + Iceberg and moto tests
 test-infra: setup ## CDK template, cdk-nag and cfn-lint tests
 	$(BIN)/pytest tests/infra
 
-soak: setup ## longer checks: real PostgreSQL over SOAK_TRANSACTIONS (30000) in SOAK_BATCHES (10), 20 killed runs on each lake path, the damaged-input corpus on both paths in every format
+soak: setup ## longer checks: real PostgreSQL over SOAK_TRANSACTIONS (30000) in SOAK_BATCHES (10), 20 killed runs on each lake path, the damaged-input corpus on both paths in every format, 50 quarantine workloads
 	CDC_LAKE_PG_TRANSACTIONS=$${SOAK_TRANSACTIONS:-30000} CDC_LAKE_PG_BATCHES=$${SOAK_BATCHES:-10} \
-	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet \
-	$(BIN)/pytest tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py -x
+	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet CDC_LAKE_QUARANTINE_EXAMPLES=50 \
+	$(BIN)/pytest tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
+	tests/functional/test_quarantine.py -x
 
 lint: setup ## ruff lint and format check, mypy on the library and the Lambda
 	$(BIN)/ruff check .

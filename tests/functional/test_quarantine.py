@@ -3,7 +3,12 @@ diverged, then a replay of the fixed rows (or an accept of their loss) ends at t
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.exceptions import ConfigError, DmsInputError
@@ -173,6 +178,50 @@ def test_accepting_the_loss_drops_the_bad_rows_and_applies_the_held_ones(spark, 
     assert sorted(r[-1] for r in _rejects(lake)) == ["accepted", "accepted", "replayed", "replayed"]
 
 
+def test_a_run_or_a_replay_stopped_between_its_two_commits_ends_exact(spark, lake, landing, monkeypatch):
+    from cdc_lake.engine import rejects_replay, replay
+
+    cfg = _config()
+    write_file(landing, T + "LOAD00000001.csv", LOAD)
+    lake.apply(cfg, T + "LOAD00000001.csv")
+    key = write_file(landing, T + "20250301-120000000.csv", CDC_A)
+    stopped = _stop_once(monkeypatch, replay, "commit_transaction")  # after the rejects commit, before main's
+    with pytest.raises(RuntimeError, match="stopped"):
+        lake.apply(cfg, key)
+    assert stopped and _rows(lake) == _oracle("LOAD")
+    assert len(_rejects(lake)) == 3  # written, but not counted: the table has not applied their file
+    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    lake.apply(cfg, key)
+    assert [(r, s) for _, r, s, *_ in _rejects(lake)] == [(1, "rejected"), (3, "held"), (5, "rejected")]
+    assert diverged(spark, lake.location, cfg.tables[0]) == {
+        "rejected": 2,
+        "held": 1,
+        "rejects_table": "shop_items_rejects",
+    }
+
+    stopped = _stop_once(monkeypatch, rejects_replay, "resolve_rejects")  # after the replay's commit
+    with pytest.raises(RuntimeError, match="stopped"):
+        replay_rejects(_context(lake, cfg), cfg.tables[0], accept=True)
+    assert stopped
+    replay_rejects(_context(lake, cfg), cfg.tables[0], accept=True)
+    assert _rows(lake) == _oracle("LOAD", CDC_A, drop={(CDC_A, 1), (CDC_A, 5)})
+    assert sorted(r[-1] for r in _rejects(lake)) == ["accepted", "accepted", "replayed"]
+
+
+def _stop_once(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[bool]:
+    """Make ``module.name`` fail once, as a run killed at that moment; the list records that it did."""
+    original, stopped = getattr(module, name), []
+
+    def stop(*args: object, **kwargs: object) -> object:
+        if not stopped:
+            stopped.append(True)
+            raise RuntimeError("stopped")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, stop)
+    return stopped
+
+
 def test_a_reload_supersedes_the_rejects(spark, lake, landing):
     cfg = _config()
     write_file(landing, T + "LOAD00000001.csv", LOAD)
@@ -221,3 +270,99 @@ def _cli_args(lake: Lake, landing, warehouse) -> list[str]:
     path = landing.parent / "quarantine.json"
     path.write_text(json.dumps(_config_data()))
     return ["-t", "shop.items", "-c", str(path), "-l", str(landing), "-w", str(warehouse), "--database", lake.database]
+
+
+# A change: (op, key, name, qty, bad): ``bad`` writes qty as text that does not parse, the source holding ``qty``.
+Change = tuple[str, int, str, int, bool]
+
+
+@st.composite
+def _workloads(draw: st.DrawFn) -> tuple[list[Change], list[list[Change]], bool]:
+    """A full load and CDC files of valid source changes over a few keys, some written with a bad value; and
+    whether the user accepts the bad rows' loss rather than fixing them."""
+    present: set[int] = set(draw(st.sets(st.integers(1, 6), max_size=5)))
+    loads = [("I", k, f"l{k}", k, draw(st.booleans()) and draw(st.booleans())) for k in sorted(present)]
+    files = []
+    for number in range(draw(st.integers(1, 3))):
+        changes = []
+        for index in range(draw(st.integers(1, 6))):
+            key = draw(st.integers(1, 6))
+            op = draw(st.sampled_from(["U", "D"])) if key in present else "I"
+            present.symmetric_difference_update({key} if op in {"I", "D"} else set())
+            bad = draw(st.integers(0, 4)) == 0
+            changes.append((op, key, f"v{number}{index}", number * 10 + index, bad))
+        files.append(changes)
+    return loads, files, draw(st.booleans())
+
+
+def _text(changes: list[Change], load: bool) -> str:
+    return "".join(
+        ("" if load else f"{op},") + f"{key},{name},{'x' + str(qty) if bad else qty}\n"
+        for op, key, name, qty, bad in changes
+    )
+
+
+def _applied(changes: list[Change], frozen_from_bad: bool, drop_bad: bool) -> list[tuple]:
+    """The table after ``changes`` in order: each key frozen before its first bad change, or bad changes dropped,
+    or (neither) every change applied."""
+    table: dict[int, tuple[str, int]] = {}
+    frozen: set[int] = set()
+    for op, key, name, qty, bad in changes:
+        if key in frozen or (bad and drop_bad):
+            continue
+        if bad and frozen_from_bad:
+            frozen.add(key)
+            continue
+        if op == "D":
+            table.pop(key, None)
+        else:
+            table[key] = (name, qty)
+    return sorted((k, *v) for k, v in table.items())
+
+
+@settings(
+    max_examples=int(os.environ.get("CDC_LAKE_QUARANTINE_EXAMPLES", "4")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(workload=_workloads())
+def test_quarantine_then_replay_or_accept_is_exact(spark, database, aws_endpoint, tmp_path, workload):
+    loads, files, accept = workload
+    run = uuid.uuid4().hex[:8]
+    data = _config_data()
+    data["tables"][0]["target"] = f"items_{run}"
+    cfg = parse_config(data)
+    lake = Lake("hadoop", spark, database, tmp_path / run, aws_endpoint)
+    keys = []
+    if loads:
+        keys.append(write_file(lake.landing, T + "LOAD00000001.csv", _text(loads, load=True)))
+    for number, changes in enumerate(files):
+        keys.append(write_file(lake.landing, T + f"20250301-12{number:02d}00000.csv", _text(changes, load=False)))
+    everything = [*loads, *[c for changes in files for c in changes]]
+    for key in keys:
+        lake.apply(cfg, key)
+    table = lake.table(f"items_{run}")
+    assert sorted(tuple(r) for r in spark.table(table).collect()) == _applied(everything, True, False)
+    bad_rows = [c for c in everything if c[-1]]
+    mark = diverged(spark, lake.location, cfg.tables[0])
+    assert (mark is not None) == bool(bad_rows)
+
+    if not accept:  # the user fixes each rejected row's value in the rejects table
+        located = {(key, row): c for key, text_rows in _rows_by_file(keys, loads, files) for row, c in text_rows}
+        for reject in spark.table(f"{table}_rejects").where("status = 'rejected'").collect():
+            true_qty = located[(reject.file, reject.row)][3]
+            spark.sql(
+                f"UPDATE {table}_rejects SET fields = map_concat(map_filter(fields, (k, v) -> k != 'qty'), "
+                "map('qty', :qty)) WHERE file = :file AND row = :row",
+                {"qty": str(true_qty), "file": reject.file, "row": reject.row},
+            )
+    if bad_rows:
+        replay_rejects(_context(lake, cfg), cfg.tables[0], accept=accept)
+    expected = _applied(everything, False, accept)
+    assert sorted(tuple(r) for r in spark.table(table).collect()) == expected
+    assert diverged(spark, lake.location, cfg.tables[0]) is None
+
+
+def _rows_by_file(keys: list[str], loads: list[Change], files: list[list[Change]]):
+    batches = ([loads] if loads else []) + files
+    return [(key, list(enumerate(changes, start=1))) for key, changes in zip(keys, batches, strict=True)]

@@ -23,7 +23,15 @@ from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, DmsInputError
 from cdc_lake.engine.changes import describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.engine.commit import Properties, Transaction, changed_keys, commit_transaction, merge_update
+from cdc_lake.engine.commit import (
+    ChangedKeys,
+    Properties,
+    Transaction,
+    Update,
+    changed_keys,
+    commit_transaction,
+    merge_update,
+)
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW, raw_fields, typed_changes
 from cdc_lake.engine.record import REJECTS_REPLAYED, recorded_state
@@ -82,29 +90,31 @@ def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[Rej
     rows = rows.localCheckpoint(eager=True)
     dropped = rows.where(F.col("status") == REJECTED).count() if accept else 0
     kept = rows.where(F.col("status") == HELD) if accept else rows
-    changes = _parsed(context, table, kept)
-    problems, total = describe_problems(changes, numbered=True)
-    if problems:
-        raise DmsInputError(
-            table.name,
-            [f"{p} [{rejects_name(table)}]" for p in problems],
-            total,
-        )
-    changes = split_key_updates(changes, table, config.dms)
-    use_sequence = config.dms.change_sequence_column is not None
-    last = last_change_per_key(changes, table, use_sequence).localCheckpoint(eager=True)
-    keys = changed_keys(last, table)
     applied = kept.count()
+    update, keys = Update("record"), ChangedKeys(0, {})  # all dropped: the commit only clears the mark
+    if applied:
+        last, keys = _last_changes(context, table, kept)
+        update = merge_update(spark, table, last, keys)
     summary = {"applied": applied, "dropped": dropped, "keys": keys.count, "accepted": accept}
     # No DIVERGED mark: nothing this replay read stays outstanding; rows held meanwhile mark their own commit.
     properties = {REJECTS_REPLAYED: json.dumps(summary, separators=(",", ":"))}
-    transaction = Transaction(
-        table.lake_table, base, [merge_update(spark, table, last, keys)], lambda: Properties(properties)
-    )
+    transaction = Transaction(table.lake_table, base, [update], lambda: Properties(properties))
     committed = commit_transaction(spark, location, transaction)
     assert committed is not None  # a merge has no check that could give the commit up
     log.info("%s: replayed %d quarantined row(s) over %d key(s); dropped %d", table.name, applied, keys.count, dropped)
     return RejectsReplayed(table.name, applied, dropped, keys.count, committed.snapshot_id), rows
+
+
+def _last_changes(context: ReplayContext, table: TableSpec, rows: DataFrame) -> tuple[DataFrame, ChangedKeys]:
+    """Each key's last change among ``rows``, parsed again; refused, naming them, if any is still bad."""
+    dms = context.config.dms
+    changes = _parsed(context, table, rows)
+    problems, total = describe_problems(changes, numbered=True)
+    if problems:
+        raise DmsInputError(table.name, [f"{p} [{rejects_name(table)}]" for p in problems], total)
+    changes = split_key_updates(changes, table, dms)
+    last = last_change_per_key(changes, table, dms.change_sequence_column is not None).localCheckpoint(eager=True)
+    return last, changed_keys(last, table)
 
 
 def _parsed(context: ReplayContext, table: TableSpec, rows: DataFrame) -> DataFrame:
