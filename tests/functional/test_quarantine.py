@@ -166,6 +166,9 @@ def test_accepting_the_loss_drops_the_bad_rows_and_applies_the_held_ones(spark, 
     assert code == 0, out
     assert f"rejected: {key}: row 1, column qty: cannot parse as int | U,1,a,bad" in out
     assert "shop.items: 4 outstanding row(s)" in out
+    code, out = cli(capsys, "changes", *_cli_args(lake, landing, warehouse, landing_too=False))
+    assert code == 0, out
+    assert "DIVERGED 2 row(s) quarantined, 2 held, in shop_items_rejects (cdc-lake rejects list)" in out
     # As the deployed maintenance job runs it.
     options = MaintenanceOptions.from_options(
         {"--config_uri": "unused", "--action": "rejects-accept", "--table": "shop.items", "--catalog": "lake",
@@ -264,12 +267,13 @@ def _context(lake: Lake, cfg):
     return ReplayContext(lake.spark, cfg, lake.location, lake.store())
 
 
-def _cli_args(lake: Lake, landing, warehouse) -> list[str]:
+def _cli_args(lake: Lake, landing, warehouse, landing_too: bool = True) -> list[str]:
     import json
 
     path = landing.parent / "quarantine.json"
     path.write_text(json.dumps(_config_data()))
-    return ["-t", "shop.items", "-c", str(path), "-l", str(landing), "-w", str(warehouse), "--database", lake.database]
+    lake_args = ["-t", "shop.items", "-c", str(path), "-w", str(warehouse), "--database", lake.database]
+    return [*lake_args, "-l", str(landing)] if landing_too else lake_args
 
 
 # A change: (op, key, name, qty, bad): ``bad`` writes qty as text that does not parse, the source holding ``qty``.
@@ -366,3 +370,46 @@ def test_quarantine_then_replay_or_accept_is_exact(spark, database, aws_endpoint
 def _rows_by_file(keys: list[str], loads: list[Change], files: list[list[Change]]):
     batches = ([loads] if loads else []) + files
     return [(key, list(enumerate(changes, start=1))) for key, changes in zip(keys, batches, strict=True)]
+
+
+def test_parquet_rows_are_quarantined_and_replayed(spark, lake, landing):
+    import datetime as dt
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = [{"name": "id", "type": "bigint"}, {"name": "at", "type": "timestamp"}, {"name": "qty", "type": "int"}]
+    table = {"name": "shop.items", "primary_key": ["id"], "columns": columns, "on_bad_rows": "quarantine"}
+    cfg = parse_config({"dms": {"bucket_folder": "dms", "format": "parquet"}, "tables": [table]})
+
+    def parquet(name: str, rows: list[dict], at_type: pa.DataType) -> str:
+        schema = pa.schema([(n, t) for n, t in [("Op", pa.string()), ("id", pa.int64()), ("at", at_type),
+                                                  ("qty", pa.int32())] if n in rows[0]])  # fmt: skip
+        sink = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink)
+        path = landing / T / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(sink.getvalue())
+        return T + name
+
+    noon = dt.datetime(2025, 3, 1, 12)
+    load = parquet("LOAD00000001.parquet", [{"id": i, "at": noon, "qty": i} for i in (1, 2)], pa.timestamp("us"))
+    lake.apply(cfg, load)
+    changes = [
+        {"Op": "U", "id": 1, "at": "2025-13-45 25:00:00", "qty": 10},
+        {"Op": "U", "id": 1, "at": "2025-03-02 00:00:00", "qty": 11},
+        {"Op": "U", "id": 2, "at": "2025-03-03 10:00:00", "qty": 20},
+    ]
+    cdc = parquet("20250301-120000000.parquet", changes, pa.string())
+    lake.apply(cfg, cdc)
+    assert _rows(lake) == [(1, noon, 1), (2, dt.datetime(2025, 3, 3, 10), 20)]
+    [bad, held] = lake.spark.table(lake.table("shop_items_rejects")).orderBy("row").collect()
+    assert (bad.row, bad.status, bad.column, held.row, held.status) == (1, "rejected", "at", 2, "held")
+    assert bad.fields["at"] == "2025-13-45 25:00:00" and '"at":"2025-13-45 25:00:00"' in bad.raw
+    spark.sql(
+        f"UPDATE {lake.table('shop_items_rejects')} SET fields = map_concat(map_filter(fields, (k, v) -> k != 'at'), "
+        "map('at', '2025-03-01 13:00:00')) WHERE row = 1"
+    )
+    replay_rejects(_context(lake, cfg), cfg.tables[0])
+    assert _rows(lake) == [(1, dt.datetime(2025, 3, 2), 11), (2, dt.datetime(2025, 3, 3, 10), 20)]

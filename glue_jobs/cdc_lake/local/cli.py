@@ -383,6 +383,16 @@ def cmd_changes(args: argparse.Namespace) -> int:
             print(f"{'':<21}   {key}")
         for notice in change.notices:
             print(f"{'':<21}   NOTICE {notice}")
+        if change.rejects_replayed:
+            done = change.rejects_replayed
+            applied = f"{done['applied']} row(s) to {done['keys']} key(s)"
+            print(f"{'':<21}   REJECTS applied {applied}, dropped {done['dropped']}")
+        if change.diverged:
+            mark = change.diverged
+            print(
+                f"{'':<21}   DIVERGED {mark['rejected']} row(s) quarantined, {mark['held']} held, in "
+                f"{mark['rejects_table']} (cdc-lake rejects list)"
+            )
     return 0
 
 

@@ -24,9 +24,11 @@ from cdc_lake.engine.history import history_name
 from cdc_lake.engine.record import (
     APPLIED,
     CHANGES,
+    DIVERGED,
     FRESHNESS,
     HISTORY_SNAPSHOT,
     NOTICES,
+    REJECTS_REPLAYED,
     RELOAD,
     STATE,
     TRIGGER,
@@ -45,13 +47,15 @@ class Change:
     snapshot_id: int
     made_current_at: Any
     operation: str
-    kind: str  # "replay", "reload", "maintenance" or "created"
+    kind: str  # "replay", "reload", "rejects" (a replay or accept of quarantined rows), "maintenance" or "created"
     files: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     trigger: str | None = None
     history_snapshot: int | None = None
     freshness: dict[str, Any] = field(default_factory=dict)  # record.freshness of a replay commit
     notices: list[Notice] = field(default_factory=list)  # what the commit announced (core.notices)
+    diverged: dict[str, Any] | None = None  # the outstanding quarantined rows after the commit (engine.rejects)
+    rejects_replayed: dict[str, Any] | None = None  # what a rejects replay or accept applied and dropped
 
 
 def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[Change]:
@@ -63,6 +67,8 @@ def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) 
         summary = snapshot["summary"] or {}
         if RELOAD in summary:
             kind = "reload"
+        elif REJECTS_REPLAYED in summary:
+            kind = "rejects"
         elif STATE in summary:
             kind = "replay"
         elif snapshot["operation"] == "append" and summary.get("added-data-files", "0") == "0":
@@ -83,6 +89,8 @@ def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) 
                 history_snapshot=int(history) if history else None,
                 freshness=json.loads(summary[FRESHNESS]) if FRESHNESS in summary else {},
                 notices=notices_from_json(summary[NOTICES]) if NOTICES in summary else [],
+                diverged=json.loads(summary[DIVERGED]) if DIVERGED in summary else None,
+                rejects_replayed=json.loads(summary[REJECTS_REPLAYED]) if REJECTS_REPLAYED in summary else None,
             )
         )
     return changes
