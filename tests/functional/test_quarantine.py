@@ -16,6 +16,7 @@ from cdc_lake.engine.jobs import MaintenanceOptions, job_context, run_maintenanc
 from cdc_lake.engine.rejects import diverged, rejects_name
 from cdc_lake.engine.rejects_replay import replay_rejects
 from cdc_lake.engine.reload import reload_table
+from cdc_lake.ops.operations import list_changes, rollback
 from tests.conftest import Lake, cli, on_both_paths, write_file
 
 T = "dms/shop/items/"
@@ -179,6 +180,20 @@ def test_accepting_the_loss_drops_the_bad_rows_and_applies_the_held_ones(spark, 
     assert _rows(lake) == _oracle("LOAD", cdc, drop={(cdc, 1), (cdc, 3)})
     assert diverged(spark, lake.location, cfg.tables[0]) is None
     assert sorted(r[-1] for r in _rejects(lake)) == ["accepted", "accepted", "replayed", "replayed"]
+
+    # A rollback past the accept freezes the keys again; accepting again ends where it did.
+    changes = list_changes(spark, lake.location, cfg.tables[0])
+    assert [c.kind for c in changes[-2:]] == ["replay", "rejects"]
+    rollback(spark, lake.location, cfg.tables[0], changes[-2].snapshot_id)
+    assert _rows(lake)[:2] == [(1, "n1", 10), (2, "n2", 20)]
+    assert diverged(spark, lake.location, cfg.tables[0]) == {
+        "rejected": 2,
+        "held": 2,
+        "rejects_table": "shop_items_rejects",
+    }
+    assert {r[-1] for r in _rejects(lake)} == {None}
+    replay_rejects(_context(lake, cfg), cfg.tables[0], accept=True)
+    assert _rows(lake) == _oracle("LOAD", cdc, drop={(cdc, 1), (cdc, 3)})
 
 
 def test_a_run_or_a_replay_stopped_between_its_two_commits_ends_exact(spark, lake, landing, monkeypatch):

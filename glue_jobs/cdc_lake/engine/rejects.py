@@ -18,6 +18,7 @@ applied twice.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import uuid
@@ -293,3 +294,15 @@ def resolve_rejects(
         )
     finally:
         spark.catalog.dropTempView(view)
+
+
+def reopen_rejects(spark: SparkSession, location: LakeLocation, table: TableSpec, since: dt.datetime) -> None:
+    """Make the rows resolved from ``since`` on outstanding again: a rollback undid the replay or reload that
+    resolved them, so their keys are frozen at their state before them again."""
+    if not table_exists(spark, location, rejects_name(table)):
+        return
+    spark.sql(
+        f"UPDATE {location.named(rejects_name(table))} SET resolution = NULL, resolved_at = NULL "
+        "WHERE resolved_at >= :since",
+        {"since": since},
+    )

@@ -34,6 +34,7 @@ from cdc_lake.engine.record import (
     TRIGGER,
     snapshot_summaries,
 )
+from cdc_lake.engine.rejects import quarantines, reopen_rejects
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
@@ -105,7 +106,8 @@ class Rollback:
 
 
 def rollback(spark: SparkSession, location: LakeLocation, table: TableSpec, to_snapshot: int) -> Rollback:
-    """Return the table (and its history) to change ``to_snapshot`` with Iceberg's snapshot procedures."""
+    """Return the table (and its history) to change ``to_snapshot`` with Iceberg's snapshot procedures; quarantined
+    rows that an undone rejects replay or reload resolved are outstanding again."""
     changes = list_changes(spark, location, table)
     position = next((i for i, c in enumerate(changes) if c.snapshot_id == to_snapshot), None)
     if position is None:
@@ -121,6 +123,9 @@ def rollback(spark: SparkSession, location: LakeLocation, table: TableSpec, to_s
         history_target = recorded[-1] if recorded else _first_snapshot(spark, location, history_name(table))
         _set_current(spark, location, history_name(table), history_target)
     _set_current(spark, location, table.lake_table, to_snapshot)
+    resolving = [c.made_current_at for c in changes[position + 1 :] if c.kind in {"rejects", "reload"}]
+    if quarantines(table) and resolving:
+        reopen_rejects(spark, location, table, min(resolving))
     log.info("%s: rolled back to %s; %d applied file(s) will be applied again", table.name, to_snapshot, undone)
     return Rollback(table.name, to_snapshot, history_target, undone)
 
