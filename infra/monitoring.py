@@ -1,6 +1,6 @@
 """Monitoring: one encrypted SNS topic that hears about failed Glue runs, Lambda errors, events the
 trigger could not deliver (its on-failure queue), a lake falling behind its landed files and tables whose
-batch a replay run refused."""
+batch a replay run refused; and a dashboard of the pipeline at a glance, drawn from the same metrics."""
 
 from __future__ import annotations
 
@@ -20,10 +20,15 @@ from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.names import (
+    BATCH_SECONDS_METRIC,
+    BYTES_APPLIED_METRIC,
+    CHANGE_LAG_METRIC,
+    FILES_APPLIED_METRIC,
     INPUT_NOTICES_METRIC,
     LANDED_LAG_METRIC,
     METRICS_NAMESPACE,
     PIPELINE_DIMENSION,
+    ROWS_APPLIED_METRIC,
     TABLE_FAILURES_METRIC,
     TRIGGER_SERVICE_NAME,
     UNKNOWN_TABLE_OBJECTS_METRIC,
@@ -102,7 +107,8 @@ class Monitoring(Construct):
             "InputNotices",
             "A cdc-lake replay run accepted input that it announced rather than applied as usual: an empty object, "
             "a file lacking a column, a column added or widened, LOAD files holding a key twice, files of a table "
-            "the configuration lacks, or an object that is no DMS file (docs/bad-input.md). The replay job's log "
+            "the configuration lacks, an object that is no DMS file, or rows a quarantining table kept out "
+            "(docs/bad-input.md; the table stays diverged until `cdc-lake rejects replay`). The replay job's log "
             "names each (NOTICE), and `cdc-lake changes` shows those a commit recorded",
             _pipeline_metric(config, INPUT_NOTICES_METRIC, "Sum"),
         )
@@ -130,6 +136,92 @@ class Monitoring(Construct):
         action = cloudwatch_actions.SnsAction(self.topic)
         for alarm in alarms:
             alarm.add_alarm_action(action)
+        self.dashboard = self._dashboard(config, watched, alarms)
+        stack_output(
+            self,
+            "DashboardName",
+            self.dashboard.dashboard_name,
+            "CloudWatch dashboard: lag, what was applied, refusals and notices, job and trigger failures",
+        )
+
+    def _dashboard(
+        self, config: PipelineConfig, watched: Watched, alarms: tuple[cloudwatch.Alarm, ...]
+    ) -> cloudwatch.Dashboard:
+        """The pipeline at a glance: each widget reads a metric the jobs, the trigger or AWS already put."""
+
+        def graph(
+            title: str,
+            left: list[cloudwatch.IMetric],
+            right: list[cloudwatch.IMetric] | None = None,
+            limit: cloudwatch.HorizontalAnnotation | None = None,
+        ) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(
+                title=title, left=left, right=right, left_annotations=[limit] if limit else None, width=8, height=6
+            )
+
+        def pipeline(name: str, statistic: str, label: str) -> cloudwatch.Metric:
+            return _pipeline_metric(config, name, statistic, Duration.minutes(5)).with_(label=label)
+
+        lag_limit = cloudwatch.HorizontalAnnotation(
+            value=config.runs.lag_alarm_seconds, label="LandedLagHigh alarm", color=cloudwatch.Color.RED
+        )
+        failed_runs = cloudwatch.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": self.glue_failure_rule.rule_name},
+            statistic="Sum",
+            label="Glue job runs failed, timed out or errored",
+            period=Duration.minutes(5),
+        )
+        function, queue = watched.function, watched.failure_queue
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"cdc-lake-{config.lake.database}")
+        dashboard.add_widgets(
+            graph(
+                "Lag (seconds)",
+                [
+                    pipeline(LANDED_LAG_METRIC, "Maximum", "from the oldest applied file's landing"),
+                    pipeline(CHANGE_LAG_METRIC, "Maximum", "from the newest applied change (DMS timestamp)"),
+                ],
+                limit=lag_limit,
+            ),
+            graph(
+                "Applied",
+                [
+                    pipeline(FILES_APPLIED_METRIC, "Sum", "files"),
+                    pipeline(ROWS_APPLIED_METRIC, "Sum", "rows"),
+                ],
+                right=[pipeline(BYTES_APPLIED_METRIC, "Sum", "bytes")],
+            ),
+            graph(
+                "Batch seconds (plan to commit)",
+                [
+                    pipeline(BATCH_SECONDS_METRIC, "Maximum", "longest batch"),
+                    pipeline(BATCH_SECONDS_METRIC, "Sum", "all batches"),
+                ],
+            ),
+        )
+        dashboard.add_widgets(
+            graph(
+                "Refused and announced",
+                [
+                    pipeline(TABLE_FAILURES_METRIC, "Sum", "tables refused (bad input)"),
+                    pipeline(INPUT_NOTICES_METRIC, "Sum", "input announced (notices)"),
+                    self.unknown_table_alarm.metric.with_(label="files of unconfigured tables"),
+                ],
+            ),
+            graph(
+                "Job runs and trigger",
+                [
+                    failed_runs,
+                    function.metric_errors(period=Duration.minutes(5), label="trigger errors"),
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=Duration.minutes(5), statistic="Maximum", label="events in the on-failure queue"
+                    ),
+                ],
+            ),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=8, height=6),
+        )
+        return dashboard
 
     def _alarm(
         self,
@@ -153,12 +245,14 @@ class Monitoring(Construct):
         )
 
 
-def _pipeline_metric(config: PipelineConfig, name: str, statistic: str) -> cloudwatch.Metric:
+def _pipeline_metric(
+    config: PipelineConfig, name: str, statistic: str, period: Duration = ALARM_PERIOD
+) -> cloudwatch.Metric:
     """A metric the replay jobs put (cdc_lake.engine.metrics), under the pipeline's one dimension."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
         dimensions_map={PIPELINE_DIMENSION: config.lake.database},
         statistic=statistic,
-        period=ALARM_PERIOD,
+        period=period,
     )

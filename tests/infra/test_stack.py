@@ -8,6 +8,19 @@ from typing import Any
 
 from aws_cdk.assertions import Annotations, Capture, Match
 
+from cdc_lake.core.names import (
+    BATCH_SECONDS_METRIC,
+    BYTES_APPLIED_METRIC,
+    CHANGE_LAG_METRIC,
+    FILES_APPLIED_METRIC,
+    INPUT_NOTICES_METRIC,
+    LANDED_LAG_METRIC,
+    METRICS_NAMESPACE,
+    PIPELINE_DIMENSION,
+    ROWS_APPLIED_METRIC,
+    TABLE_FAILURES_METRIC,
+    UNKNOWN_TABLE_OBJECTS_METRIC,
+)
 from tests.infra.conftest import SECRET_ARN, Synthesized, only, render, resources_of_type
 
 DEMO_S3_SETTINGS_STATIC = {
@@ -528,6 +541,7 @@ def test_outputs_name_what_operators_need(demo: Synthesized) -> None:
         "DatabaseName",
         "FailureQueueArn",
         "AlarmTopicArn",
+        "DashboardName",
         "ReplicationTaskArn",
         "TableConfigUri",
     } <= outputs.keys()
@@ -537,3 +551,36 @@ def test_outputs_name_what_operators_need(demo: Synthesized) -> None:
     assert outputs["DatabaseName"]["Value"] == "shop_lake"
     assert outputs["FailureQueueArn"]["Value"] == {"Fn::GetAtt": [names["queue"], "Arn"]}
     assert outputs["AlarmTopicArn"]["Value"] == {"Ref": names["topic"]}
+
+
+def test_dashboard_draws_the_pipeline_from_the_metrics_it_alarms_on(demo: Synthesized) -> None:
+    dashboard = only(resources_of_type(demo, "AWS::CloudWatch::Dashboard"))
+    assert dashboard["Properties"]["DashboardName"] == "cdc-lake-shop_lake"
+    body = json.loads(render(dashboard["Properties"]["DashboardBody"]))
+    widgets = {w["properties"]["title"]: w["properties"] for w in body["widgets"]}
+    assert list(widgets) == [
+        "Lag (seconds)",
+        "Applied",
+        "Batch seconds (plan to commit)",
+        "Refused and announced",
+        "Job runs and trigger",
+        "Alarms",
+    ]
+
+    def metric_names(title: str) -> list[str]:
+        return [m[1] for m in widgets[title]["metrics"]]
+
+    assert metric_names("Lag (seconds)") == [LANDED_LAG_METRIC, CHANGE_LAG_METRIC]
+    assert all(m[:4] == [METRICS_NAMESPACE, LANDED_LAG_METRIC, PIPELINE_DIMENSION, "shop_lake"]
+               for m in widgets["Lag (seconds)"]["metrics"][:1])  # fmt: skip
+    assert widgets["Lag (seconds)"]["annotations"]["horizontal"][0]["value"] == 900  # runs.lag_alarm_seconds
+    assert metric_names("Applied") == [FILES_APPLIED_METRIC, ROWS_APPLIED_METRIC, BYTES_APPLIED_METRIC]
+    assert metric_names("Batch seconds (plan to commit)") == [BATCH_SECONDS_METRIC, BATCH_SECONDS_METRIC]
+    assert metric_names("Refused and announced") == [
+        TABLE_FAILURES_METRIC,
+        INPUT_NOTICES_METRIC,
+        UNKNOWN_TABLE_OBJECTS_METRIC,
+    ]
+    assert metric_names("Job runs and trigger") == ["TriggeredRules", "Errors", "ApproximateNumberOfMessagesVisible"]
+    alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
+    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 6

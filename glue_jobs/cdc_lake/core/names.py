@@ -37,6 +37,10 @@ INPUT_NOTICES_METRIC = "InputNotices"  # input a run accepted on purpose and ann
 UNKNOWN_TABLE_OBJECTS_METRIC = "UnknownTableObjects"
 TRIGGER_SERVICE_NAME = "cdc-lake-trigger"
 
+# Glue's price per DPU-hour (us-east-1, Glue 5: billed per second): `cdc-lake status` estimates a day's cost from
+# the batch seconds its commits record, times the replay job's workers (one DPU each, G.1X).
+GLUE_DPU_HOUR_USD = 0.44
+
 # The Glue jobs' timeouts (minutes); a coalesced replay run's is its time budget plus LAST_ROUND_MINUTES, for the
 # round under way when the budget runs out. No run of any job lives longer than the longest of them, so a run
 # branch older than that belongs to a run that was killed or timed out (``engine.commit.remove_dead_run_branches``).

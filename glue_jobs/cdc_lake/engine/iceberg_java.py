@@ -12,6 +12,8 @@ fails there first, by name:
 - ``Table.refs``, ``Table.snapshot``, ``Snapshot.summary``: a branch's head and its ancestors' summaries with
   no Spark job, where the ``refs``/``history``/``snapshots`` metadata tables take one each (every run reads
   them: most of a small run's planning time).
+- ``Table.properties`` and ``Table.updateProperties``: a refusal recorded on the table for ``cdc-lake status``
+  (``ALTER TABLE … SET TBLPROPERTIES`` would plan a Spark command for one key).
 - ``Table.sortOrder``: whether compaction can sort (no metadata table shows the write order).
 - ``TableOperations.commit`` with ``TableMetadata.Builder.setRef``/``setBranchSnapshot``/``removeRef``: the
   run's branch created, and main moved to it as a true compare-and-swap (``_commit_refs`` says why the SQL
@@ -111,6 +113,28 @@ def branch_lineage(
         yield int(snapshot.snapshotId()), snapshot.summary()
         parent = snapshot.parentId()
         snapshot = table.snapshot(parent) if parent is not None else None
+
+
+def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, int, Mapping[str, str]]]:
+    """``branch_lineage`` of main with each snapshot's commit time: (id, epoch ms, summary), newest first."""
+    table = _load(spark, dotted_name)
+    snapshot = table.currentSnapshot()
+    while snapshot is not None:
+        summary = {str(k): str(v) for k, v in snapshot.summary().items()}
+        yield int(snapshot.snapshotId()), int(snapshot.timestampMillis()), summary
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
+
+
+def table_properties(spark: SparkSession, dotted_name: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _load(spark, dotted_name).properties().items()}
+
+
+def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: str | None) -> None:
+    """Set (or with None, remove) one table property: a metadata commit, no snapshot."""
+    update = _load(spark, dotted_name).updateProperties()
+    update = update.set(name, value) if value is not None else update.remove(name)
+    update.commit()
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ DIVERGED = "cdc-lake.diverged"
 # A ``cdc-lake rejects replay`` or ``accept`` commit: what it applied and dropped.
 REJECTS_REPLAYED = "cdc-lake.rejects-replayed"
 REJECTS_SNAPSHOT = "cdc-lake.rejects-snapshot"
+# A table property, not a summary one: the refusal of the table's last run ({at, message}), until a run succeeds.
+REFUSED = "cdc-lake.refused"
 
 
 def freshness(

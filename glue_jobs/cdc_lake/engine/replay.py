@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,8 @@ from cdc_lake.core.exceptions import (
     DmsInputError,
     LakeTableMissingError,
     LandedFileChangedError,
+    ReplayOrderError,
+    SchemaChangeError,
     TableMovedError,
     UnreadableFileError,
 )
@@ -62,10 +65,16 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name, lake_tables
-from cdc_lake.engine.iceberg_java import aws_denial, conflicts_raised, java_causes
+from cdc_lake.engine.iceberg_java import (
+    aws_denial,
+    conflicts_raised,
+    java_causes,
+    set_table_property,
+    table_properties,
+)
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
-from cdc_lake.engine.record import BatchRecord, freshness, recorded_state
+from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, recorded_state
 from cdc_lake.engine.rejects import (
     REJECTED,
     Quarantined,
@@ -83,6 +92,9 @@ from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
 log = logging.getLogger(__name__)
 
 Result = TypeVar("Result")
+# What refuses a table's batch until someone acts (bad input, broken order, a file changed under the run); kept
+# on the table until its next run succeeds. Conflicts, denials and dropped tables say what to do themselves.
+REFUSALS = (DmsInputError, UnreadableFileError, ReplayOrderError, SchemaChangeError, LandedFileChangedError)
 
 
 @dataclass(frozen=True)
@@ -202,8 +214,30 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
     def attempt() -> RunResult:
         return _attempt(context, table, upto, unused.pop() if unused else None, started)
 
-    result, attempts = committed_with_retries(context, table, attempt)
+    try:
+        result, attempts = committed_with_retries(context, table, attempt)
+    except REFUSALS as error:
+        record_refusal(context, table, error)
+        raise
+    record_refusal(context, table, None)
     return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started)
+
+
+def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError | None) -> None:
+    """Keep the table's refusal on the lake table (``REFUSED``, a table property: the table's data and record stay
+    as they were), for ``cdc-lake status``; with None, clear it once a run of the table succeeds."""
+    spark, dotted = context.spark, context.location.dotted(table.lake_table)
+    try:
+        if error is not None and not table_exists(spark, context.location, table):
+            return
+        recorded = REFUSED in table_properties(spark, dotted)
+        if error is None and recorded:
+            set_table_property(spark, dotted, REFUSED, None)
+        elif error is not None:
+            refusal = {"at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "message": str(error)[:4000]}
+            set_table_property(spark, dotted, REFUSED, json.dumps(refusal, separators=(",", ":")))
+    except (Py4JJavaError, PySparkException) as failure:  # the run's own outcome comes first
+        log.warning("%s: could not record the refusal on the table: %s", table.name, str(failure)[:300])
 
 
 def _attempt(

@@ -1,9 +1,10 @@
 """``cdc-lake``: the pipeline on a laptop (run, trigger, export, generate, demo) and operations on its tables
-(changes, history, rollback, reapply, reload, rejects, reconcile, maintain)."""
+(status, changes, history, rollback, reapply, reload, rejects, reconcile, maintain)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -19,8 +20,10 @@ from cdc_lake.local.progress import live_status
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
+    from cdc_lake.ops.status import TableStatus
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
@@ -142,6 +145,20 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
         help="apply CDC files from this one on (a CDC file name, 20250301-120500123, or an ISO 8601 UTC time); "
         "default: those written from an hour before the reload's first LOAD file",
     )
+
+    status = commands.add_parser(
+        "status", help="every table at a glance: state, lag, files waiting, the last day's commits and Glue cost"
+    )
+    _add_config(status)
+    status.add_argument("--landing", "-l", type=Path, help="folder standing in for the raw bucket (local lake)")
+    status.add_argument("--warehouse", "-w", type=Path, help="local Iceberg warehouse folder (local lake)")
+    status.add_argument("--bucket", help="the raw bucket DMS writes to: read the lake through the Glue catalog")
+    status.add_argument("--lake-warehouse", help="with --bucket: the lake's s3:// warehouse (the stack's LakeBucket)")
+    status.add_argument("--aws-endpoint", help="with --bucket: an AWS endpoint URL (e.g. a local one); default AWS")
+    status.add_argument("--database", help="lake database (default: the configuration's lake.database)")
+    status.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument("--plot", type=Path, metavar="PNG", help="draw each table's lag over the last day's commits")
 
     rejects = commands.add_parser(
         "rejects",
@@ -472,6 +489,96 @@ def cmd_reload(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from cdc_lake.ops.status import pipeline_status
+
+    config = _config(args)
+    context = _status_context(args, config)
+    tables = [config.table(name) for name in args.table] if args.table else None
+    found = pipeline_status(context, tables)
+    if args.json:
+        print(json.dumps([s.as_json() for s in found], indent=2))
+    else:
+        _print_status(found)
+    if args.plot:
+        from cdc_lake.local.status_plot import plot_lags
+
+        plot_lags(found, args.plot)
+        if not args.json:
+            print(f"lag picture: {args.plot}")
+    return 0 if all(s.healthy for s in found) else 1
+
+
+def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayContext:
+    from cdc_lake.core.storage import LocalFolderStore, S3Store
+    from cdc_lake.engine.context import ReplayContext
+    from cdc_lake.engine.tables import LakeLocation
+    from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
+
+    database = args.database or config.lake.database
+    if args.bucket:
+        import boto3
+
+        from cdc_lake.core.catalogs import glue_catalog_conf
+        from cdc_lake.core.names import GLUE_CATALOG
+
+        warehouse = args.lake_warehouse or f"s3://{args.bucket}/unused-warehouse/"
+        spark = local_spark_session(conf=glue_catalog_conf(warehouse), aws_endpoint=args.aws_endpoint)
+        client = boto3.client("s3", endpoint_url=args.aws_endpoint) if args.aws_endpoint else None
+        return ReplayContext(spark, config, LakeLocation(GLUE_CATALOG, database), S3Store(args.bucket, client))
+    if args.warehouse is None or args.landing is None:
+        raise CdcLakeError("status needs --warehouse and --landing (a local lake), or --bucket (the deployed one)")
+    if not args.warehouse.is_dir():
+        raise CdcLakeError(f"{args.warehouse}: no such warehouse folder; give the one `cdc-lake run` wrote")
+    if not args.landing.is_dir():
+        raise CdcLakeError(f"{args.landing}: no such landing folder; give the one DMS files land in")
+    spark = local_spark_session(args.warehouse)
+    return ReplayContext(spark, config, LakeLocation(LOCAL_CATALOG, database), LocalFolderStore(args.landing))
+
+
+def _print_status(found: Sequence[TableStatus]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    styles = {"fresh": "green", "never loaded": "dim", "behind": "yellow", "refused": "red", "diverged": "magenta"}
+    view = Table(title="cdc-lake status", title_justify="left")
+    for heading in ("table", "state", "change lag", "waiting", "oldest waiting", "last commit", "24 h applied",
+                    "24 h Glue"):  # fmt: skip
+        view.add_column(heading, justify="left" if heading in ("table", "state", "last commit") else "right")
+    for s in found:
+        view.add_row(
+            s.table,
+            f"[{styles[s.state]}]{s.state}[/]",
+            _seconds(s.change_lag_s),
+            f"{s.waiting_files} file(s), {_bytes(s.waiting_bytes)}" if s.waiting_files else "none",
+            _seconds(s.waiting_lag_s),
+            s.last_commit.strftime("%Y-%m-%d %H:%M:%S") if s.last_commit else "never",
+            f"{s.rows_24h} row(s), {s.files_24h} file(s)",
+            f"{s.batch_seconds_24h:.0f} s ≈ ${s.cost_24h_usd:.2f}",
+        )
+    console = Console(width=160)
+    console.print(view)
+    for s in found:
+        if s.detail:
+            console.print(f"[bold]{s.table}[/] ({s.state}): {s.detail}", markup=True, highlight=False)
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} s"
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
 def cmd_rejects(args: argparse.Namespace) -> int:
     from cdc_lake.core.storage import LocalFolderStore
     from cdc_lake.engine.context import ReplayContext
@@ -528,6 +635,7 @@ COMMANDS = {
     "reapply": cmd_reapply,
     "reload": cmd_reload,
     "rejects": cmd_rejects,
+    "status": cmd_status,
     "reconcile": cmd_reconcile,
     "maintain": cmd_maintain,
     "run": cmd_run,
