@@ -554,7 +554,7 @@ def test_outputs_name_what_operators_need(demo: Synthesized) -> None:
 
 
 def test_dashboard_draws_the_pipeline_from_the_metrics_it_alarms_on(demo: Synthesized) -> None:
-    dashboard = only(resources_of_type(demo, "AWS::CloudWatch::Dashboard"))
+    _, dashboard = only(resources_of_type(demo, "AWS::CloudWatch::Dashboard"))
     assert dashboard["Properties"]["DashboardName"] == "cdc-lake-shop_lake"
     body = json.loads(render(dashboard["Properties"]["DashboardBody"]))
     widgets = {w["properties"]["title"]: w["properties"] for w in body["widgets"]}

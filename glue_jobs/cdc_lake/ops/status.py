@@ -59,7 +59,9 @@ class TableStatus:
     rows_24h: int = 0
     files_24h: int = 0
     batch_seconds_24h: float = 0.0
-    cost_24h_usd: float = 0.0  # batch seconds x the replay job's workers (DPUs) x Glue's DPU-hour price
+    # Batch seconds x the replay job's workers (DPUs) x Glue's DPU-hour price: an upper bound, as tables a run
+    # applies at once share its workers.
+    cost_24h_usd: float = 0.0
     lags: list[LagPoint] = field(default_factory=list)
 
     @property
