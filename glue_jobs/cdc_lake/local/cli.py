@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.exceptions import CdcLakeError
@@ -102,8 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--landing", "-l", type=Path, required=True, help="folder of DMS files to land")
     replay.add_argument("--workdir", type=Path, default=Path("aws-replay"), help="synthesized stack goes here")
 
-    check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
-    _add_config(check)
+    _add_config_commands(commands)
     _add_operation_commands(commands)
     return parser
 
@@ -193,6 +192,26 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     maintain.add_argument(
         "--orphan-days", type=int, default=ORPHAN_DAYS, help="only remove orphan files older than this"
     )
+
+
+def _add_config_commands(commands: Any) -> None:
+    check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
+    _add_config(check)
+    from_source = commands.add_parser(
+        "config-from-source", help="write the table configuration from a PostgreSQL source's catalog"
+    )
+    from_source.add_argument("--source", required=True, help="libpq URL or conninfo (password: PGPASSWORD, .pgpass)")
+    from_source.add_argument("--schema", action="append", default=[], help="only this schema (repeatable)")
+    from_source.add_argument("--table", action="append", default=[], help="only <schema>.<table> matching (glob)")
+    from_source.add_argument("--format", choices=["csv", "parquet"], default="csv", help="the DMS target's format")
+    from_source.add_argument("--database", default="", help="the lake database (default cdc_lake)")
+    from_source.add_argument("--output", "-o", type=Path, help="the YAML file to write (default: print it)")
+    from_source.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    check_source = commands.add_parser(
+        "config-check-source", help="every difference between a table configuration and the live source"
+    )
+    _add_config(check_source)
+    check_source.add_argument("--source", required=True, help="libpq URL or conninfo (password: PGPASSWORD, .pgpass)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -353,6 +372,40 @@ def cmd_aws_replay(args: argparse.Namespace) -> int:
     for table, keys in unapplied.items():
         print(f"  {table}: {len(keys)} file(s) not applied, the first {keys[0]}")
     return 0 if outcome.ok else 1
+
+
+def cmd_config_from_source(args: argparse.Namespace) -> int:
+    from cdc_lake.local.source_catalog import config_text, connect, masked, read_catalog
+
+    if args.output is not None and args.output.exists() and not args.force:
+        raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
+    with connect(args.source) as connection:
+        tables = read_catalog(connection, args.schema, args.table, args.format)
+    if not tables:
+        where = f"schema(s) {', '.join(args.schema)}" if args.schema else "any schema"
+        matching = f" matching {', '.join(args.table)}" if args.table else ""
+        raise CdcLakeError(f"no table in {where}{matching} at {masked(args.source)}; nothing was written")
+    text = config_text(tables, args.source, args.format, args.database)
+    if args.output is None:
+        print(text, end="")
+        return 0
+    args.output.write_text(text)
+    keyless = sum(1 for t in tables if not t.primary_key)
+    print(f"{args.output}: {len(tables) - keyless} table(s); {keyless} without a primary key listed in a comment")
+    return 0
+
+
+def cmd_config_check_source(args: argparse.Namespace) -> int:
+    from cdc_lake.local.source_catalog import connect, differences, read_catalog
+
+    config = _config(args)
+    with connect(args.source) as connection:
+        tables = read_catalog(connection, (), [t.name for t in config.tables], config.dms.format)
+    found = differences(config, tables)
+    for difference in found:
+        print(difference)
+    print(f"{len(config.tables)} table(s) checked: {len(found)} difference(s)")
+    return 1 if found else 0
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -647,6 +700,8 @@ COMMANDS = {
     "glue-run": cmd_glue_run,
     "aws-replay": cmd_aws_replay,
     "check-config": cmd_check_config,
+    "config-from-source": cmd_config_from_source,
+    "config-check-source": cmd_config_check_source,
 }
 
 if __name__ == "__main__":

@@ -1,0 +1,141 @@
+"""``config-from-source`` and ``config-check-source`` against a real PostgreSQL: every common type mapped as DMS
+writes it, the configuration it writes replicated exactly, and each difference with a changed source found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc_lake.core.config import load_config
+from cdc_lake.local.pg_capture import PgCapture
+from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from tests.conftest import cli
+from tests.pg.checks import check_tables, hadoop_reader
+from tests.pg.cluster import Cluster
+from tests.pg.test_real_source import create_database, newest_per_table
+
+pytestmark = pytest.mark.pg
+
+TYPED = """
+CREATE SCHEMA shop;
+CREATE SCHEMA other;
+CREATE TYPE shop.mood AS ENUM ('ok', 'sad');
+CREATE TABLE shop.typed (
+    id bigint PRIMARY KEY, small smallint NOT NULL, i integer, price numeric(12,2), huge numeric(50,10),
+    plain numeric, r real, d double precision, ok boolean, name varchar(40), code char(3), body text, day date,
+    at timestamp(3), at_tz timestamptz, t time, span interval, u uuid, doc jsonb, tags text[], m shop.mood,
+    blob bytea, cash money);
+CREATE TABLE shop.orders (order_id int, line int, qty int NOT NULL, PRIMARY KEY (order_id, line));
+CREATE TABLE shop.log (msg text);
+CREATE TABLE other.x (id int PRIMARY KEY);
+"""
+
+
+def test_config_from_source_maps_each_type_as_dms_writes_it(postgres: Cluster, tmp_path: Path, capsys) -> None:
+    conninfo = create_database(postgres, "config_types")
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute(TYPED)
+    out = tmp_path / "tables.yaml"
+    code, printed = cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)
+    assert code == 0, printed
+    assert f"{out}: 2 table(s); 1 without a primary key listed in a comment" in printed
+    text = out.read_text()
+    config = load_config(out)
+    assert [t.name for t in config.tables] == ["shop.orders", "shop.typed"]
+    orders, typed = config.tables
+    assert orders.primary_key == ["order_id", "line"]
+    assert [(c.name, c.nullable) for c in orders.columns] == [("order_id", False), ("line", False), ("qty", False)]
+    assert {c.name: c.type for c in typed.columns} == {
+        "id": "bigint", "small": "smallint", "i": "int", "price": "decimal(12,2)", "huge": "string",
+        "plain": "decimal(28,6)", "r": "float", "d": "double", "ok": "boolean", "name": "string", "code": "string",
+        "body": "string", "day": "date", "at": "timestamp", "at_tz": "string", "t": "string", "span": "string",
+        "u": "string", "doc": "string", "tags": "string", "m": "string", "blob": "string", "cash": "string",
+    }  # fmt: skip
+    for name, note in [("huge", "above precision 38"), ("plain", "NUMERIC(28,6)"), ("tags", "array"),
+                       ("m", "enum"), ("doc", "JSON as text"), ("blob", "BLOB"), ("u", "UUID")]:  # fmt: skip
+        [line] = [line for line in text.splitlines() if f'"name": "{name}"' in line]
+        assert note in line.split("#", 1)[1], line
+    assert "#   shop.log" in text and "other.x" not in text
+    assert "password" not in text
+
+    # An existing file is kept without --force; patterns choose tables; nothing matching writes nothing.
+    code, printed = cli(capsys, "config-from-source", "--source", conninfo, "-o", out)
+    assert code == 2 and "exists; give --force" in printed
+    code, printed = cli(
+        capsys, "config-from-source", "--source", conninfo, "--table", "shop.ord*", "-o", out, "--force"
+    )
+    assert code == 0 and [t.name for t in load_config(out).tables] == ["shop.orders"]
+    code, printed = cli(capsys, "config-from-source", "--source", conninfo, "--schema", "nope", "-o", tmp_path / "n")
+    assert code == 2 and "no table in schema(s) nope" in printed and not (tmp_path / "n").exists()
+
+
+def test_an_unreachable_source_is_named_without_its_password(tmp_path: Path, capsys) -> None:
+    source = "host=127.0.0.1 port=1 dbname=shop user=reader password=s3cret"
+    code, printed = cli(capsys, "config-from-source", "--source", source, "-o", tmp_path / "t.yaml")
+    assert code == 2 and "cannot connect to the source host=127.0.0.1 port=1 dbname=shop user=reader" in printed
+    assert "s3cret" not in printed and not (tmp_path / "t.yaml").exists()
+    url = "postgresql://reader:s3cret@127.0.0.1:1/shop"
+    code, printed = cli(capsys, "config-from-source", "--source", url)
+    assert code == 2 and "postgresql://reader:***@127.0.0.1:1/shop" in printed and "s3cret" not in printed
+
+
+def test_config_check_source_finds_each_difference(postgres: Cluster, tmp_path: Path, capsys) -> None:
+    conninfo = create_database(postgres, "config_check")
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute(TYPED)
+    out = tmp_path / "tables.yaml"
+    assert cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)[0] == 0
+    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", conninfo)
+    assert code == 0 and "2 table(s) checked: 0 difference(s)" in printed, printed
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute("ALTER TABLE shop.typed ADD COLUMN note text")
+        connection.execute("ALTER TABLE shop.typed DROP COLUMN body")
+        connection.execute("ALTER TABLE shop.typed ALTER COLUMN i TYPE bigint")
+        connection.execute("ALTER TABLE shop.orders DROP CONSTRAINT orders_pkey")
+        connection.execute("ALTER TABLE shop.orders ADD PRIMARY KEY (order_id)")
+    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", conninfo)
+    assert code == 1, printed
+    assert "shop.typed: column-added: note text (add it at the end of columns as {name: note, type: string})" in printed
+    assert "shop.typed: column-dropped: body (mark it dropped: true)" in printed
+    assert "shop.typed: type-changed: i: source bigint (bigint), configured int" in printed
+    assert "shop.orders: key-changed: source ['order_id'], configured ['order_id', 'line']" in printed
+    assert "2 table(s) checked: 4 difference(s)" in printed
+
+
+@pytest.mark.spark
+def test_the_written_configuration_replicates_every_type_exactly(
+    spark: SparkSession, postgres: Cluster, warehouse: Path, database: str, tmp_path: Path, capsys
+) -> None:
+    conninfo = create_database(postgres, "config_replicated")
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute(
+            "CREATE TABLE kinds (id bigint PRIMARY KEY, small smallint, i integer, price numeric(12,2), r real, "
+            "d double precision, ok boolean, name varchar(40), code char(3), body text, day date, at timestamp(6))"
+        )
+        connection.execute(
+            "INSERT INTO kinds VALUES (1, -32768, 2147483647, -9999999999.99, 3.25, 1e-300, true, 'a, \"b\"', 'xy', "
+            "E'multi\\nline é', '0001-01-01', '2025-03-01 12:00:00.123456'), "
+            "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL)"
+        )
+    written = tmp_path / "tables.yaml"
+    assert cli(capsys, "config-from-source", "--source", conninfo, "-o", written, "--database", database)[0] == 0
+    config = load_config(written)
+    landing = tmp_path / "landing"
+    capture = PgCapture(conninfo, config, landing, slot="config_replicated", files_per_round=1)
+    try:
+        keys = capture.start()
+        with psycopg.connect(conninfo, autocommit=True) as connection:
+            connection.execute("UPDATE kinds SET name = 'changed', price = 0.01 WHERE id = 1")
+            connection.execute("INSERT INTO kinds (id, small, body) VALUES (3, 7, 'new')")
+            connection.execute("DELETE FROM kinds WHERE id = 2")
+        keys += capture.capture()
+    finally:
+        capture.close(drop_slot=True)
+    pipeline = LocalPipeline(config, landing, spark, database=database)
+    runs = pipeline.deliver(newest_per_table(keys, config))
+    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+    counts = check_tables(spark, hadoop_reader(warehouse), conninfo, config, pipeline.location, "config-from-source")
+    assert counts == {"public.kinds": 2}
