@@ -207,6 +207,22 @@ def _add_config_commands(commands: Any) -> None:
     from_source.add_argument("--database", default="", help="the lake database (default cdc_lake)")
     from_source.add_argument("--output", "-o", type=Path, help="the YAML file to write (default: print it)")
     from_source.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    from_files = commands.add_parser(
+        "config-from-files", help="propose the table configuration from landed DMS files (Parquet, CSV with a header)"
+    )
+    from_files.add_argument("--landing", "-l", type=Path, help="the folder DMS files landed in")
+    from_files.add_argument("--bucket", help="or the raw bucket DMS writes to")
+    from_files.add_argument("--aws-endpoint", help="with --bucket: an AWS endpoint URL (e.g. a local one)")
+    from_files.add_argument("--format", choices=["csv", "parquet"], default="parquet", help="the DMS target's format")
+    from_files.add_argument("--header", action="store_true", help="CSV files carry a header (AddColumnName)")
+    from_files.add_argument("--bucket-folder", default="dms", help="DMS BucketFolder (default dms)")
+    from_files.add_argument("--timestamp-column", help="DMS TimestampColumnName, when set")
+    from_files.add_argument(
+        "--key", action="append", default=[], metavar="SCHEMA.TABLE=COLUMN[,COLUMN]", help="a table's primary key"
+    )
+    from_files.add_argument("--database", default="", help="the lake database (default cdc_lake)")
+    from_files.add_argument("--output", "-o", type=Path, help="the YAML file to write (default: print it)")
+    from_files.add_argument("--force", action="store_true", help="overwrite an existing --output file")
     check_source = commands.add_parser(
         "config-check-source", help="every difference between a table configuration and the live source"
     )
@@ -375,7 +391,15 @@ def cmd_aws_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_config_from_source(args: argparse.Namespace) -> int:
-    from cdc_lake.local.source_catalog import config_text, connect, masked, read_catalog
+    from cdc_lake.local.source_catalog import (
+        POSTGRES_MAPPING,
+        STACK_DMS,
+        Origin,
+        config_text,
+        connect,
+        masked,
+        read_catalog,
+    )
 
     if args.output is not None and args.output.exists() and not args.force:
         raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
@@ -385,13 +409,62 @@ def cmd_config_from_source(args: argparse.Namespace) -> int:
         where = f"schema(s) {', '.join(args.schema)}" if args.schema else "any schema"
         matching = f" matching {', '.join(args.table)}" if args.table else ""
         raise CdcLakeError(f"no table in {where}{matching} at {masked(args.source)}; nothing was written")
-    text = config_text(tables, args.source, args.format, args.database)
+    origin = Origin(args.source, POSTGRES_MAPPING, {**STACK_DMS, "format": args.format}, args.database)
+    text = config_text(tables, origin)
     if args.output is None:
         print(text, end="")
         return 0
     args.output.write_text(text)
     keyless = sum(1 for t in tables if not t.primary_key)
     print(f"{args.output}: {len(tables) - keyless} table(s); {keyless} without a primary key listed in a comment")
+    return 0
+
+
+def cmd_config_from_files(args: argparse.Namespace) -> int:
+    from cdc_lake.core.config import DmsSettings
+    from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
+    from cdc_lake.local.files_catalog import read_landing
+    from cdc_lake.local.session import local_spark_session
+    from cdc_lake.local.source_catalog import Origin, config_text
+
+    if args.output is not None and args.output.exists() and not args.force:
+        raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
+    keys: dict[str, list[str]] = {}
+    for given in args.key:
+        table, _, columns = given.partition("=")
+        if not columns:
+            raise CdcLakeError(f"--key {given!r}: expected <schema>.<table>=<column>[,<column>...]")
+        keys[table] = [c.strip() for c in columns.split(",")]
+    settings = {"format": args.format, "bucket_folder": args.bucket_folder, "add_column_name": args.header}
+    if args.timestamp_column:
+        settings["timestamp_column"] = args.timestamp_column
+    dms = DmsSettings.model_validate(settings)
+    store: ObjectStore
+    if args.bucket:
+        import boto3
+
+        store = S3Store(args.bucket, boto3.client("s3", endpoint_url=args.aws_endpoint) if args.aws_endpoint else None)
+        spark = local_spark_session(aws_endpoint=args.aws_endpoint)
+        source = f"s3://{args.bucket}/"
+    elif args.landing is not None and args.landing.is_dir():
+        store, spark, source = LocalFolderStore(args.landing), local_spark_session(), str(args.landing)
+    else:
+        raise CdcLakeError("config-from-files needs --landing (an existing folder) or --bucket")
+    tables = read_landing(spark, store, dms, keys)
+    if not tables:
+        raise CdcLakeError(
+            f"no DMS data files under {source}{dms.bucket_folder}/<schema>/<table>/; nothing was written"
+        )
+    mapping = "Types are the files' own (Parquet), or strings to set (CSV: files carry no types)."
+    text = config_text(
+        tables, Origin(source, mapping, dms.model_dump(mode="json", exclude_defaults=True), args.database)
+    )
+    if args.output is None:
+        print(text, end="")
+        return 0
+    args.output.write_text(text)
+    keyless = sum(1 for t in tables if not t.primary_key)
+    print(f"{args.output}: {len(tables) - keyless} table(s); {keyless} without a key given listed in a comment")
     return 0
 
 
@@ -702,6 +775,7 @@ COMMANDS = {
     "check-config": cmd_check_config,
     "config-from-source": cmd_config_from_source,
     "config-check-source": cmd_config_check_source,
+    "config-from-files": cmd_config_from_files,
 }
 
 if __name__ == "__main__":

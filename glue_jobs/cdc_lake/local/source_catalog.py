@@ -80,6 +80,8 @@ class CatalogTable:
     name: str  # <schema>.<table>
     primary_key: list[str]
     columns: list[CatalogColumn] = field(default_factory=list)
+    # Why a table without a key is left out, and what to do (shown in the file's closing comment).
+    no_key: str = "no primary key at the source: add one, or add the table with primary_key naming a unique index"
 
     @property
     def target(self) -> str | None:
@@ -186,19 +188,27 @@ def column_type(pg_type: PgType, dms_format: str) -> tuple[str, str | None]:
     return "string", f"{full_type}: no mapping of its own; DMS writes it as text"
 
 
-def config_text(tables: Sequence[CatalogTable], source: str, dms_format: str = "csv", database: str = "") -> str:
+@dataclass(frozen=True)
+class Origin:
+    """Where a configuration was read from, as its header says, and the DMS settings it starts with."""
+
+    source: str  # masked before it is written
+    mapping: str  # how types were chosen
+    dms: dict[str, str]
+    database: str = ""
+
+
+def config_text(tables: Sequence[CatalogTable], origin: Origin) -> str:
     """The configuration as YAML with comments, checked by the configuration's own parser before it is returned."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        f"# Written by `cdc-lake config-from-source` from {masked(source)} on {stamp}.",
-        "# Types follow DMS's PostgreSQL mapping (docs/source-types.md); a comment marks each column DMS writes as",
-        "# text. Check the dms: settings against the DMS endpoint the stack creates from them (docs/deploy.md).",
+        f"# Written by cdc-lake from {masked(origin.source)} on {stamp}.",
+        f"# {origin.mapping} A comment marks each column whose type is not the source's own.",
+        "# Check the dms: settings against the DMS endpoint the stack creates from them (docs/deploy.md).",
         "dms:",
-        f"  format: {dms_format}",
-        "  bucket_folder: dms",
-        "  timestamp_column: dms_timestamp",
+        *[f"  {name}: {json.dumps(value)}" for name, value in origin.dms.items()],
         "lake:",
-        f"  database: {json.dumps(database or 'cdc_lake')}",
+        f"  database: {json.dumps(origin.database or 'cdc_lake')}",
         "tables:",
     ]
     skipped = [t for t in tables if not t.primary_key]
@@ -215,14 +225,16 @@ def config_text(tables: Sequence[CatalogTable], source: str, dms_format: str = "
             note = f"  # {column.source_type}: {column.note}" if column.note else ""
             lines.append(f"      - {json.dumps(spec)}{note}")
     if skipped:
-        lines.append("# Not replicable exactly: no primary key, so a change cannot name its row. Add a primary key at")
-        lines.append("# the source, or add the table above with primary_key naming the columns of a unique index:")
-        lines += [f"#   {t.name}" for t in skipped]
+        lines.append("# Not replicable exactly without a key (a change could not name its row):")
+        lines += [f"#   {t.name}: {t.no_key}" for t in skipped]
     text = "\n".join(lines) + "\n"
-    replicable = [t for t in tables if t.primary_key]
-    if replicable:
+    if len(skipped) < len(tables):
         parse_config(_yaml(text))  # what is written must load
     return text
+
+
+POSTGRES_MAPPING = "Types follow DMS's PostgreSQL mapping (docs/source-types.md)."
+STACK_DMS = {"format": "csv", "bucket_folder": "dms", "timestamp_column": "dms_timestamp"}
 
 
 def _yaml(text: str) -> dict[str, Any]:
