@@ -26,7 +26,7 @@ docs: setup ## rewrite docs/architecture.md from the code (rooms, imports, bundl
 	$(PY) scripts/architecture.py
 
 test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK), on TEST_WORKERS workers
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 test-unit: setup ## pure tests only (no Spark, no CDK)
 	$(BIN)/pytest tests/unit
@@ -39,7 +39,8 @@ test-infra: setup ## CDK template, cdk-nag and cfn-lint tests
 
 soak: setup ## longer checks: real PostgreSQL over SOAK_TRANSACTIONS (30000) in SOAK_BATCHES (10), 20 killed runs on each lake path, the damaged-input corpus on both paths in every format, 50 quarantine workloads
 	CDC_LAKE_PG_TRANSACTIONS=$${SOAK_TRANSACTIONS:-30000} CDC_LAKE_PG_BATCHES=$${SOAK_BATCHES:-10} \
-	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet CDC_LAKE_QUARANTINE_EXAMPLES=50 \
+	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_KILL_PATHS=hadoop,glue CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet \
+	CDC_LAKE_QUARANTINE_EXAMPLES=50 \
 	$(BIN)/pytest tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
 	tests/functional/test_quarantine.py -x
 

@@ -340,7 +340,7 @@ def _applied(changes: list[Change], frozen_from_bad: bool, drop_bad: bool) -> li
 
 
 @settings(
-    max_examples=int(os.environ.get("CDC_LAKE_QUARANTINE_EXAMPLES", "4")),
+    max_examples=int(os.environ.get("CDC_LAKE_QUARANTINE_EXAMPLES", "3")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
