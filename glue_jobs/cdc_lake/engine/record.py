@@ -42,7 +42,7 @@ DIVERGED = "cdc-lake.diverged"
 # A ``cdc-lake rejects replay`` or ``accept`` commit: what it applied and dropped.
 REJECTS_REPLAYED = "cdc-lake.rejects-replayed"
 REJECTS_SNAPSHOT = "cdc-lake.rejects-snapshot"
-# A table property, not a summary one: the refusal of the table's last run ({at, message}), until a run succeeds.
+# A table property, not a summary one: the refusal of the table's last run ({at, message}), until a run commits.
 REFUSED = "cdc-lake.refused"
 
 

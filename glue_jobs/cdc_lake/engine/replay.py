@@ -93,7 +93,7 @@ log = logging.getLogger(__name__)
 
 Result = TypeVar("Result")
 # What refuses a table's batch until someone acts (bad input, broken order, a file changed under the run); kept
-# on the table until its next run succeeds. Conflicts, denials and dropped tables say what to do themselves.
+# on the table until a run of it commits. Conflicts, denials and dropped tables say what to do themselves.
 REFUSALS = (DmsInputError, UnreadableFileError, ReplayOrderError, SchemaChangeError, LandedFileChangedError)
 
 
@@ -219,13 +219,14 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
     except REFUSALS as error:
         record_refusal(context, table, error)
         raise
-    record_refusal(context, table, None)
+    if result.snapshot_id is not None:  # only a commit clears a refusal: a run with nothing to apply reads nothing
+        record_refusal(context, table, None)
     return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started)
 
 
 def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError | None) -> None:
     """Keep the table's refusal on the lake table (``REFUSED``, a table property: the table's data and record stay
-    as they were), for ``cdc-lake status``; with None, clear it once a run of the table succeeds."""
+    as they were), for ``cdc-lake status``; with None, clear it once a run of the table commits."""
     spark, dotted = context.spark, context.location.dotted(table.lake_table)
     try:
         if error is not None and not table_exists(spark, context.location, table):
