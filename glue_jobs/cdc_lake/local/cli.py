@@ -410,14 +410,7 @@ def cmd_config_from_source(args: argparse.Namespace) -> int:
         matching = f" matching {', '.join(args.table)}" if args.table else ""
         raise CdcLakeError(f"no table in {where}{matching} at {masked(args.source)}; nothing was written")
     origin = Origin(args.source, POSTGRES_MAPPING, {**STACK_DMS, "format": args.format}, args.database)
-    text = config_text(tables, origin)
-    if args.output is None:
-        print(text, end="")
-        return 0
-    args.output.write_text(text)
-    keyless = sum(1 for t in tables if not t.primary_key)
-    print(f"{args.output}: {len(tables) - keyless} table(s); {keyless} without a primary key listed in a comment")
-    return 0
+    return _write_config(args.output, config_text(tables, origin), tables, "without a primary key")
 
 
 def cmd_config_from_files(args: argparse.Namespace) -> int:
@@ -456,15 +449,19 @@ def cmd_config_from_files(args: argparse.Namespace) -> int:
             f"no DMS data files under {source}{dms.bucket_folder}/<schema>/<table>/; nothing was written"
         )
     mapping = "Types are the files' own (Parquet), or strings to set (CSV: files carry no types)."
-    text = config_text(
-        tables, Origin(source, mapping, dms.model_dump(mode="json", exclude_defaults=True), args.database)
-    )
-    if args.output is None:
+    written_dms = dms.model_dump(mode="json", exclude_defaults=True)
+    text = config_text(tables, Origin(source, mapping, written_dms, args.database))
+    return _write_config(args.output, text, tables, "without a key given")
+
+
+def _write_config(output: Path | None, text: str, tables: Sequence[Any], keyless_as: str) -> int:
+    """Print a written configuration, or write it to ``output`` and say what it holds."""
+    if output is None:
         print(text, end="")
         return 0
-    args.output.write_text(text)
+    output.write_text(text)
     keyless = sum(1 for t in tables if not t.primary_key)
-    print(f"{args.output}: {len(tables) - keyless} table(s); {keyless} without a key given listed in a comment")
+    print(f"{output}: {len(tables) - keyless} table(s); {keyless} {keyless_as} listed in a comment")
     return 0
 
 

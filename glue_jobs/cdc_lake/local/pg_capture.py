@@ -37,6 +37,7 @@ from cdc_lake.core.config import DECIMAL_TYPE, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
 from cdc_lake.local.generator.dms_output import CsvRenderer, write_csv_bytes
 from cdc_lake.local.generator.values import Column, timestamp_text
+from cdc_lake.local.source_catalog import EXACT_TYPES, read_catalog
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +47,7 @@ SESSION_SETTINGS = {"DateStyle": "ISO, YMD", "TimeZone": "UTC", "extra_float_dig
 DECODING_OPTIONS = ("include-xids", "1", "include-timestamp", "1", "skip-empty-xacts", "1")
 
 # PostgreSQL type names (as format_type_be prints them) -> configuration types; numeric takes (p,s) elsewhere.
-PG_TYPES = {
-    "smallint": "smallint",
-    "integer": "int",
-    "bigint": "bigint",
-    "real": "float",
-    "double precision": "double",
-    "boolean": "boolean",
-    "text": "string",
-    "character varying": "string",
-    "character": "string",
-    "date": "date",
-    "timestamp without time zone": "timestamp",
-    "numeric": "decimal",
-}
+PG_TYPES = {**EXACT_TYPES, "numeric": "decimal"}
 _TYPE_OIDS = {
     21: "smallint",
     23: "integer",
@@ -114,7 +102,6 @@ def table_entry(connection: Any, name: str, primary_key: Sequence[str] | None = 
     """A configuration entry for the source table ``<schema>.<table>``, read from the catalog as
     ``cdc-lake config-from-source`` reads it (``source_catalog``); raises CaptureError for a column the capture
     cannot write as DMS would."""
-    from cdc_lake.local.source_catalog import read_catalog
 
     found = read_catalog(connection, (), [name])
     if not found:
