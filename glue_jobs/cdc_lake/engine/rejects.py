@@ -22,7 +22,7 @@ import datetime as dt
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -92,6 +92,7 @@ class Quarantined:
     rejects: DataFrame | None
     rejected: int = 0
     held: int = 0
+    frozen: DataFrame | None = None  # the table's outstanding rejects rows the batch was checked against
 
 
 def applied(dms_file: DmsFile, state: ReplayState, config: PipelineConfig) -> bool:
@@ -126,7 +127,7 @@ def quarantine(
     bad = F.col(PROBLEM).isNotNull()
     total_bad = changes.where(bad).count()
     if not total_bad and frozen_keys is None:
-        return Quarantined(changes.drop(RAW), None)
+        return Quarantined(changes.drop(RAW), None, frozen=frozen_keys)
     unplaceable = bad & ~_placeable(table, dms)
     changes = changes.withColumn(_KEY, _key_json(table))
     if total_bad:
@@ -148,9 +149,9 @@ def quarantine(
     counts = {r["_status"]: r["n"] for r in marked.groupBy("_status").agg(F.count(F.lit(1)).alias("n")).collect()}
     good = marked.where(F.col("_status").isNull()).drop(RAW, _KEY, _FIRST_BAD, "_frozen", "_status")
     if not counts.get(REJECTED) and not counts.get(HELD):
-        return Quarantined(good, None)
+        return Quarantined(good, None, frozen=frozen_keys)
     rows = _rejects_rows(marked, changes, table, dms)
-    return Quarantined(good, rows, counts.get(REJECTED, 0), counts.get(HELD, 0))
+    return Quarantined(good, rows, counts.get(REJECTED, 0), counts.get(HELD, 0), frozen_keys)
 
 
 def _placeable(table: TableSpec, dms: DmsSettings) -> Column:
@@ -266,11 +267,18 @@ def divergence(outstanding_rows: DataFrame | None, table: TableSpec) -> dict[str
 def diverged(spark: SparkSession, location: LakeLocation, table: TableSpec) -> dict[str, object] | None:
     """The mark of the table's newest cdc-lake commit: None when it is not diverged."""
     for _, summary in branch_lineage(spark, location.dotted(table.lake_table)):
-        if DIVERGED in summary:
-            return json.loads(summary[DIVERGED])
-        if STATE in summary or REJECTS_REPLAYED in summary:
-            return None
+        decided, mark = divergence_mark(summary)
+        if decided:
+            return mark
     return None
+
+
+def divergence_mark(summary: Mapping[str, str]) -> tuple[bool, dict[str, object] | None]:
+    """Whether a snapshot's summary decides the table's divergence (a cdc-lake commit does; maintenance does not),
+    and the mark it holds (None: not diverged)."""
+    if DIVERGED in summary:
+        return True, json.loads(summary[DIVERGED])
+    return STATE in summary or REJECTS_REPLAYED in summary, None
 
 
 def resolve_rejects(

@@ -396,7 +396,7 @@ def write_quarantined(context: ReplayContext, batch: Batch, read: BatchRead) -> 
         F.col("resolution").isNull() & F.col("file").isin([f.key for f in pending])
     )
     if rows is None and not stale.limit(1).count():
-        return RejectsWritten(divergence=divergence(outstanding(spark, location, config, table, batch.state), table))
+        return RejectsWritten(divergence=divergence(read.quarantined.frozen, table))  # nothing changed in them
     snapshot = write_rejects(spark, location, table, rows, pending)
     after = outstanding(spark, location, config, table, batch.plan.next_state)
     return RejectsWritten(snapshot, divergence(after, table))

@@ -29,8 +29,8 @@ from cdc_lake.core.names import GLUE_DPU_HOUR_USD
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_java import table_properties, timed_lineage
-from cdc_lake.engine.record import DIVERGED, FRESHNESS, REFUSED, REJECTS_REPLAYED, STATE
-from cdc_lake.engine.rejects import applied
+from cdc_lake.engine.record import FRESHNESS, REFUSED, STATE
+from cdc_lake.engine.rejects import applied, divergence_mark
 from cdc_lake.engine.tables import table_exists
 
 State = Literal["fresh", "behind", "refused", "diverged", "never loaded"]
@@ -129,9 +129,8 @@ def _lineage(
     marked = False
     for snapshot_id, millis, summary in timed_lineage(spark, dotted):
         at = dt.datetime.fromtimestamp(millis / 1000, dt.UTC)
-        if not marked and (DIVERGED in summary or STATE in summary or REJECTS_REPLAYED in summary):
-            marked = True
-            mark = json.loads(summary[DIVERGED]) if DIVERGED in summary else None
+        if not marked:
+            marked, mark = divergence_mark(summary)
         if STATE in summary:
             state = state or ReplayState.from_json(summary[STATE], snapshot_id)
             if FRESHNESS in summary:
