@@ -24,7 +24,12 @@ LIBRARY_PACKAGE = "cdc_lake"
 LIBRARY_ZIP_NAME = "cdc_lake.zip"
 LAMBDA_PACKAGE = "dms_trigger"
 LAMBDA_HANDLER = "dms_trigger.handler.lambda_handler"
-GLUE_SCRIPTS = {"full_load": "full_load.py", "cdc_replay": "cdc_replay.py", "maintenance": "maintenance.py"}
+GLUE_SCRIPTS = {
+    "full_load": "full_load.py",
+    "cdc_replay": "cdc_replay.py",
+    "maintenance": "maintenance.py",
+    "source_check": "source_check.py",
+}
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 

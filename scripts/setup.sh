@@ -24,6 +24,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 # tests/pg start a throwaway PostgreSQL cluster (initdb, pg_ctl, the test_decoding plugin)
 compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || missing+=(postgresql)
+# tests/mariadb start a throwaway MariaDB server (mariadb-install-db, mariadbd) with its binary log on
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -17,6 +17,7 @@ from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.pg_capture import SESSION_SETTINGS
 
 Row = dict[str, Any]
+SourceRows = Callable[[TableSpec], list[Row]]  # a table's rows at the source, as ``SELECT *`` returns them
 IcebergReader = Callable[[LakeLocation, TableSpec], list[Row]]
 SUMMARIES: list[str] = []  # one line per run, printed in pytest's terminal summary
 
@@ -121,15 +122,17 @@ def differences(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], 
 def check_tables(
     spark: SparkSession,
     read_iceberg: IcebergReader,
-    conninfo: str,
+    source: str | SourceRows,
     config: PipelineConfig,
     location: LakeLocation,
     label: str,
 ) -> dict[str, int]:
-    """Assert lake == source and pyiceberg == Spark for every table; returns the row count per table."""
+    """Assert lake == source and pyiceberg == Spark for every table; returns the row count per table.
+    ``source`` is a PostgreSQL conninfo, or what reads another source's rows."""
     counts = {}
     for table in config.tables:
-        expected = normalized(source_rows(conninfo, table), table)
+        rows = source(table) if callable(source) else source_rows(source, table)
+        expected = normalized(rows, table)
         by_spark = normalized(spark_rows(spark, location, table), table)
         problems = differences(expected, by_spark, table)
         assert not problems, f"{label}: {table.name}: the lake differs from the source:\n  " + "\n  ".join(problems)

@@ -43,7 +43,7 @@ class _GlueArguments:
 
     @classmethod
     def from_sys_argv(cls, argv: Sequence[str]) -> Self:
-        return cls.from_options(_resolve_glue_arguments(argv, cls.required, cls.optional))
+        return cls.from_options(resolve_glue_arguments(argv, cls.required, cls.optional))
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> Self:
@@ -233,7 +233,7 @@ class MaintenanceOptions(_GlueArguments):
         )
 
 
-def _resolve_glue_arguments(argv: Sequence[str], required: Iterable[str], optional: Iterable[str]) -> dict[str, str]:
+def resolve_glue_arguments(argv: Sequence[str], required: Iterable[str], optional: Iterable[str]) -> dict[str, str]:
     """Glue's own resolution of ``argv``: the required arguments, and those optional ones that are present."""
     from awsglue.utils import getResolvedOptions
 

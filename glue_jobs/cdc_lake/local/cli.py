@@ -194,13 +194,19 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     )
 
 
+SOURCE_HELP = (
+    "PostgreSQL: a libpq URL or conninfo (password: PGPASSWORD, .pgpass); MySQL/MariaDB: "
+    "mysql://user@host:port/database (password: MYSQL_PWD)"
+)
+
+
 def _add_config_commands(commands: Any) -> None:
     check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
     _add_config(check)
     from_source = commands.add_parser(
-        "config-from-source", help="write the table configuration from a PostgreSQL source's catalog"
+        "config-from-source", help="write the table configuration from a PostgreSQL, MySQL or MariaDB source's catalog"
     )
-    from_source.add_argument("--source", required=True, help="libpq URL or conninfo (password: PGPASSWORD, .pgpass)")
+    from_source.add_argument("--source", required=True, help=SOURCE_HELP)
     from_source.add_argument("--schema", action="append", default=[], help="only this schema (repeatable)")
     from_source.add_argument("--table", action="append", default=[], help="only <schema>.<table> matching (glob)")
     from_source.add_argument("--format", choices=["csv", "parquet"], default="csv", help="the DMS target's format")
@@ -227,7 +233,7 @@ def _add_config_commands(commands: Any) -> None:
         "config-check-source", help="every difference between a table configuration and the live source"
     )
     _add_config(check_source)
-    check_source.add_argument("--source", required=True, help="libpq URL or conninfo (password: PGPASSWORD, .pgpass)")
+    check_source.add_argument("--source", required=True, help=SOURCE_HELP)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -391,25 +397,19 @@ def cmd_aws_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_config_from_source(args: argparse.Namespace) -> int:
-    from cdc_lake.local.source_catalog import (
-        POSTGRES_MAPPING,
-        STACK_DMS,
-        Origin,
-        config_text,
-        connect,
-        masked,
-        read_catalog,
-    )
+    from cdc_lake.ops.source_catalog import STACK_DMS, Origin, config_text, masked
+    from cdc_lake.ops.source_check import dialect
 
     if args.output is not None and args.output.exists() and not args.force:
         raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
-    with connect(args.source) as connection:
-        tables = read_catalog(connection, args.schema, args.table, args.format)
+    source = dialect(args.source)
+    with source.connect(args.source) as connection:
+        tables = source.read_catalog(connection, args.schema, args.table, args.format)
     if not tables:
         where = f"schema(s) {', '.join(args.schema)}" if args.schema else "any schema"
         matching = f" matching {', '.join(args.table)}" if args.table else ""
         raise CdcLakeError(f"no table in {where}{matching} at {masked(args.source)}; nothing was written")
-    origin = Origin(args.source, POSTGRES_MAPPING, {**STACK_DMS, "format": args.format}, args.database)
+    origin = Origin(args.source, source.mapping, {**STACK_DMS, "format": args.format}, args.database)
     return _write_config(args.output, config_text(tables, origin), tables, "without a primary key")
 
 
@@ -418,7 +418,7 @@ def cmd_config_from_files(args: argparse.Namespace) -> int:
     from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
     from cdc_lake.local.files_catalog import read_landing
     from cdc_lake.local.session import local_spark_session
-    from cdc_lake.local.source_catalog import Origin, config_text
+    from cdc_lake.ops.source_catalog import Origin, config_text
 
     if args.output is not None and args.output.exists() and not args.force:
         raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
@@ -466,12 +466,10 @@ def _write_config(output: Path | None, text: str, tables: Sequence[Any], keyless
 
 
 def cmd_config_check_source(args: argparse.Namespace) -> int:
-    from cdc_lake.local.source_catalog import connect, differences, read_catalog
+    from cdc_lake.ops.source_check import check_source
 
     config = _config(args)
-    with connect(args.source) as connection:
-        tables = read_catalog(connection, (), [t.name for t in config.tables], config.dms.format)
-    found = differences(config, tables)
+    _, found = check_source(config, args.source)
     for difference in found:
         print(difference)
     print(f"{len(config.tables)} table(s) checked: {len(found)} difference(s)")

@@ -22,7 +22,7 @@ from cdc_lake.core.dms_files import order_key_for
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.spark_types import config_type
-from cdc_lake.local.source_catalog import CatalogColumn, CatalogTable
+from cdc_lake.ops.source_catalog import CatalogColumn, CatalogTable
 
 HEADER_BYTES = 1 << 16
 CSV_TYPE_NOTE = "CSV files carry no types: set this column's type"

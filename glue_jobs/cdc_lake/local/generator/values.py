@@ -368,7 +368,7 @@ def double_text(value: float) -> str:
 
 _PLAIN_TEXT: dict[str, Callable[[Any], str]] = {
     "int": str,
-    "decimal": lambda value: format(value, "f"),
+    "decimal": lambda value: format(Decimal(value), "f"),  # an int stays exact (a BIGINT UNSIGNED source)
     "double": double_text,
     "float": real_text,
     "date": date.isoformat,

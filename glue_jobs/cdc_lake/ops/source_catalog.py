@@ -1,5 +1,7 @@
-"""The table configuration read from a PostgreSQL source's catalog (``cdc-lake config-from-source``), and the
-differences between a configuration and the live source (``cdc-lake config-check-source``).
+"""The table configuration read from a source's catalog (``cdc-lake config-from-source``), and the
+differences between a configuration and the live source (``cdc-lake config-check-source``). This module reads
+PostgreSQL; ``mysql_catalog`` reads MySQL and MariaDB into the same ``CatalogTable``, and ``source_check`` chooses
+between them by the source's URL.
 
 Each column gets the type DMS's PostgreSQL mapping gives it (docs/source-types.md): integers, exact numerics
 up to precision 38, floats, booleans, dates and timestamps keep their kind; everything DMS writes as text
@@ -234,6 +236,8 @@ def config_text(tables: Sequence[CatalogTable], origin: Origin) -> str:
 
 
 POSTGRES_MAPPING = "Types follow DMS's PostgreSQL mapping (docs/source-types.md)."
+
+
 STACK_DMS = {"format": "csv", "bucket_folder": "dms", "timestamp_column": "dms_timestamp"}
 
 

@@ -1,0 +1,157 @@
+"""A throwaway MariaDB server for tests: a new data folder, loopback only, a free port, the binary log in row
+format with full row images and full row metadata (what DMS requires of a MySQL-compatible source).
+
+mariadbd refuses to run as root: as root, it runs as the ``mysql`` user the Debian package creates
+(``--user=mysql``), in a folder chowned to it; otherwise as the current user.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pymysql
+import pymysql.cursors
+
+from cdc_lake.core.config import TableSpec
+from cdc_lake.ops import mysql_catalog
+from tests.pg.checks import Row, SourceRows
+from tests.pg.cluster import free_port
+
+USER = "cdc_lake"  # created with every privilege on 127.0.0.1; root stays on the socket
+
+
+def find_mariadbd() -> Path | None:
+    for candidate in (shutil.which("mariadbd"), "/usr/sbin/mariadbd"):
+        if candidate and Path(candidate).exists():
+            return Path(candidate)
+    return None
+
+
+@dataclass
+class Server:
+    mariadbd: Path
+    folder: Path
+    port: int
+    os_user: str
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket(self) -> str:
+        return str(self.folder / "mysqld.sock")
+
+    def url(self, database: str) -> str:
+        return f"mysql://{USER}@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        data = self.folder / "data"
+        install = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+        install_args = ["--no-defaults", f"--datadir={data}", f"--user={self.os_user}", "--skip-test-db"]
+        install_args.append("--auth-root-authentication-method=normal")  # root on the socket, no password
+        done = subprocess.run([install, *install_args], check=False, capture_output=True, text=True, timeout=180)
+        if done.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        settings = {
+            "datadir": str(data),
+            "user": self.os_user,
+            "bind-address": "127.0.0.1",
+            "port": str(self.port),
+            "socket": self.socket,
+            "pid-file": str(self.folder / "mysqld.pid"),
+            # what DMS requires of a MySQL source's binary log
+            "log-bin": "binlog",
+            "server-id": "1",
+            "binlog-format": "ROW",
+            "binlog-row-image": "FULL",
+            "binlog-row-metadata": "FULL",
+            "default-time-zone": "+00:00",
+            "character-set-server": "utf8mb4",
+            "collation-server": "utf8mb4_bin",
+            # a throwaway server: durability buys nothing
+            "innodb-flush-log-at-trx-commit": "0",
+            "sync-binlog": "0",
+            "innodb-buffer-pool-size": "64M",
+        }
+        arguments = ["--no-defaults", *(f"--{name}={value}" for name, value in settings.items()), "--skip-name-resolve"]
+        with (self.folder / "server.log").open("wb") as log:
+            self.process = subprocess.Popen([str(self.mariadbd), *arguments], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                root = pymysql.connect(unix_socket=self.socket, user="root", autocommit=True)
+                break
+            except pymysql.err.OperationalError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    tail = (self.folder / "server.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"mariadbd did not start:\n{tail}") from None
+                time.sleep(0.2)
+        with root.cursor() as cursor:
+            cursor.execute(f"CREATE USER '{USER}'@'127.0.0.1'")
+            cursor.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'127.0.0.1' WITH GRANT OPTION")
+        root.close()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def new_server(mariadbd: Path) -> Server:
+    folder = Path(tempfile.mkdtemp(prefix="cdc-lake-mariadb-"))
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    if os.geteuid() == 0:
+        try:
+            server = pwd.getpwnam("mysql")
+        except KeyError:
+            raise RuntimeError(
+                "mariadbd refuses to run as root and there is no 'mysql' user: install Debian's mariadb-server "
+                "package (make setup) or run the tests as another user"
+            ) from None
+        os.chown(folder, server.pw_uid, server.pw_gid)
+        user = "mysql"
+    return Server(mariadbd=mariadbd, folder=folder, port=free_port(), os_user=user)
+
+
+def execute(url: str, *statements: str) -> None:
+    """Run statements on the server at ``url`` (``mysql://user@host:port/database``), each committed."""
+    parts = urlsplit(url)
+    connection = pymysql.connect(
+        host=parts.hostname, port=parts.port or 3306, user=parts.username or "", autocommit=True,
+        database=parts.path.lstrip("/") or None, init_command="SET time_zone = '+00:00'",
+    )  # fmt: skip
+    with connection, connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def create_database(server: Server, *names: str) -> str:
+    """Fresh databases (MySQL's schemas) ``names``; the URL of the first."""
+    for name in names:
+        execute(server.url(""), f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`")
+    return server.url(names[0])
+
+
+def source_rows(url: str) -> SourceRows:
+    """``SELECT *`` of a table in the lake's types: an unsigned BIGINT's int as the decimal(20,0) it becomes."""
+
+    def rows(table: TableSpec) -> list[Row]:
+        decimals = {c.name for c in table.columns if c.type.startswith("decimal")}
+        connection = mysql_catalog.connect(url)
+        with connection, connection.cursor(pymysql.cursors.DictCursor) as cursor:
+            schema, name = table.name.split(".", 1)
+            cursor.execute(f"SELECT * FROM `{schema}`.`{name}`")
+            found = cursor.fetchall()
+        return [{k: Decimal(v) if k in decimals and isinstance(v, int) else v for k, v in r.items()} for r in found]
+
+    return rows

@@ -1,0 +1,148 @@
+"""``config-from-source`` and ``config-check-source`` against a real MariaDB: every common type mapped as DMS's
+MySQL mapping writes it, the configuration it writes replicated exactly through the binary log, and each
+difference with a changed source found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc_lake.core.config import load_config
+from cdc_lake.local.mysql_capture import MysqlCapture
+from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from tests.conftest import cli
+from tests.mariadb.server import Server, create_database, execute, source_rows
+from tests.pg.checks import check_tables, hadoop_reader
+from tests.pg.test_real_source import newest_per_table
+
+pytestmark = pytest.mark.mariadb
+
+TYPED = (
+    "CREATE TABLE typed (id bigint PRIMARY KEY, tiny tinyint NOT NULL, flag boolean, small smallint, "
+    "medium mediumint, i int, u_tiny tinyint unsigned, u_small smallint unsigned, u_medium mediumint unsigned, "
+    "u_int int unsigned, u_big bigint unsigned, price decimal(12,2), huge decimal(50,10), r float, d double, "
+    "name varchar(40), code char(3), body text, long_body longtext, day date, at datetime(6), "
+    "stamp timestamp(3) NULL, yr year, t time, e enum('ok','sad'), s set('a','b'), doc json, bits bit(3), "
+    "blob_col blob, bin varbinary(8))",
+    "CREATE TABLE orders (order_id int, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
+    "CREATE TABLE log (msg text)",
+)
+
+
+def _typed_source(server: Server, name: str) -> str:
+    url = create_database(server, name, f"{name}_other")
+    execute(url, *TYPED)
+    execute(server.url(f"{name}_other"), "CREATE TABLE x (id int PRIMARY KEY)")
+    return url
+
+
+def test_config_from_source_maps_each_type_as_dms_writes_it(mariadb: Server, tmp_path: Path, capsys) -> None:
+    url = _typed_source(mariadb, "shop")
+    out = tmp_path / "tables.yaml"
+    code, printed = cli(capsys, "config-from-source", "--source", url, "--schema", "shop", "-o", out)
+    assert code == 0, printed
+    assert f"{out}: 2 table(s); 1 without a primary key listed in a comment" in printed
+    text = out.read_text()
+    assert "DMS's MySQL mapping" in text
+    config = load_config(out)
+    assert [t.name for t in config.tables] == ["shop.orders", "shop.typed"]
+    orders, typed = config.tables
+    assert orders.primary_key == ["order_id", "line"]
+    assert [(c.name, c.nullable) for c in orders.columns] == [("order_id", False), ("line", False), ("qty", False)]
+    assert {c.name: c.type for c in typed.columns} == {
+        "id": "bigint", "tiny": "tinyint", "flag": "tinyint", "small": "smallint", "medium": "int", "i": "int",
+        "u_tiny": "smallint", "u_small": "int", "u_medium": "int", "u_int": "bigint", "u_big": "decimal(20,0)",
+        "price": "decimal(12,2)", "huge": "string", "r": "float", "d": "double", "name": "string", "code": "string",
+        "body": "string", "long_body": "string", "day": "date", "at": "timestamp", "stamp": "timestamp",
+        "yr": "smallint", "t": "string", "e": "string", "s": "string", "doc": "string", "bits": "string",
+        "blob_col": "string", "bin": "string",
+    }  # fmt: skip
+    for name, note in [("huge", "above precision 38"), ("flag", "BOOLEAN is TINYINT(1)"), ("t", "TIME as text"),
+                       ("e", "enum"), ("s", "SET"), ("bits", "BIT"), ("blob_col", "binary data")]:  # fmt: skip
+        [line] = [line for line in text.splitlines() if f'"name": "{name}"' in line]
+        assert note in line.split("#", 1)[1], line
+    assert "#   shop.log" in text and "shop_other.x" not in text
+
+    # Parquet keeps binary columns binary.
+    code, printed = cli(capsys, "config-from-source", "--source", url, "--table", "shop.typed", "--format", "parquet")
+    assert code == 0 and '{"name": "bin", "type": "binary"}' in printed, printed
+    code, printed = cli(capsys, "config-from-source", "--source", url, "--schema", "nope", "-o", tmp_path / "n")
+    assert code == 2 and "no table in schema(s) nope" in printed and not (tmp_path / "n").exists()
+
+
+def test_an_unreachable_source_is_named_without_its_password(tmp_path: Path, capsys) -> None:
+    url = "mysql://reader:s3cret@127.0.0.1:1/shop"
+    code, printed = cli(capsys, "config-from-source", "--source", url, "-o", tmp_path / "t.yaml")
+    assert code == 2 and "cannot connect to the source mysql://reader:***@127.0.0.1:1/shop" in printed, printed
+    assert "s3cret" not in printed and not (tmp_path / "t.yaml").exists()
+
+
+def test_config_check_source_finds_each_difference(mariadb: Server, tmp_path: Path, capsys) -> None:
+    url = _typed_source(mariadb, "check")
+    out = tmp_path / "tables.yaml"
+    assert cli(capsys, "config-from-source", "--source", url, "--schema", "check", "-o", out)[0] == 0
+    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", url)
+    assert code == 0 and "2 table(s) checked: 0 difference(s)" in printed, printed
+    execute(
+        url,
+        "ALTER TABLE typed ADD COLUMN note text",
+        "ALTER TABLE typed DROP COLUMN body",
+        "ALTER TABLE typed MODIFY i bigint",
+        "ALTER TABLE orders DROP PRIMARY KEY, ADD PRIMARY KEY (order_id)",
+    )
+    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", url)
+    assert code == 1, printed
+    assert (
+        "check.typed: column-added: note text (add it at the end of columns as {name: note, type: string})" in printed
+    )
+    assert "check.typed: column-dropped: body (mark it dropped: true)" in printed
+    assert "check.typed: type-changed: i: source bigint(20) (bigint), configured int" in printed
+    assert "check.orders: key-changed: source ['order_id'], configured ['order_id', 'line']" in printed
+    assert "2 table(s) checked: 4 difference(s)" in printed
+
+
+@pytest.mark.spark
+def test_the_written_configuration_replicates_every_type_exactly(
+    spark: SparkSession, mariadb: Server, warehouse: Path, database: str, tmp_path: Path, capsys
+) -> None:
+    url = create_database(mariadb, "kinds_db")
+    execute(
+        url,
+        "CREATE TABLE kinds (id bigint PRIMARY KEY, tiny tinyint, flag boolean, small smallint, medium mediumint, "
+        "i int, u_tiny tinyint unsigned, u_small smallint unsigned, u_int int unsigned, u_big bigint unsigned, "
+        "price decimal(12,2), r float, d double, name varchar(40), code char(3), body text, day date, "
+        "at datetime(6), stamp timestamp(6) NULL, yr year)",
+        "INSERT INTO kinds VALUES (1, -128, true, -32768, -8388608, 2147483647, 255, 65535, 4294967295, "
+        "18446744073709551615, -9999999999.99, 3.25, 1e-300, 'a, \"b\"', 'xy', 'multi\\nline é', '1000-01-01', "
+        "'2025-03-01 12:00:00.123456', '2025-03-01 12:00:00.5', 2155), "
+        "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL, "
+        "NULL, NULL)",
+    )
+    written = tmp_path / "tables.yaml"
+    assert (
+        cli(
+            capsys, "config-from-source", "--source", url, "--schema", "kinds_db", "-o", written, "--database", database
+        )[0]
+        == 0
+    )
+    config = load_config(written)
+    landing = tmp_path / "landing"
+    capture = MysqlCapture(url, config, landing, files_per_round=1)
+    try:
+        keys = capture.start()
+        execute(
+            url,
+            "UPDATE kinds SET name = 'changed', price = 0.01, r = 0.1, flag = false WHERE id = 1",
+            "INSERT INTO kinds (id, small, body, u_big) VALUES (3, 7, 'new', 9223372036854775808)",
+            "DELETE FROM kinds WHERE id = 2",
+        )
+        keys += capture.capture()
+    finally:
+        capture.close()
+    pipeline = LocalPipeline(config, landing, spark, database=database)
+    runs = pipeline.deliver(newest_per_table(keys, config))
+    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+    counts = check_tables(spark, hadoop_reader(warehouse), source_rows(url), config, pipeline.location, "mariadb")
+    assert counts == {"kinds_db.kinds": 2}
