@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench synth clean
+.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-config synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ format: setup ## apply ruff's formatting and safe fixes
 
 bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths
 	$(PY) -m bench.run
+
+bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
+	$(PY) -m bench.catalog
 
 synth: setup ## synthesize offline into cdk.out; required values not in cdk.json get placeholders (check only)
 	npx cdk synth --quiet -c exampleValues=true

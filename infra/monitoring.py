@@ -29,6 +29,7 @@ from cdc_lake.core.names import (
     METRICS_NAMESPACE,
     PIPELINE_DIMENSION,
     ROWS_APPLIED_METRIC,
+    SOURCE_DIFFERENCES_METRIC,
     TABLE_FAILURES_METRIC,
     TRIGGER_SERVICE_NAME,
     UNKNOWN_TABLE_OBJECTS_METRIC,
@@ -125,6 +126,14 @@ class Monitoring(Construct):
                 period=ALARM_PERIOD,
             ),
         )
+        self.source_differences_alarm = self._alarm(
+            "SourceDifferences",
+            "The source-check job found the table configuration differs from the source's catalog: a column added "
+            "or dropped, a type or key changed, or a table missing. The job's log names each (SOURCE DIFFERENCE); "
+            "`cdc-lake config-check-source` shows them from a laptop. Update the configuration "
+            "(docs/schema-changes.md) and `cdk deploy`",
+            _pipeline_metric(config, SOURCE_DIFFERENCES_METRIC, "Maximum"),
+        )
         alarms = (
             self.failure_queue_alarm,
             self.lambda_errors_alarm,
@@ -132,6 +141,7 @@ class Monitoring(Construct):
             self.table_failures_alarm,
             self.input_notices_alarm,
             self.unknown_table_alarm,
+            self.source_differences_alarm,
         )
         action = cloudwatch_actions.SnsAction(self.topic)
         for alarm in alarms:

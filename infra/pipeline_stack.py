@@ -14,6 +14,7 @@ from infra.deployment import Deployment
 from infra.dms import DmsReplication
 from infra.glue import GlueJobs
 from infra.monitoring import Monitoring, Watched
+from infra.source_check import SourceCheck
 from infra.storage import Storage
 from infra.trigger import DmsTrigger
 
@@ -30,7 +31,9 @@ class PipelineStack(Stack):
         self.dms = DmsReplication(self, "Dms", deployment=deployment, raw_bucket=self.storage.raw)
         self.glue = GlueJobs(self, "Glue", deployment=deployment, storage=self.storage, key=self.key)
         self.trigger = DmsTrigger(self, "Trigger", deployment=deployment, raw_bucket=self.storage.raw, jobs=self.glue)
-        watched = Watched([job.ref for job in self.glue.jobs], self.trigger.failure_queue, self.trigger.function)
+        self.source_check = SourceCheck(self, "SourceCheck", deployment=deployment, jobs=self.glue, key=self.key)
+        jobs = [*self.glue.jobs, self.source_check.job]
+        watched = Watched([job.ref for job in jobs], self.trigger.failure_queue, self.trigger.function)
         self.monitoring = Monitoring(self, "Monitoring", deployment=deployment, key=self.key, watched=watched)
         self._acknowledge_cdk_internals()
 

@@ -41,10 +41,14 @@ RAW_RETENTION_DAYS = "rawRetentionDays"
 POWERTOOLS_LAYER_VERSION = "powertoolsLayerVersion"
 MAINTENANCE_SCHEDULE = "maintenanceSchedule"
 MAINTENANCE_ENABLED = "maintenanceEnabled"
+SOURCE_CHECK_SCHEDULE = "sourceCheckSchedule"
+SOURCE_CHECK_ENABLED = "sourceCheckEnabled"
 EXAMPLE_VALUES = "exampleValues"
 
 # Daily at 03:30 UTC. Glue schedules are six-field cron expressions (no rate()), always in UTC.
 DEFAULT_MAINTENANCE_SCHEDULE = "cron(30 3 * * ? *)"
+# Daily at 03:00 UTC: the configuration checked against the source's catalog before the day's changes pile up.
+DEFAULT_SOURCE_CHECK_SCHEDULE = "cron(0 3 * * ? *)"
 
 REQUIRED_KEYS = (VPC_ID, SUBNET_IDS, SOURCE_ENGINE, SOURCE_SECRET_ARN)
 
@@ -100,6 +104,8 @@ class DeploySettings:
     powertools_layer_version: int = 38
     maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE
     maintenance_enabled: bool = True
+    source_check_schedule: str = DEFAULT_SOURCE_CHECK_SCHEDULE
+    source_check_enabled: bool = True
     # Context keys that exampleValues=true filled with placeholders; empty for a deployable synth.
     example_values: tuple[str, ...] = ()
 
@@ -139,6 +145,8 @@ class DeploySettings:
             powertools_layer_version=reader.integer(POWERTOOLS_LAYER_VERSION, 38, 1, 10_000),
             maintenance_schedule=reader.pattern(MAINTENANCE_SCHEDULE, _GLUE_CRON) or DEFAULT_MAINTENANCE_SCHEDULE,
             maintenance_enabled=reader.boolean(MAINTENANCE_ENABLED, default=True),
+            source_check_schedule=reader.pattern(SOURCE_CHECK_SCHEDULE, _GLUE_CRON) or DEFAULT_SOURCE_CHECK_SCHEDULE,
+            source_check_enabled=reader.boolean(SOURCE_CHECK_ENABLED, default=True),
             example_values=example_values,
         )
         if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):

@@ -4,6 +4,7 @@ deployed jobs configure it), a fresh lake database per test, and helpers to land
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import uuid
 from collections.abc import Iterator
@@ -220,3 +221,38 @@ def lake(request: pytest.FixtureRequest, spark: Any, database: str, landing: Pat
 
 # The test once on each lake path: the Hadoop catalog, and the Glue catalog + S3 as deployed.
 on_both_paths = pytest.mark.parametrize("lake", LAKE_PATHS, indirect=True)
+
+
+@dataclass(frozen=True)
+class SourceCheckRun:
+    differences: list[Any]  # cdc_lake.ops.source_catalog.Difference
+    metric: list[float]  # the SourceDifferences values put
+
+
+def run_source_check_job(config_file: Path, secret: dict[str, Any], engine: str, database: str = "") -> SourceCheckRun:
+    """The source-check Glue job's code with its clients on moto: the configuration in S3, the source's
+    connection details in a Secrets Manager secret as RDS writes them."""
+    import json
+
+    import boto3
+    from moto import mock_aws
+
+    from cdc_lake.core.names import METRICS_NAMESPACE, SOURCE_DIFFERENCES_METRIC
+    from cdc_lake.ops.source_check import run_source_check
+
+    options = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    with mock_aws():
+        s3, secrets, cloudwatch = (boto3.client(n, **options) for n in ("s3", "secretsmanager", "cloudwatch"))
+        s3.create_bucket(Bucket="assets")
+        s3.put_object(Bucket="assets", Key="tables.yaml", Body=config_file.read_bytes())
+        arn = secrets.create_secret(Name="cdc-lake/source", SecretString=json.dumps(secret))["ARN"]
+        arguments = {"--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": engine}
+        if database:
+            arguments["--source_database"] = database
+        found = run_source_check(arguments, secrets, cloudwatch, s3)
+        stats = cloudwatch.get_metric_statistics(
+            Namespace=METRICS_NAMESPACE, MetricName=SOURCE_DIFFERENCES_METRIC,
+            Dimensions=[{"Name": "Pipeline", "Value": "cdc_lake"}],
+            StartTime=dt.datetime(2000, 1, 1), EndTime=dt.datetime(2100, 1, 1), Period=60, Statistics=["Maximum"],
+        )  # fmt: skip
+    return SourceCheckRun(found, [p["Maximum"] for p in stats["Datapoints"]])

@@ -124,7 +124,7 @@ def test_no_endpoint_reaches_the_deployed_template(variant: tuple[Synthesized, D
 
 def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, DeployedStack]) -> None:
     _synth, stack = variant
-    assert set(stack.jobs) == {"full_load", "cdc_replay", "maintenance"}
+    assert set(stack.jobs) == {"full_load", "cdc_replay", "maintenance", "source_check"}
     for kind, job in stack.jobs.items():
         assert job.kind == kind
         assert job.script_path.is_file(), job.script_path
@@ -133,7 +133,7 @@ def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, Deploye
         assert re.fullmatch(rf"s3://{ASSETS_BUCKET}/[0-9a-f]{{64}}\.py", job.command.script_location)
         assert stack.asset_at(job.command.script_location).source_path == job.script_path
     scripts = {job.script_path for job in stack.jobs.values()}
-    assert len(scripts) == 3
+    assert len(scripts) == 4
 
 
 def test_config_uri_is_the_published_table_configuration(variant: tuple[Synthesized, DeployedStack]) -> None:
@@ -159,7 +159,9 @@ def test_warehouse_is_in_the_lake_bucket_and_the_spark_conf_matches(variant: tup
     synth, stack = variant
     assert stack.lake_bucket != stack.raw_bucket
     assert stack.lake_bucket in stack.buckets.values()
-    for kind, job in stack.jobs.items():
+    lake_jobs = {kind: job for kind, job in stack.jobs.items() if kind != "source_check"}  # it never reads the lake
+    assert "--warehouse" not in stack.jobs["source_check"].default_arguments
+    for kind, job in lake_jobs.items():
         arguments = stack.job_arguments(kind)
         warehouse = arguments["--warehouse"]
         assert warehouse == f"s3://{stack.lake_bucket}/{WAREHOUSE_PREFIX}"
@@ -225,6 +227,7 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         "full_load": f"{prefix}-full-load",
         "cdc_replay": f"{prefix}-cdc-replay",
         "maintenance": f"{prefix}-maintenance",
+        "source_check": f"{prefix}-source-check",
     }
     for job in stack.jobs.values():
         raw = synth.json["Resources"][job.logical_id]["Properties"]
@@ -238,7 +241,8 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         assert job.command.name == "glueetl"
         assert job.command.python_version == "3"
         assert job.security_configuration == f"{prefix}-glue"
-        assert re.fullmatch(rf"arn:aws:iam::{ACCOUNT}:role/{stack.stack_name}-GlueJobRole[0-9A-F]{{8}}", job.role)
+        role = "SourceCheckRole" if job.kind == "source_check" else "GlueJobRole"  # it has a role of its own
+        assert re.fullmatch(rf"arn:aws:iam::{ACCOUNT}:role/{stack.stack_name}-{role}[0-9A-F]{{8}}", job.role)
         assert job.non_overridable_arguments == {}
         assert stack.job(job.name) is job
         assert stack.job(job.logical_id) is job

@@ -32,6 +32,12 @@ def glue_policy_statements(synth: Synthesized) -> dict[str, dict[str, Any]]:
     return {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
 
 
+def maintenance_triggers(synth: Synthesized) -> dict[str, Any]:
+    maintenance = {"Ref": synth.logical_id(synth.stack.glue.maintenance)}
+    triggers = resources_of_type(synth, "AWS::Glue::Trigger")
+    return {k: t for k, t in triggers.items() if t["Properties"]["Actions"][0]["JobName"] == maintenance}
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
@@ -75,7 +81,7 @@ def test_maintenance_defaults_are_the_stack_defaults_plus_action_and_retention(d
 
 def test_scheduled_trigger_runs_all_actions_daily(demo: Synthesized) -> None:
     maintenance = demo.logical_id(demo.stack.glue.maintenance)
-    _id, trigger = only(resources_of_type(demo, "AWS::Glue::Trigger"))
+    _id, trigger = only(maintenance_triggers(demo))
     assert trigger["Properties"] == {
         "Name": "cdclake-maintenance-schedule",
         "Description": "Scheduled maintenance of every configured lake table (UTC)",
@@ -102,7 +108,7 @@ def test_schedule_comes_from_context(parquet: Synthesized) -> None:
 
 
 def test_disabled_maintenance_keeps_the_job_but_has_no_trigger(disabled: Synthesized) -> None:
-    assert resources_of_type(disabled, "AWS::Glue::Trigger") == {}
+    assert maintenance_triggers(disabled) == {}
     assert disabled.stack.glue.maintenance_trigger is None
     maintenance = disabled.logical_id(disabled.stack.glue.maintenance)
     assert job_properties(disabled, disabled.stack.glue.maintenance)["Name"] == "cdclake-maintenance"

@@ -58,6 +58,8 @@ def ids(demo: Synthesized) -> dict[str, str]:
         "key": demo.logical_id(stack.key),
         "target_role": demo.logical_id(stack.dms.target_role),
         "dms_sg": demo.logical_id(stack.dms.security_group),
+        "source_check": demo.logical_id(stack.source_check.job),
+        "source_check_sg": demo.logical_id(stack.source_check.security_group),
         "security_configuration": demo.logical_id(stack.glue.security_configuration),
     }
 
@@ -209,9 +211,10 @@ def test_source_endpoint_uses_the_secret_and_requires_ssl(demo: Synthesized) -> 
             "Password": Match.absent(),
         },
     )
+    # DMS's endpoint role and the source check's job role read the secret, and only it.
     secret_reads = [s for s in statements(demo) if "secretsmanager:GetSecretValue" in actions(s)]
-    assert len(secret_reads) == 1
-    assert secret_reads[0]["Resource"] == SECRET_ARN
+    assert len(secret_reads) == 2
+    assert [s["Resource"] for s in secret_reads] == [SECRET_ARN, SECRET_ARN]
 
 
 def test_replication_instance_is_private_in_the_subnet_group(demo: Synthesized) -> None:
@@ -261,13 +264,19 @@ def test_dms_target_role_is_limited_to_the_raw_bucket_folder(demo: Synthesized) 
 
 
 def test_dms_security_group_has_no_ingress_and_nothing_is_open_to_the_world(demo: Synthesized) -> None:
-    _id, group = only(resources_of_type(demo, "AWS::EC2::SecurityGroup"))
+    names = ids(demo)
+    groups = resources_of_type(demo, "AWS::EC2::SecurityGroup")
+    assert set(groups) == {names["dms_sg"], names["source_check_sg"]}
+    group = groups[names["dms_sg"]]
     assert "SecurityGroupIngress" not in group["Properties"]
     assert [(rule["FromPort"], rule["ToPort"]) for rule in group["Properties"]["SecurityGroupEgress"]] == [
         (443, 443),
         (3306, 3306),
     ]
-    assert resources_of_type(demo, "AWS::EC2::SecurityGroupIngress") == {}
+    # The one ingress rule: the source check's Glue workers reach each other (Glue requires it), nobody else.
+    _id, ingress = only(resources_of_type(demo, "AWS::EC2::SecurityGroupIngress"))
+    own = {"Fn::GetAtt": [names["source_check_sg"], "GroupId"]}
+    assert (ingress["Properties"]["GroupId"], ingress["Properties"]["SourceSecurityGroupId"]) == (own, own)
     assert "0.0.0.0/0" not in json.dumps(
         [
             g["Properties"].get("SecurityGroupIngress", [])
@@ -287,6 +296,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         "cdclake-cdc-replay",
         "cdclake-full-load",
         "cdclake-maintenance",
+        "cdclake-source-check",
     ]
     for job in jobs.values():
         props = job["Properties"]
@@ -297,6 +307,9 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         assert props["JobRunQueuingEnabled"] is True
         assert props["SecurityConfiguration"] == {"Ref": names["security_configuration"]}
         arguments = render(props["DefaultArguments"])
+        if props["Name"] == "cdclake-source-check":  # reads the source's catalog, never the lake
+            assert "--conf" not in arguments and "--datalake-formats" not in arguments
+            continue
         assert arguments["--datalake-formats"] == "iceberg"
         assert arguments["--conf"] == (
             "spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -330,7 +343,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
     for props in (full_load, cdc_replay):
         assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
     scripts = [job["Properties"]["Command"]["ScriptLocation"] for job in jobs.values()]
-    assert len(set(map(str, scripts))) == 3
+    assert len(set(map(str, scripts))) == 4
 
 
 def test_glue_security_configuration_encrypts_logs_and_bookmarks(demo: Synthesized) -> None:
@@ -480,7 +493,7 @@ def test_failure_queue_is_encrypted_and_tls_only(demo: Synthesized) -> None:
 def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: Synthesized) -> None:
     names = ids(demo)
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 6  # and four on the pipeline's own metrics (test_runs.py)
+    assert len(alarms) == 7  # and five on the pipeline's own metrics (test_runs.py, test_source_check.py)
     by_metric = {a["Properties"]["MetricName"]: a["Properties"] for a in alarms.values()}
     queue_alarm = by_metric["ApproximateNumberOfMessagesVisible"]
     assert queue_alarm["Namespace"] == "AWS/SQS"
@@ -494,7 +507,7 @@ def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: 
         assert alarm["AlarmActions"] == [{"Ref": names["topic"]}]
 
 
-def test_failed_glue_runs_of_all_three_jobs_go_to_the_encrypted_topic(demo: Synthesized) -> None:
+def test_failed_glue_runs_of_every_job_go_to_the_encrypted_topic(demo: Synthesized) -> None:
     names = ids(demo)
     demo.template.has_resource_properties(
         "AWS::Events::Rule",
@@ -507,6 +520,7 @@ def test_failed_glue_runs_of_all_three_jobs_go_to_the_encrypted_topic(demo: Synt
                         {"Ref": names["full_load"]},
                         {"Ref": names["cdc_replay"]},
                         {"Ref": names["maintenance"]},
+                        {"Ref": names["source_check"]},
                     ],
                     "state": ["FAILED", "TIMEOUT", "ERROR"],
                 },
@@ -583,4 +597,4 @@ def test_dashboard_draws_the_pipeline_from_the_metrics_it_alarms_on(demo: Synthe
     ]
     assert metric_names("Job runs and trigger") == ["TriggeredRules", "Errors", "ApproximateNumberOfMessagesVisible"]
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 6
+    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 7

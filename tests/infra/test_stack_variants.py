@@ -138,8 +138,14 @@ def test_postgres_source_with_database_name_and_secret(parquet: Synthesized) -> 
 def test_source_security_group_admits_dms_only_on_the_database_port(
     parquet: Synthesized, names: dict[str, str]
 ) -> None:
-    _id, ingress = only(of_type(parquet, "AWS::EC2::SecurityGroupIngress"))
-    assert ingress["Properties"] == {
+    into_source = {
+        r["Properties"]["SourceSecurityGroupId"]["Fn::GetAtt"][0]: r["Properties"]
+        for r in of_type(parquet, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == SOURCE_SECURITY_GROUP
+    }
+    check_group = parquet.logical_id(parquet.stack.source_check.security_group)
+    assert set(into_source) == {names["dms_sg"], check_group}  # DMS, and the source check's catalog reads
+    assert into_source[names["dms_sg"]] == {
         "GroupId": SOURCE_SECURITY_GROUP,
         "IpProtocol": "tcp",
         "FromPort": 5432,
@@ -147,7 +153,8 @@ def test_source_security_group_admits_dms_only_on_the_database_port(
         "SourceSecurityGroupId": {"Fn::GetAtt": [names["dms_sg"], "GroupId"]},
         "Description": "cdc-lake DMS replication reads the source database",
     }
-    _id, group = only(of_type(parquet, "AWS::EC2::SecurityGroup"))
+    assert (into_source[check_group]["FromPort"], into_source[check_group]["ToPort"]) == (5432, 5432)
+    group = of_type(parquet, "AWS::EC2::SecurityGroup")[names["dms_sg"]]
     assert [rule["FromPort"] for rule in group["Properties"]["SecurityGroupEgress"]] == [443]
     parquet.template.has_resource_properties(
         "AWS::EC2::SecurityGroupEgress",
@@ -196,5 +203,5 @@ def test_alarm_email_subscribes_to_the_topic(parquet: Synthesized) -> None:
 
 def test_names_follow_the_stack_name(parquet: Synthesized) -> None:
     jobs = sorted(job["Properties"]["Name"] for job in of_type(parquet, "AWS::Glue::Job").values())
-    assert jobs == ["saleslake-cdc-replay", "saleslake-full-load", "saleslake-maintenance"]
+    assert jobs == ["saleslake-cdc-replay", "saleslake-full-load", "saleslake-maintenance", "saleslake-source-check"]
     assert "ReplicationConfigArn" in parquet.json["Outputs"]

@@ -10,9 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import load_config
+from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import cli
+from tests.conftest import cli, run_source_check_job
 from tests.mariadb.server import Server, create_database, execute, source_rows
 from tests.pg.checks import check_tables, hadoop_reader
 from tests.pg.test_real_source import newest_per_table
@@ -146,3 +147,32 @@ def test_the_written_configuration_replicates_every_type_exactly(
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     counts = check_tables(spark, hadoop_reader(warehouse), source_rows(url), config, pipeline.location, "mariadb")
     assert counts == {"kinds_db.kinds": 2}
+
+
+def test_the_scheduled_check_reads_the_dms_secret_and_puts_the_differences(
+    mariadb: Server, tmp_path: Path, capsys, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = _typed_source(mariadb, "nightly")
+    out = tmp_path / "tables.yaml"
+    assert cli(capsys, "config-from-source", "--source", url, "--schema", "nightly", "-o", out)[0] == 0
+    password = "p@ss:w/rd%é"  # every character a URL must escape
+    execute(
+        url,
+        f"CREATE USER 'checker'@'127.0.0.1' IDENTIFIED BY '{password}'",
+        "GRANT SELECT ON nightly.* TO 'checker'@'127.0.0.1'",  # a catalog read needs no more
+    )
+    secret = {"host": "127.0.0.1", "port": mariadb.port, "username": "checker", "password": password}
+    clean = run_source_check_job(out, secret, "mysql")
+    assert (clean.differences, clean.metric) == ([], [0.0])
+
+    execute(url, "ALTER TABLE typed ADD COLUMN note text", "ALTER TABLE orders DROP COLUMN qty")
+    caplog.set_level("INFO", logger="cdc_lake.ops.source_check")
+    changed = run_source_check_job(out, secret, "aurora")
+    assert sorted(str(d) for d in changed.differences) == [
+        "nightly.orders: column-dropped: qty (mark it dropped: true)",
+        "nightly.typed: column-added: note text (add it at the end of columns as {name: note, type: string})",
+    ]
+    assert changed.metric == [2.0]
+    assert "SOURCE DIFFERENCE nightly.typed: column-added" in caplog.text and password not in caplog.text
+    with pytest.raises(CdcLakeError, match=r"cannot connect to the source mysql://checker:\*\*\*@127\.0\.0\.1"):
+        run_source_check_job(out, {**secret, "password": "wrong"}, "mysql")

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import load_config
 from cdc_lake.local.pg_capture import PgCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import cli
+from tests.conftest import cli, run_source_check_job
 from tests.pg.checks import check_tables, hadoop_reader
 from tests.pg.cluster import Cluster
 from tests.pg.test_real_source import create_database, newest_per_table
@@ -139,3 +139,22 @@ def test_the_written_configuration_replicates_every_type_exactly(
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     counts = check_tables(spark, hadoop_reader(warehouse), conninfo, config, pipeline.location, "config-from-source")
     assert counts == {"public.kinds": 2}
+
+
+def test_the_scheduled_check_reaches_postgres_through_the_dms_secret(postgres: Cluster, tmp_path: Path, capsys) -> None:
+    conninfo = create_database(postgres, "config_scheduled")
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute(TYPED)
+    out = tmp_path / "tables.yaml"
+    assert cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)[0] == 0
+    # The secret as RDS writes it names another database: the stack's sourceDatabase (DMS's) wins.
+    secret = {"host": "127.0.0.1", "port": postgres.port, "username": postgres.user, "password": "unused:/@",
+              "dbname": "postgres"}  # fmt: skip
+    assert run_source_check_job(out, secret, "postgres", "config_scheduled").metric == [0.0]
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute("ALTER TABLE shop.orders ALTER COLUMN qty TYPE numeric(10,2)")
+    changed = run_source_check_job(out, secret, "postgres", "config_scheduled")
+    assert [str(d) for d in changed.differences] == [
+        "shop.orders: type-changed: qty: source numeric(10,2) (decimal(10,2)), configured int"
+    ]
+    assert changed.metric == [1.0]

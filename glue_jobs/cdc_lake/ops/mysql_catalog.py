@@ -82,7 +82,7 @@ def connect(url: str) -> Any:
             host=parts.hostname or "127.0.0.1",
             port=parts.port or 3306,
             user=unquote(parts.username or ""),
-            password=password,
+            password=password.encode("utf-8"),  # PyMySQL would send a str as Latin-1
             database=unquote(parts.path.lstrip("/")) or None,
             connect_timeout=10,
             autocommit=True,

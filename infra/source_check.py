@@ -1,0 +1,256 @@
+"""The source check: a Glue job that compares the table configuration with the live source's catalog on a
+schedule (``cdc_lake.ops.source_check``), and the network connection that lets it reach the source.
+
+It runs apart from the lake jobs, with a role of its own: it reads the DMS source endpoint's secret and the
+job's assets, and puts one metric; it cannot touch the raw files or the lake. Only this job runs in the VPC, so
+the lake jobs keep reaching S3 and the catalog as before.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from cdc_lake.core.names import GLUE_VERSION, METRICS_NAMESPACE
+from infra.deployment import Deployment, stack_output
+from infra.glue import PYDANTIC_FALLBACK, WORKER_TYPE, GlueJobs
+from infra.packaging import pinned_requirement
+
+# The driver config-check-source reads the catalog with, per sourceEngine (pinned as the tests ran it).
+DRIVERS = {"postgres": ("psycopg[binary]", "psycopg[binary]==3.*"), "mysql": ("PyMySQL", "PyMySQL==1.*")}
+TIMEOUT_MINUTES = 15
+SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
+
+
+class SourceCheck(Construct):
+    """Security group, Glue network connection, role, job and schedule of the source check."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, deployment: Deployment, jobs: GlueJobs, key: kms.IKey
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        settings = deployment.settings
+        prefix = settings.resource_prefix
+
+        vpc = ec2.Vpc.from_vpc_attributes(
+            self, "Vpc", vpc_id=settings.vpc_id, availability_zones=stack.availability_zones
+        )
+        # Glue's workers talk to each other over any TCP port within their group (a Glue requirement); out of
+        # it only to the source and to HTTPS (S3, Secrets Manager, CloudWatch, PyPI: endpoints or NAT).
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description="cdc-lake source check (Glue): the source database and AWS APIs only",
+        )
+        self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_tcp(), "Glue workers of this job")
+        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_tcp(), "Glue workers of this job")
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3, Secrets Manager, CloudWatch (endpoints or NAT)"
+        )
+        if settings.source_security_group_id:
+            source_group = ec2.SecurityGroup.from_security_group_id(
+                self, "SourceSecurityGroup", settings.source_security_group_id, mutable=False
+            )
+            self.security_group.add_egress_rule(source_group, ec2.Port.tcp(settings.source_port), "Source database")
+            ec2.CfnSecurityGroupIngress(
+                self,
+                "SourceIngressFromSourceCheck",
+                group_id=settings.source_security_group_id,
+                ip_protocol="tcp",
+                from_port=settings.source_port,
+                to_port=settings.source_port,
+                source_security_group_id=self.security_group.security_group_id,
+                description="cdc-lake source check reads the source database's catalog",
+            )
+        else:
+            self.security_group.add_egress_rule(
+                ec2.Peer.any_ipv4(), ec2.Port.tcp(settings.source_port), "Source database"
+            )
+
+        self.connection = glue.CfnConnection(
+            self,
+            "Connection",
+            catalog_id=stack.account,
+            connection_input=glue.CfnConnection.ConnectionInputProperty(
+                name=f"{prefix}-source-network",
+                description="cdc-lake source check: the network path to the source database",
+                connection_type="NETWORK",
+                physical_connection_requirements=glue.CfnConnection.PhysicalConnectionRequirementsProperty(
+                    subnet_id=settings.subnet_ids[0],
+                    security_group_id_list=[self.security_group.security_group_id],
+                ),
+            ),
+        )
+
+        self.role = self._role(stack, deployment, jobs, key)
+        driver, fallback = DRIVERS["postgres" if settings.source_engine == "postgres" else "mysql"]
+        modules = [
+            pinned_requirement("pydantic", fallback=PYDANTIC_FALLBACK),
+            pinned_requirement(driver, fallback=fallback),
+        ]
+        arguments = {
+            "--job-language": "python",
+            "--config_uri": jobs.config_asset.s3_object_url,
+            "--extra-py-files": jobs.library_asset.s3_object_url,
+            "--additional-python-modules": ",".join(modules),
+            "--source_secret": settings.source_secret_arn,
+            "--source_engine": settings.source_engine,
+            "--enable-continuous-cloudwatch-log": "true",
+        }
+        if settings.source_database:
+            arguments["--source_database"] = settings.source_database
+        self.job = glue.CfnJob(
+            self,
+            "Job",
+            name=f"{prefix}-source-check",
+            description="Compare the table configuration with the source database's catalog (cdc-lake "
+            "config-check-source); puts the SourceDifferences metric",
+            role=self.role.role_arn,
+            command=glue.CfnJob.JobCommandProperty(
+                name="glueetl", python_version="3", script_location=jobs.scripts["source_check"].s3_object_url
+            ),
+            glue_version=GLUE_VERSION,
+            worker_type=WORKER_TYPE,
+            number_of_workers=2,
+            timeout=TIMEOUT_MINUTES,
+            max_retries=0,
+            execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
+            job_run_queuing_enabled=True,
+            connections=glue.CfnJob.ConnectionsListProperty(connections=[self.connection.ref]),
+            security_configuration=jobs.security_configuration.ref,
+            default_arguments=arguments,
+        )
+        self.job.node.add_dependency(self.policy)
+        stack_output(self, "SourceCheckJobName", self.job.ref, "Glue job checking the configuration against the source")
+        self.trigger: glue.CfnTrigger | None = None
+        if settings.source_check_enabled:
+            self.trigger = glue.CfnTrigger(
+                self,
+                "Schedule",
+                name=f"{prefix}-source-check-schedule",
+                description="Scheduled check of the table configuration against the source (UTC)",
+                type="SCHEDULED",
+                schedule=settings.source_check_schedule,
+                start_on_creation=True,
+                actions=[glue.CfnTrigger.ActionProperty(job_name=self.job.ref, arguments=dict(SCHEDULED_ARGUMENTS))],
+            )
+
+    def _role(self, stack: Stack, deployment: Deployment, jobs: GlueJobs, key: kms.IKey) -> iam.Role:
+        settings = deployment.settings
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description="cdc-lake source check: read the source secret and the job's assets, put one metric",
+        )
+        assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["source_check"]]
+        network = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        statements = [
+            iam.PolicyStatement(
+                sid="ReadJobAssets",
+                actions=["s3:GetObject"],
+                resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
+            ),
+            iam.PolicyStatement(
+                sid="ReadSourceSecret",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[settings.source_secret_arn],
+            ),
+            iam.PolicyStatement(
+                sid="NetworkConnection",
+                actions=["glue:GetConnection"],
+                resources=[
+                    stack.format_arn(service="glue", resource="catalog"),
+                    stack.format_arn(
+                        service="glue",
+                        resource="connection",
+                        resource_name=f"{settings.resource_prefix}-source-network",
+                    ),
+                ],
+            ),
+            # What Glue does in the VPC for a job with a NETWORK connection (as AWSGlueServiceRole grants it).
+            iam.PolicyStatement(
+                sid="DescribeNetwork",
+                actions=[
+                    "ec2:DescribeVpcEndpoints",
+                    "ec2:DescribeRouteTables",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeSecurityGroups",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeVpcAttribute",
+                ],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="WorkerNetworkInterfaces",
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:CreateTags",
+                    "ec2:DeleteTags",
+                ],
+                resources=[
+                    network,
+                    stack.format_arn(service="ec2", resource="subnet", resource_name="*"),
+                    stack.format_arn(service="ec2", resource="security-group", resource_name="*"),
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="JobLogs",
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="/aws-glue/*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="EncryptLogs",
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[key.key_arn],
+            ),
+            iam.PolicyStatement(
+                sid="SourceCheckMetric",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+            ),
+        ]
+        if settings.source_secret_kms_key_arn:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="DecryptSourceSecret", actions=["kms:Decrypt"], resources=[settings.source_secret_kms_key_arn]
+                )
+            )
+        self.policy = iam.Policy(self, "Policy", statements=statements, roles=[role])
+        reasons = {
+            "Resource::*": "ec2:Describe* and cloudwatch:PutMetricData have no resource-level permissions; the "
+            f"metric statement is limited to the {METRICS_NAMESPACE} namespace.",
+            "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*": "Glue creates "
+            "its workers' network interfaces in the connection's subnet with names it chooses at run time.",
+            "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:subnet/*": "Creating a network "
+            "interface names its subnet; the connection fixes which one.",
+            "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:security-group/*": "Creating a "
+            "network interface names its security groups; the connection fixes which ones.",
+            "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*": "Glue "
+            "names its job log groups at run time; limited to the /aws-glue/ namespace.",
+        }
+        NagSuppressions.add_resource_suppressions(
+            self.policy,
+            [
+                {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]}
+                for finding, reason in reasons.items()
+            ],
+        )
+        return role
