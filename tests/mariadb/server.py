@@ -16,14 +16,16 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pymysql
 import pymysql.cursors
 
-from cdc_lake.core.config import TableSpec
+from cdc_lake.core.config import ColumnSpec, TableSpec
 from cdc_lake.ops import mysql_catalog
-from tests.pg.checks import Row, SourceRows
+from cdc_lake.ops.fingerprint import quote, source_fingerprint
+from tests.pg.checks import Row, SourceFingerprints, SourceRows
 from tests.pg.cluster import free_port
 
 USER = "cdc_lake"  # created with every privilege on 127.0.0.1; root stays on the socket
@@ -155,3 +157,17 @@ def source_rows(url: str) -> SourceRows:
         return [{k: Decimal(v) if k in decimals and isinstance(v, int) else v for k, v in r.items()} for r in found]
 
     return rows
+
+
+def source_fingerprints(url: str) -> SourceFingerprints:
+    """Each row's fingerprint as MariaDB computes it, by key."""
+
+    def read(table: TableSpec, columns: list[ColumnSpec]) -> dict[tuple[Any, ...], int]:
+        keys = ", ".join(quote(k, "mysql") for k in table.primary_key)
+        relation = ".".join(quote(part, "mysql") for part in table.name.split("."))
+        connection = mysql_catalog.connect(url)
+        with connection, connection.cursor() as cursor:
+            cursor.execute(f"SELECT {keys}, {source_fingerprint(columns, 'mysql')} FROM {relation}")
+            return {tuple(row[:-1]): int(row[-1]) for row in cursor.fetchall()}
+
+    return read

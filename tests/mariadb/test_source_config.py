@@ -14,8 +14,8 @@ from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from tests.conftest import cli, run_source_check_job
-from tests.mariadb.server import Server, create_database, execute, source_rows
-from tests.pg.checks import check_tables, hadoop_reader
+from tests.mariadb.server import Server, create_database, execute, source_fingerprints, source_rows
+from tests.pg.checks import check_fingerprints, check_tables, hadoop_reader
 from tests.pg.test_real_source import newest_per_table
 
 pytestmark = pytest.mark.mariadb
@@ -119,7 +119,11 @@ def test_the_written_configuration_replicates_every_type_exactly(
         "18446744073709551615, -9999999999.99, 3.25, 1e-300, 'a, \"b\"', 'xy', 'multi\\nline é', '1000-01-01', "
         "'2025-03-01 12:00:00.123456', '2025-03-01 12:00:00.5', 2155), "
         "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL, "
-        "NULL, NULL)",
+        "NULL, NULL), "
+        "(5, 0, false, 0, 0, 0, 0, 0, 0, 0, 0.00, -0.1, 0.1, 'é😀', '', 'ünï', '9999-12-31', '1970-01-01 00:00:00', "
+        "'2038-01-19 03:14:07.999999', 1901), "
+        "(6, 127, NULL, 32767, 8388607, -2147483648, 0, 0, 0, 9223372036854775807, 0.01, 3.40282e38, "
+        "-1.7976931348623157e308, 'x', 'abc', NULL, '2000-02-29', '2000-02-29 23:59:59.000001', NULL, 2000)",
     )
     written = tmp_path / "tables.yaml"
     assert (
@@ -146,7 +150,12 @@ def test_the_written_configuration_replicates_every_type_exactly(
     runs = pipeline.deliver(newest_per_table(keys, config))
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     counts = check_tables(spark, hadoop_reader(warehouse), source_rows(url), config, pipeline.location, "mariadb")
-    assert counts == {"kinds_db.kinds": 2}
+    assert counts == {"kinds_db.kinds": 4}
+    # What verify sums per key range: MariaDB's fingerprint of each row equals Spark's on the lake.
+    assert check_fingerprints(spark, pipeline.location, config, source_fingerprints(url)) == 4
+    execute(url, "UPDATE kinds SET d = d * (1 + 1e-15) WHERE id = 1")  # one ulp-scale change is seen
+    with pytest.raises(AssertionError, match=r"fingerprints differ .* for 1 key\(s\): \{\(1,\)"):
+        check_fingerprints(spark, pipeline.location, config, source_fingerprints(url))
 
 
 def test_the_scheduled_check_reads_the_dms_secret_and_puts_the_differences(

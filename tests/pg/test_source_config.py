@@ -13,7 +13,7 @@ from cdc_lake.core.config import load_config
 from cdc_lake.local.pg_capture import PgCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from tests.conftest import cli, run_source_check_job
-from tests.pg.checks import check_tables, hadoop_reader
+from tests.pg.checks import check_fingerprints, check_tables, hadoop_reader, postgres_fingerprints
 from tests.pg.cluster import Cluster
 from tests.pg.test_real_source import create_database, newest_per_table
 
@@ -118,7 +118,10 @@ def test_the_written_configuration_replicates_every_type_exactly(
         connection.execute(
             "INSERT INTO kinds VALUES (1, -32768, 2147483647, -9999999999.99, 3.25, 1e-300, true, 'a, \"b\"', 'xy', "
             "E'multi\\nline é', '0001-01-01', '2025-03-01 12:00:00.123456'), "
-            "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL)"
+            "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL), "
+            "(5, 0, 0, 0.00, '-0', 0.1, false, 'é😀', '', 'ünï', '9999-12-31', '1970-01-01 00:00:00'), "
+            "(6, 32767, -2147483648, 0.01, 3.4028235e38, -1.7976931348623157e308, true, 'x', 'abc', NULL, "
+            "'2000-02-29', '2000-02-29 23:59:59.000001')"
         )
     written = tmp_path / "tables.yaml"
     assert cli(capsys, "config-from-source", "--source", conninfo, "-o", written, "--database", database)[0] == 0
@@ -138,7 +141,13 @@ def test_the_written_configuration_replicates_every_type_exactly(
     runs = pipeline.deliver(newest_per_table(keys, config))
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     counts = check_tables(spark, hadoop_reader(warehouse), conninfo, config, pipeline.location, "config-from-source")
-    assert counts == {"public.kinds": 2}
+    assert counts == {"public.kinds": 4}
+    # What verify sums per key range: PostgreSQL's fingerprint of each row equals Spark's on the lake.
+    assert check_fingerprints(spark, pipeline.location, config, postgres_fingerprints(conninfo)) == 4
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute("UPDATE kinds SET d = d * (1 + 1e-15) WHERE id = 1")  # one ulp-scale change is seen
+    with pytest.raises(AssertionError, match=r"fingerprints differ .* for 1 key\(s\): \{\(1,\)"):
+        check_fingerprints(spark, pipeline.location, config, postgres_fingerprints(conninfo))
 
 
 def test_the_scheduled_check_reaches_postgres_through_the_dms_secret(postgres: Cluster, tmp_path: Path, capsys) -> None:

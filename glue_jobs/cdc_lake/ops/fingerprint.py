@@ -1,0 +1,140 @@
+"""A row's fingerprint, computed alike inside PostgreSQL, MySQL/MariaDB and Spark: what ``verify`` sums per key
+range on each side, so that only ranges whose sums differ are looked at row by row.
+
+Each compared column becomes a canonical text, the same in every engine for the same value:
+
+- integers: decimal digits; decimals: plain digits with exactly the configured scale (no exponent);
+- floats: the 16 hex digits of the value's IEEE 754 double bits (a REAL widens exactly), zero as ``0``;
+  MySQL has no bit access, so the bits are rebuilt from ``LOG2`` and powers of two, which are exact for
+  normal numbers;
+- booleans ``1``/``0``; dates ``YYYY-MM-DD``; timestamps ``YYYY-MM-DD HH:MM:SS.ffffff`` (UTC sessions);
+  binary as lower-case hex; strings as they are.
+
+A field is ``N`` for NULL, else ``V<length>:<text>``, so no two rows share a text by moving a separator. The
+fingerprint is the first 60 bits of the MD5 of the UTF-8 text, a non-negative BIGINT. A sum of fingerprints
+may be equal for different rows only by chance (about 2^-60); rows found equal by their sums are equal, and
+rows found different are compared value by value before anything is reported. Identifiers are quoted, and
+no data value is ever part of the SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from cdc_lake.core.config import DECIMAL_TYPE, ColumnSpec
+
+Dialect = Literal["postgres", "mysql"]
+INTEGERS = ("tinyint", "smallint", "int", "integer", "bigint")
+FLOATS = ("float", "double")
+# Types whose canonical text every engine can produce; a column of another type is not compared.
+COMPARABLE = (*INTEGERS, *FLOATS, "boolean", "string", "date", "timestamp", "binary")
+TWO_TO_52 = "4503599627370496"
+
+
+def comparable(column: ColumnSpec) -> bool:
+    return column.type in COMPARABLE or column.type.startswith("varchar") or DECIMAL_TYPE.match(column.type) is not None
+
+
+def quote(name: str, dialect: Dialect) -> str:
+    mark = '"' if dialect == "postgres" else "`"
+    return mark + name.replace(mark, mark * 2) + mark
+
+
+def source_fingerprint(columns: Sequence[ColumnSpec], dialect: Dialect) -> str:
+    """A SQL expression giving each row's fingerprint (BIGINT) at the source."""
+    if dialect == "postgres":
+        text = " || ".join(_pg_field(c) for c in columns)
+        return f"('x' || substr(md5({text}), 1, 15))::bit(60)::bigint"
+    text = "CONCAT(" + ", ".join(_mysql_field(c) for c in columns) + ")"
+    return f"CAST(CONV(SUBSTRING(MD5(CONVERT({text} USING utf8mb4)), 1, 15), 16, 10) AS UNSIGNED)"
+
+
+def spark_fingerprint(columns: Sequence[ColumnSpec]) -> str:
+    """The same fingerprint as a Spark SQL expression over the lake table's columns."""
+    text = "concat(" + ", ".join(_spark_field(c) for c in columns) + ")"
+    return f"CAST(conv(substr(md5({text}), 1, 15), 16, 10) AS BIGINT)"
+
+
+def _pg_field(column: ColumnSpec) -> str:
+    name = quote(column.name, "postgres")
+    text = _pg_text(column, name)
+    return f"(CASE WHEN {name} IS NULL THEN 'N' ELSE 'V' || char_length({text}) || ':' || {text} END)"
+
+
+def _pg_text(column: ColumnSpec, name: str) -> str:
+    kind, decimal = column.type, DECIMAL_TYPE.match(column.type)
+    if decimal:
+        return f"CAST({name} AS numeric({decimal[1]},{decimal[2]}))::text"
+    if kind in FLOATS:
+        return f"(CASE WHEN {name} = 0 THEN '0' ELSE encode(float8send({name}::float8), 'hex') END)"
+    if kind == "boolean":
+        return f"(CASE WHEN {name} THEN '1' ELSE '0' END)"
+    if kind == "date":
+        return f"to_char({name}, 'YYYY-MM-DD')"
+    if kind == "timestamp":
+        return f"to_char({name}, 'YYYY-MM-DD HH24:MI:SS.US')"
+    if kind == "binary":
+        return f"encode({name}, 'hex')"
+    return f"concat({name})"  # the output function's text: a cast to text would drop char(n)'s padding
+
+
+def _mysql_field(column: ColumnSpec) -> str:
+    name = quote(column.name, "mysql")
+    text = _mysql_text(column, name)
+    return f"IF({name} IS NULL, 'N', CONCAT('V', CHAR_LENGTH({text}), ':', {text}))"
+
+
+def _mysql_text(column: ColumnSpec, name: str) -> str:
+    kind, decimal = column.type, DECIMAL_TYPE.match(column.type)
+    if decimal:
+        return f"CAST(CAST({name} AS DECIMAL({decimal[1]},{decimal[2]})) AS CHAR)"
+    if kind in FLOATS:
+        return _mysql_double_bits(name)
+    if kind == "boolean":
+        return f"IF({name} <> 0, '1', '0')"
+    if kind == "date":
+        return f"DATE_FORMAT({name}, '%Y-%m-%d')"
+    if kind == "timestamp":
+        return f"DATE_FORMAT({name}, '%Y-%m-%d %H:%i:%s.%f')"
+    if kind == "binary":
+        return f"LOWER(HEX({name}))"
+    return f"CAST({name} AS CHAR)"
+
+
+def _mysql_double_bits(name: str) -> str:
+    """The IEEE 754 bits of a double, rebuilt with exact operations: for a normal number the exponent from LOG2
+    (kept within the normal range, then corrected by one either way) and the 52-bit fraction scaled by powers of
+    two; for a subnormal one the fraction alone, scaled by 2^1074 in two exact steps."""
+    magnitude = f"ABS({name})"
+    guess = f"LEAST(GREATEST(FLOOR(LOG2({magnitude})), -1022), 1023)"
+    exponent = f"({guess} + ({magnitude} / POW(2, {guess}) >= 2) - ({magnitude} / POW(2, {guess}) < 1))"
+    fraction = f"CAST(({magnitude} / POW(2, {exponent}) - 1) * {TWO_TO_52} AS UNSIGNED)"
+    normal = f"(CAST({exponent} + 1023 AS UNSIGNED) << 52) | {fraction}"
+    subnormal = f"CAST({magnitude} * POW(2, 1022) * {TWO_TO_52} AS UNSIGNED)"
+    bits = f"((({name} < 0) << 63) | IF({magnitude} < POW(2, -1022), {subnormal}, {normal}))"
+    return f"IF({name} = 0, '0', LOWER(LPAD(HEX({bits}), 16, '0')))"
+
+
+def _spark_field(column: ColumnSpec) -> str:
+    name = f"`{column.name.replace('`', '``')}`"
+    text = _spark_text(column, name)
+    return f"CASE WHEN {name} IS NULL THEN 'N' ELSE concat('V', length({text}), ':', {text}) END"
+
+
+def _spark_text(column: ColumnSpec, name: str) -> str:
+    kind, decimal = column.type, DECIMAL_TYPE.match(column.type)
+    if decimal:
+        return f"replace(format_number({name}, {decimal[2]}), ',', '')"  # exact, plain (CAST gives 1.0E-7)
+    if kind in FLOATS:
+        bits = f"CAST(reflect('java.lang.Double', 'doubleToLongBits', CAST({name} AS DOUBLE)) AS BIGINT)"
+        return f"(CASE WHEN {name} = 0 THEN '0' ELSE lower(lpad(hex({bits}), 16, '0')) END)"
+    if kind == "boolean":
+        return f"(CASE WHEN {name} THEN '1' ELSE '0' END)"
+    if kind == "date":
+        return f"date_format({name}, 'yyyy-MM-dd')"
+    if kind == "timestamp":
+        return f"date_format({name}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+    if kind == "binary":
+        return f"lower(hex({name}))"
+    return f"CAST({name} AS STRING)"
