@@ -35,6 +35,13 @@ LAKE_PATHS = ("hadoop", "glue")
 _ONE_WORKER_SUITES = ("infra",)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.pg.checks import SUMMARIES  # filled by the real-source tests (tests/pg, tests/mariadb)
+
+    for line in SUMMARIES:
+        terminalreporter.write_line(f"real-source check: {line}")
+
+
 # Before pytest-xdist's own hook, which reads the xdist_group marks to name each test's group.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.pg.checks import SUMMARIES
 from tests.pg.cluster import Cluster, find_pg_bin, new_cluster
 
 SEED_ENV = "CDC_LAKE_PG_SEED"
@@ -20,11 +19,6 @@ SEED = int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(1, 10**9)
 
 def pytest_report_header() -> str:
     return f"pg workload seed: {SEED} (replay with {SEED_ENV}={SEED})"
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for line in SUMMARIES:
-        terminalreporter.write_line(f"real-source check: {line}")
 
 
 @pytest.fixture(scope="session")
