@@ -9,32 +9,44 @@ lake. Verify must name exactly those keys, reading from the source a small part 
 from __future__ import annotations
 
 import json
+import random
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from cdc_lake.ops.verify import Cuts, verify
+from cdc_lake.ops.verify import Cuts, Settle, verify
 from tests.conftest import cli
 from tests.pg.checks import SUMMARIES
+from tests.pg.test_real_source import newest_per_table
 
 ROWS = 20_000
 LOST = range(12_001, 12_401)  # a whole range the lake lost (e.g. a DMS file removed by a lifecycle rule)
 CUTS = Cuts(buckets=8, leaf_rows=200)
 
 
+class Capture(Protocol):
+    """The source's stand-in for DMS: the full load, then rounds of changes, as files in the landing folder."""
+
+    def start(self) -> list[str]: ...
+    def capture(self) -> list[str]: ...
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Source:
-    """A real source under test: its URL, how to run SQL on it, and how its capture writes the table's files."""
+    """A real source under test: its URL, how to run SQL on it, and its capture."""
 
     url: str
     execute: Callable[..., None]
-    capture: Callable[[PipelineConfig, Path], list[str]]  # the full load's keys
+    capture: Callable[[PipelineConfig, Path], Capture]
 
 
 def drift_statements(table: str) -> list[str]:
@@ -59,22 +71,46 @@ EXPECTED = {
 }
 
 
-def run_drift_scenario(
-    spark: SparkSession, source: Source, warehouse: Path, database: str, tmp_path: Path, capsys: Any
-) -> None:
+@dataclass(frozen=True)
+class Replicated:
+    written: Path  # the configuration config-from-source wrote
+    pipeline: LocalPipeline
+    capture: Capture
+
+    @property
+    def lake(self) -> LakeContext:
+        return LakeContext(self.pipeline.context.spark, self.pipeline.config, self.pipeline.location)
+
+    def deliver(self, keys: list[str]) -> None:
+        runs = self.pipeline.deliver(newest_per_table(keys, self.pipeline.config))
+        assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+
+
+def replicate(spark: SparkSession, source: Source, database: str, tmp_path: Path, capsys: Any) -> Replicated:
+    """The configuration written from the source, and the table's full load applied; the capture stays open."""
     written = tmp_path / "tables.yaml"
     code, printed = cli(capsys, "config-from-source", "--source", source.url, "--schema", "drift", "-o", written,
                         "--database", database)  # fmt: skip
     assert code == 0, printed
-    from cdc_lake.core.config import load_config
-
     config = load_config(written)
     landing = tmp_path / "landing"
-    keys = source.capture(config, landing)
-    pipeline = LocalPipeline(config, landing, spark, database=database)
-    runs = pipeline.deliver([max(keys)])
-    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
-    lake = LakeContext(spark, config, pipeline.location)
+    capture = source.capture(config, landing)
+    replicated = Replicated(written, LocalPipeline(config, landing, spark, database=database), capture)
+    replicated.deliver(capture.start())
+    return replicated
+
+
+def run_drift_scenario(
+    spark: SparkSession, source: Source, warehouse: Path, database: str, tmp_path: Path, capsys: Any
+) -> None:
+    replicated = replicate(spark, source, database, tmp_path, capsys)
+    replicated.capture.close()  # nothing more reaches the lake: what changes at the source now is drift
+    written, pipeline, config, lake = (
+        replicated.written,
+        replicated.pipeline,
+        replicated.pipeline.config,
+        replicated.lake,
+    )
     verify_args = ["verify", "-c", written, "-w", warehouse, "--database", database, "--source", source.url]
 
     # In step: nothing differs, and no source row is read (the sums are computed in the database).
@@ -99,7 +135,7 @@ def run_drift_scenario(
     assert {"table": "drift.items", "key": {"id": 4242}, "kind": "changed", "columns": ["price"]} in lines
     stats = found.stats
     SUMMARIES.append(
-        f"verify on {source.url.split(':', 1)[0] if '://' in source.url else 'postgresql'}: {len(expected)} drifted "
+        f"verify on {_label(source.url)}: {len(expected)} drifted "
         f"keys of {ROWS} found with {stats.source_queries} source queries, {stats.source_rows} source rows and "
         f"{stats.lake_rows} lake rows read, {stats.ranges} ranges, {stats.seconds:.1f} s"
     )
@@ -114,3 +150,70 @@ def create_items(source: Source, generated: str, moment: str) -> None:
         "INSERT INTO drift.items SELECT n, n % 7, n * 1.25, n / 3.0e0, CONCAT('name ', n), "
         f"CONCAT('body of ', n), {moment} FROM {generated}",
     )
+
+
+# Keys the concurrent writer keeps changing; lake-side drift stays outside them.
+BUSY = range(5_000, 8_001)
+
+
+def lake_drift(spark: SparkSession, lake_table: str) -> dict[tuple[int], tuple[str, list[str]]]:
+    """A fix applied to the lake only, and a range lost from it: the drift expected, by key."""
+    spark.sql(f"DELETE FROM {lake_table} WHERE id = 20000 OR id BETWEEN {LOST[0]} AND {LOST[-1]}")
+    spark.sql(f"INSERT INTO {lake_table} SELECT 30000L, part, price, d, name, body, at FROM {lake_table} WHERE id = 1")
+    spark.sql(f"UPDATE {lake_table} SET price = price + 0.01 WHERE id = 4242")
+    spark.sql(f"UPDATE {lake_table} SET name = NULL WHERE id = 777")
+    spark.sql(f"UPDATE {lake_table} SET body = substr(body, 1, 3) WHERE id = 9000")  # a LOB cut short
+    return {
+        (20000,): ("missing", []),
+        (30000,): ("extra", []),
+        (4242,): ("changed", ["price"]),
+        (777,): ("changed", ["name"]),
+        (9000,): ("changed", ["body"]),
+        **{(k,): ("missing", []) for k in LOST},
+    }
+
+
+def run_concurrent_scenario(spark: SparkSession, source: Source, database: str, tmp_path: Path, capsys: Any) -> None:
+    """Verify while the source keeps changing and the pipeline keeps applying: only the real drift is reported."""
+    replicated = replicate(spark, source, database, tmp_path, capsys)
+    config = replicated.pipeline.config
+    expected = lake_drift(spark, replicated.pipeline.location.table(config.tables[0]))
+    stop = threading.Event()
+    written = {"transactions": 0}
+
+    def writer() -> None:
+        chosen = random.Random(7)
+        while not stop.is_set():
+            key = chosen.choice(BUSY)
+            source.execute(f"UPDATE drift.items SET price = price + 1, name = 'busy {key}' WHERE id = {key}")
+            written["transactions"] += 1
+            time.sleep(0.02)
+
+    def land_and_apply(seconds: float) -> None:  # DMS writes what committed, the trigger's runs apply it
+        replicated.deliver(replicated.capture.capture())
+        time.sleep(seconds)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.0)  # changes are in flight before verify starts
+        settle = Settle(
+            replicated.pipeline.context, interval_s=1.0, timeout_s=120.0, poll_s=0.3, rounds=6, wait=land_and_apply
+        )
+        [found] = verify(replicated.lake, source.url, cuts=CUTS, settle=settle)
+    finally:
+        stop.set()
+        thread.join()
+        replicated.capture.close()
+    got = {tuple(d.key.values()): (d.kind, d.columns) for d in found.drift}
+    assert got == expected, {k: v for k, v in got.items() if k not in expected}
+    assert all(key["id"] in BUSY for key in found.unsettled), found.unsettled
+    assert written["transactions"] > 50, written
+    SUMMARIES.append(
+        f"verify under load on {_label(source.url)}: {written['transactions']} transactions meanwhile; exactly the "
+        f"{len(expected)} drifted keys reported, {len(found.unsettled)} busy key(s) left unsettled"
+    )
+
+
+def _label(url: str) -> str:
+    return url.split(":", 1)[0] if "://" in url else "postgresql"

@@ -1,5 +1,5 @@
 """``cdc-lake verify`` against a real MariaDB: each kind of drift found, key by key, reading a small part of the
-table from the source (tests/verify_cases.py)."""
+table from the source, and changes in flight under load never reported (tests/verify_cases.py)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,30 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.local.mysql_capture import MysqlCapture
 from tests.mariadb.server import Server, create_database, execute
-from tests.verify_cases import ROWS, Source, create_items, run_drift_scenario
+from tests.verify_cases import ROWS, Source, create_items, run_concurrent_scenario, run_drift_scenario
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.spark]
+
+
+def items_source(mariadb: Server) -> Source:
+    url = create_database(mariadb, "drift")  # a fresh one each time
+
+    def capture(config: PipelineConfig, landing: Path) -> MysqlCapture:
+        return MysqlCapture(url, config, landing, load_file_rows=5_000, files_per_round=1)
+
+    source = Source(url, lambda *sql: execute(url, *sql), capture)
+    moment = "TIMESTAMP '2025-01-01 00:00:00' + INTERVAL n SECOND"
+    create_items(source, f"(SELECT seq AS n FROM seq_1_to_{ROWS}) s", moment)
+    return source
 
 
 def test_verify_finds_each_kind_of_drift(
     spark: SparkSession, mariadb: Server, warehouse: Path, database: str, tmp_path: Path, capsys
 ) -> None:
-    url = create_database(mariadb, "drift")
+    run_drift_scenario(spark, items_source(mariadb), warehouse, database, tmp_path, capsys)
 
-    def capture(config: PipelineConfig, landing: Path) -> list[str]:
-        loader = MysqlCapture(url, config, landing, load_file_rows=5_000)
-        try:
-            return loader.start()
-        finally:
-            loader.close()
 
-    source = Source(url, lambda *sql: execute(url, *sql), capture)
-    create_items(
-        source, f"(SELECT seq AS n FROM seq_1_to_{ROWS}) s", "TIMESTAMP '2025-01-01 00:00:00' + INTERVAL n SECOND"
-    )
-    run_drift_scenario(spark, source, warehouse, database, tmp_path, capsys)
+def test_changes_in_flight_are_not_drift(
+    spark: SparkSession, mariadb: Server, database: str, tmp_path: Path, capsys
+) -> None:
+    run_concurrent_scenario(spark, items_source(mariadb), database, tmp_path, capsys)

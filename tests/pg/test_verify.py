@@ -1,5 +1,5 @@
 """``cdc-lake verify`` against a real PostgreSQL: each kind of drift found, key by key, reading a small part of
-the table from the source (tests/verify_cases.py)."""
+the table from the source, and changes in flight under load never reported (tests/verify_cases.py)."""
 
 from __future__ import annotations
 
@@ -13,31 +13,43 @@ from cdc_lake.core.config import PipelineConfig
 from cdc_lake.local.pg_capture import PgCapture
 from tests.pg.cluster import Cluster
 from tests.pg.test_real_source import create_database
-from tests.verify_cases import ROWS, Source, create_items, run_drift_scenario
+from tests.verify_cases import ROWS, Source, create_items, run_concurrent_scenario, run_drift_scenario
 
 pytestmark = [pytest.mark.pg, pytest.mark.spark]
 
 
-def test_verify_finds_each_kind_of_drift(
-    spark: SparkSession, postgres: Cluster, warehouse: Path, database: str, tmp_path: Path, capsys
-) -> None:
-    conninfo = create_database(postgres, "verify_drift")
+class SlotCapture(PgCapture):
+    """The capture, its replication slot dropped when it closes."""
+
+    def __init__(self, conninfo: str, config: PipelineConfig, landing: Path, slot: str) -> None:
+        super().__init__(conninfo, config, landing, slot=slot, load_file_rows=5_000, files_per_round=1)
+
+    def close(self, *, drop_slot: bool = True) -> None:
+        super().close(drop_slot=drop_slot)
+
+
+def items_source(postgres: Cluster, name: str) -> Source:
+    conninfo = create_database(postgres, name)
 
     def execute(*statements: str) -> None:
         with psycopg.connect(conninfo, autocommit=True) as connection:
             for statement in statements:
                 connection.execute(statement)
 
-    def capture(config: PipelineConfig, landing: Path) -> list[str]:
-        loader = PgCapture(conninfo, config, landing, slot="verify_drift", load_file_rows=5_000)
-        try:
-            return loader.start()
-        finally:
-            loader.close(drop_slot=True)
-
-    source = Source(conninfo, execute, capture)
+    source = Source(conninfo, execute, lambda config, landing: SlotCapture(conninfo, config, landing, name))
     execute("CREATE SCHEMA drift")
-    create_items(
-        source, f"generate_series(1, {ROWS}) AS n", "TIMESTAMP '2025-01-01 00:00:00' + n * INTERVAL '1 second'"
-    )
-    run_drift_scenario(spark, source, warehouse, database, tmp_path, capsys)
+    moment = "TIMESTAMP '2025-01-01 00:00:00' + n * INTERVAL '1 second'"
+    create_items(source, f"generate_series(1, {ROWS}) AS n", moment)
+    return source
+
+
+def test_verify_finds_each_kind_of_drift(
+    spark: SparkSession, postgres: Cluster, warehouse: Path, database: str, tmp_path: Path, capsys
+) -> None:
+    run_drift_scenario(spark, items_source(postgres, "verify_drift"), warehouse, database, tmp_path, capsys)
+
+
+def test_changes_in_flight_are_not_drift(
+    spark: SparkSession, postgres: Cluster, database: str, tmp_path: Path, capsys
+) -> None:
+    run_concurrent_scenario(spark, items_source(postgres, "verify_load"), database, tmp_path, capsys)

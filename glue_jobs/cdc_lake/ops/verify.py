@@ -20,7 +20,7 @@ import datetime as dt
 import math
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any, Literal
@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from cdc_lake.core.config import ColumnSpec, TableSpec
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.context import LakeContext, ReplayContext
 from cdc_lake.engine.tables import LakeLocation, table_exists
 from cdc_lake.ops.export import read_table
 from cdc_lake.ops.fingerprint import Dialect, comparable, quote, source_fingerprint, spark_fingerprint
@@ -72,6 +72,8 @@ class TableVerify:
     drift: list[Drift]
     stats: VerifyStats
     not_compared: list[str]  # configured columns whose values DMS writes as text: not comparable with the source
+    unsettled: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # keys still changing: not drift
+    settle_note: str = ""  # why keys stayed unsettled, when they did
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +83,24 @@ class Cuts:
 
     buckets: int = 16
     leaf_rows: int = 2_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Settle:
+    """Changes in flight are not drift. A key found differing is looked at again once the lake has applied every
+    file landed up to ``interval_s`` (DMS's CdcMaxBatchInterval) after the comparison; it is drift only if it
+    still differs while its source row stayed the same. A key whose source row changed meanwhile is looked at
+    again, up to ``rounds`` times; one still changing then is reported as unsettled, never as drift.
+
+    ``context`` knows where DMS files land; ``wait`` pauses between looks at the lake (a test lands and applies
+    files there), at most ``timeout_s`` per round."""
+
+    context: ReplayContext
+    interval_s: float
+    timeout_s: float = 900.0
+    poll_s: float = 5.0
+    rounds: int = 5
+    wait: Callable[[float], None] = time.sleep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,11 +238,15 @@ class LakeTable:
         return {tuple(r[k] for k in self.table.primary_key): int(r[FINGERPRINT]) for r in rows}
 
     def rows(self, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
-        wanted = self.frame.sparkSession.createDataFrame(
-            [list(k) for k in keys], schema=self.frame.select(*self.table.primary_key).schema
-        )
-        found = self.frame.join(F.broadcast(wanted), on=self.table.primary_key, how="inner").collect()
-        return {tuple(r[k] for k in self.table.primary_key): r.asDict() for r in found}
+        return _rows_by_key(self.frame, self.table, keys)
+
+
+def _rows_by_key(
+    frame: DataFrame, table: TableSpec, keys: Sequence[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    wanted = frame.sparkSession.createDataFrame([list(k) for k in keys], schema=frame.select(*table.primary_key).schema)
+    found = frame.join(F.broadcast(wanted), on=table.primary_key, how="inner").collect()
+    return {tuple(r[k] for k in table.primary_key): r.asDict() for r in found}
 
 
 def _window(column: str) -> Any:
@@ -232,7 +256,12 @@ def _window(column: str) -> Any:
 
 
 def verify(
-    lake: LakeContext, source_url: str, tables: Sequence[str] | None = None, cuts: Cuts = Cuts()
+    lake: LakeContext,
+    source_url: str,
+    tables: Sequence[str] | None = None,
+    *,
+    cuts: Cuts = Cuts(),
+    settle: Settle | None = None,
 ) -> list[TableVerify]:
     """Compare each chosen table (default: every configured one) with the source; raises CdcLakeError for a
     source that cannot be reached or a table or column missing at the source, before anything is compared."""
@@ -261,7 +290,7 @@ def verify(
             skipped = [c.name for c in table.columns if not c.dropped and c not in columns]
             if not table_exists(spark, location, table):
                 raise CdcLakeError(f"{table.name}: no lake table {location.table(table)} yet; nothing to verify")
-            verified = verify_table(lake, table, SourceTable(connection, kind, table, columns), cuts)
+            verified = verify_table(lake, table, SourceTable(connection, kind, table, columns), cuts, settle)
             results.append(dataclasses.replace(verified, not_compared=skipped))
     return results
 
@@ -275,19 +304,92 @@ def _connection(url: str) -> Iterator[Any]:
         connection.close()
 
 
-def verify_table(context: LakeContext, table: TableSpec, source: SourceTable, cuts: Cuts = Cuts()) -> TableVerify:
+def verify_table(
+    context: LakeContext, table: TableSpec, source: SourceTable, cuts: Cuts = Cuts(), settle: Settle | None = None
+) -> TableVerify:
     """One table's comparison with the source, every configured column of ``source.columns`` compared."""
     started = time.monotonic()
     lake = LakeTable(context.spark, context.location, table, source.columns)
     try:
         candidates = _differing_keys(lake, source, cuts)
-        drift = _compare_rows(table, lake, source, candidates)
     finally:
         lake.fingerprints.unpersist()
+    found = _compare_rows(table, lake.rows, source, candidates)
+    unsettled: list[dict[str, Any]] = []
+    note = ""
+    if settle is not None and found:
+        found, unsettled, note = _settle(table, context, source, found, settle)
     stats = source.stats
     stats.lake_rows = lake.rows_listed
     stats.seconds = time.monotonic() - started
-    return TableVerify(table.name, drift, stats, [])
+    drift = [d for d, _ in found]
+    return TableVerify(table.name, drift, stats, [], unsettled, note)
+
+
+Found = list[tuple[Drift, "dict[str, Any] | None"]]  # a differing key, and its source row when compared
+
+
+def _settle(
+    table: TableSpec, context: LakeContext, source: SourceTable, found: Found, settle: Settle
+) -> tuple[Found, list[dict[str, Any]], str]:
+    """The differing keys that still differ once the lake caught up with what was in flight (``Settle``)."""
+    confirmed: Found = []
+    pending = found
+    note = ""
+    for _round in range(settle.rounds):
+        target = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=settle.interval_s)
+        note = _catch_up(settle, table, target)
+        if note:
+            break
+        keys = [tuple(d.key.values()) for d, _ in pending]
+        again = {tuple(d.key.values()): (d, row) for d, row in _compare_rows(table, _lake_rows(context, table),
+                                                                           source, set(keys))}  # fmt: skip
+        still: Found = []
+        for drift, before in pending:
+            key = tuple(drift.key.values())
+            if key not in again:
+                continue  # the lake caught up with it: it was in flight
+            now_drift, row = again[key]
+            if row == before:
+                confirmed.append((now_drift, row))  # unchanged at the source, and the lake still differs
+            else:
+                still.append((now_drift, row))  # changed at the source meanwhile: look again
+        pending = still
+        if not pending:
+            break
+    else:
+        note = f"still changing at the source after {settle.rounds} looks; run verify again"
+    return confirmed, [d.key for d, _ in pending], note if pending else ""
+
+
+def _catch_up(settle: Settle, table: TableSpec, target: dt.datetime) -> str:
+    """Wait until the lake has applied every file of ``table`` landed up to ``target``; why not, if it did not."""
+    from cdc_lake.ops.status import table_status
+
+    deadline = time.monotonic() + settle.timeout_s + settle.interval_s
+    while True:
+        now = dt.datetime.now(dt.UTC)
+        if now >= target:
+            status = table_status(settle.context, table, now)
+            oldest = now - dt.timedelta(seconds=status.waiting_lag_s) if status.waiting_lag_s is not None else None
+            if oldest is None or oldest > target:
+                return ""
+            if time.monotonic() > deadline:
+                return (
+                    f"the lake had not applied the files landed up to {target:%H:%M:%S} UTC within "
+                    f"{settle.timeout_s:.0f} s ({status.waiting_files} waiting): run verify when it has caught up"
+                )
+        settle.wait(settle.poll_s)
+
+
+def _lake_rows(context: LakeContext, table: TableSpec) -> Callable[[Sequence[tuple[Any, ...]]], dict[Any, Any]]:
+    """Whole lake rows by key, read from the table's newest snapshot."""
+
+    def rows(keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+        frame = read_table(context.spark, context.location, table)
+        return _rows_by_key(frame, table, keys)
+
+    return rows
 
 
 def _differing_keys(lake: LakeTable, source: SourceTable, cuts: Cuts) -> set[tuple[Any, ...]]:
@@ -325,25 +427,30 @@ def _listing_differences(lake: LakeTable, source: SourceTable, part: _Range) -> 
     return {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
 
 
-def _compare_rows(table: TableSpec, lake: LakeTable, source: SourceTable, keys: set[tuple[Any, ...]]) -> list[Drift]:
+def _compare_rows(
+    table: TableSpec,
+    lake_rows: Callable[[Sequence[tuple[Any, ...]]], dict[Any, Any]],
+    source: SourceTable,
+    keys: set[tuple[Any, ...]],
+) -> Found:
+    """The keys of ``keys`` whose rows differ, compared value by value, each with its source row."""
     if not keys:
         return []
     ordered = sorted(keys, key=_sort_key)
-    in_lake, at_source = lake.rows(ordered), source.rows(ordered)
-    drift = []
+    in_lake, at_source = lake_rows(ordered), source.rows(ordered)
+    found: Found = []
     for key in ordered:
         named = dict(zip(table.primary_key, key, strict=True))
-        if key in at_source and key not in in_lake:
-            drift.append(Drift(table.name, named, "missing", []))
-        elif key in in_lake and key not in at_source:
-            drift.append(Drift(table.name, named, "extra", []))
-        elif key in in_lake:
-            differing = [
-                c.name for c in source.columns if not same(c, at_source[key].get(c.name), in_lake[key].get(c.name))
-            ]
+        row = at_source.get(key)
+        if row is not None and key not in in_lake:
+            found.append((Drift(table.name, named, "missing", []), row))
+        elif key in in_lake and row is None:
+            found.append((Drift(table.name, named, "extra", []), None))
+        elif row is not None:
+            differing = [c.name for c in source.columns if not same(c, row.get(c.name), in_lake[key].get(c.name))]
             if differing:
-                drift.append(Drift(table.name, named, "changed", differing))
-    return drift
+                found.append((Drift(table.name, named, "changed", differing), row))
+    return found
 
 
 def same(column: ColumnSpec, at_source: Any, in_lake: Any) -> bool:
