@@ -21,10 +21,12 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.record import REPAIR, snapshot_summaries
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from cdc_lake.ops.repair import repair
 from cdc_lake.ops.verify import Cuts, Settle, verify
 from tests.conftest import cli
-from tests.pg.checks import SUMMARIES
+from tests.pg.checks import SUMMARIES, SourceRows, check_tables, hadoop_reader
 from tests.pg.test_real_source import newest_per_table
 
 ROWS = 20_000
@@ -47,6 +49,7 @@ class Source:
     url: str
     execute: Callable[..., None]
     capture: Callable[[PipelineConfig, Path], Capture]
+    rows: SourceRows  # SELECT * of a table: the oracle
 
 
 def drift_statements(table: str) -> list[str]:
@@ -92,7 +95,10 @@ def replicate(spark: SparkSession, source: Source, database: str, tmp_path: Path
     code, printed = cli(capsys, "config-from-source", "--source", source.url, "--schema", "drift", "-o", written,
                         "--database", database)  # fmt: skip
     assert code == 0, printed
+    # The capture here writes a round's changes at once: DMS's batch interval, which verify waits out, is 1 s.
+    written.write_text(written.read_text().replace("\ndms:\n", "\ndms:\n  cdc_max_batch_interval: 1\n", 1))
     config = load_config(written)
+    assert config.dms.cdc_max_batch_interval == 1
     landing = tmp_path / "landing"
     capture = source.capture(config, landing)
     replicated = Replicated(written, LocalPipeline(config, landing, spark, database=database), capture)
@@ -133,6 +139,19 @@ def run_drift_scenario(
     lines = [json.loads(line) for line in printed.splitlines()]
     assert len(lines) == len(expected)
     assert {"table": "drift.items", "key": {"id": 4242}, "kind": "changed", "columns": ["price"]} in lines
+
+    # Repair rewrites exactly those keys in one commit; the lake then equals SELECT *, and verify finds nothing.
+    landing = ["-l", pipeline.landing]
+    code, printed = cli(capsys, "repair", *verify_args[1:], *landing, "--dry-run")
+    assert code == 1 and "drift.items: would rewrite id=4242 (changed: price)" in printed, printed
+    code, printed = cli(capsys, "repair", *verify_args[1:], *landing)
+    assert code == 0, printed
+    assert f"drift.items: repaired {len(expected)} key(s), {len(expected) - 1} upserted and 1 deleted" in printed
+    assert "verified again: 0 differing key(s)" in printed
+    check_tables(spark, hadoop_reader(warehouse), source.rows, config, pipeline.location, "after repair")
+    [summary] = [s["summary"] for s in snapshot_summaries(spark, pipeline.location, config.tables[0])
+                 if REPAIR in s["summary"]]  # fmt: skip
+    assert json.loads(summary[REPAIR])["keys"] == len(expected)
     stats = found.stats
     SUMMARIES.append(
         f"verify on {_label(source.url)}: {len(expected)} drifted "
@@ -173,7 +192,9 @@ def lake_drift(spark: SparkSession, lake_table: str) -> dict[tuple[int], tuple[s
     }
 
 
-def run_concurrent_scenario(spark: SparkSession, source: Source, database: str, tmp_path: Path, capsys: Any) -> None:
+def run_concurrent_scenario(
+    spark: SparkSession, source: Source, warehouse: Path, database: str, tmp_path: Path, capsys: Any
+) -> None:
     """Verify while the source keeps changing and the pipeline keeps applying: only the real drift is reported."""
     replicated = replicate(spark, source, database, tmp_path, capsys)
     config = replicated.pipeline.config
@@ -200,15 +221,28 @@ def run_concurrent_scenario(spark: SparkSession, source: Source, database: str, 
         settle = Settle(
             replicated.pipeline.context, interval_s=1.0, timeout_s=120.0, poll_s=0.3, rounds=6, wait=land_and_apply
         )
-        [found] = verify(replicated.lake, source.url, cuts=CUTS, settle=settle)
+        [repaired] = repair(replicated.pipeline.context, source.url, settle=settle)
     finally:
         stop.set()
         thread.join()
-        replicated.capture.close()
+    found = repaired.verified
     got = {tuple(d.key.values()): (d.kind, d.columns) for d in found.drift}
     assert got == expected, {k: v for k, v in got.items() if k not in expected}
     assert all(key["id"] in BUSY for key in found.unsettled), found.unsettled
     assert written["transactions"] > 50, written
+    assert (repaired.keys, repaired.deleted, repaired.snapshot_id is not None) == (len(expected), 1, True)
+
+    # What the writer left in flight lands, then changes to repaired keys: they apply after the repair, in DMS
+    # order, and the lake equals SELECT *.
+    source.execute(
+        "UPDATE drift.items SET price = 7.77 WHERE id IN (4242, 12001)", "DELETE FROM drift.items WHERE id = 777"
+    )
+    try:
+        replicated.deliver(replicated.capture.capture())
+    finally:
+        replicated.capture.close()
+    location = replicated.pipeline.location
+    check_tables(spark, hadoop_reader(warehouse), source.rows, config, location, "repair, then CDC")
     SUMMARIES.append(
         f"verify under load on {_label(source.url)}: {written['transactions']} transactions meanwhile; exactly the "
         f"{len(expected)} drifted keys reported, {len(found.unsettled)} busy key(s) left unsettled"

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.local.pg_capture import PgCapture
+from tests.pg.checks import source_rows
 from tests.pg.cluster import Cluster
 from tests.pg.test_real_source import create_database
 from tests.verify_cases import ROWS, Source, create_items, run_concurrent_scenario, run_drift_scenario
@@ -36,7 +37,8 @@ def items_source(postgres: Cluster, name: str) -> Source:
             for statement in statements:
                 connection.execute(statement)
 
-    source = Source(conninfo, execute, lambda config, landing: SlotCapture(conninfo, config, landing, name))
+    capture = lambda config, landing: SlotCapture(conninfo, config, landing, name)  # noqa: E731
+    source = Source(conninfo, execute, capture, lambda table: source_rows(conninfo, table))
     execute("CREATE SCHEMA drift")
     moment = "TIMESTAMP '2025-01-01 00:00:00' + n * INTERVAL '1 second'"
     create_items(source, f"generate_series(1, {ROWS}) AS n", moment)
@@ -49,7 +51,7 @@ def test_verify_finds_each_kind_of_drift(
     run_drift_scenario(spark, items_source(postgres, "verify_drift"), warehouse, database, tmp_path, capsys)
 
 
-def test_changes_in_flight_are_not_drift(
-    spark: SparkSession, postgres: Cluster, database: str, tmp_path: Path, capsys
+def test_changes_in_flight_are_not_drift_and_repair_is_exact(
+    spark: SparkSession, postgres: Cluster, warehouse: Path, database: str, tmp_path: Path, capsys
 ) -> None:
-    run_concurrent_scenario(spark, items_source(postgres, "verify_load"), database, tmp_path, capsys)
+    run_concurrent_scenario(spark, items_source(postgres, "verify_load"), warehouse, database, tmp_path, capsys)

@@ -44,6 +44,8 @@ REJECTS_REPLAYED = "cdc-lake.rejects-replayed"
 REJECTS_SNAPSHOT = "cdc-lake.rejects-snapshot"
 # A table property, not a summary one: the refusal of the table's last run ({at, message}), until a run commits.
 REFUSED = "cdc-lake.refused"
+# A repair from the live source (ops.repair): the keys it rewrote, and the source's position when it read them.
+REPAIR = "cdc-lake.repair"
 
 
 def freshness(

@@ -213,6 +213,14 @@ def _add_config_commands(commands: Any) -> None:
         "--landing", "-l", type=Path, help="where DMS files land: re-check differing keys once the lake caught up"
     )
     verify.add_argument("--settle-timeout", type=float, default=900.0, help="seconds to wait for the lake per look")
+    repair = commands.add_parser("repair", help="rewrite only the drifted keys from the live source (no DMS reload)")
+    _add_config(repair)
+    _add_lake(repair)
+    repair.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
+    repair.add_argument("--source", required=True, help=SOURCE_HELP)
+    repair.add_argument("--landing", "-l", type=Path, required=True, help="where DMS files land (changes in flight)")
+    repair.add_argument("--settle-timeout", type=float, default=900.0, help="seconds to wait for the lake per look")
+    repair.add_argument("--dry-run", action="store_true", help="show what would be rewritten; write nothing")
     from_source = commands.add_parser(
         "config-from-source", help="write the table configuration from a PostgreSQL, MySQL or MariaDB source's catalog"
     )
@@ -785,6 +793,43 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if any(r.drift for r in results) else 0
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Exit 0 when the repaired tables then equal the source (a second verify), 1 otherwise."""
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
+    from cdc_lake.ops.repair import repair
+    from cdc_lake.ops.verify import Settle, verify
+
+    config = _config(args)
+    spark, location = _lake(args, config)
+    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
+    results = repair(context, args.source, args.table, settle=settle, dry_run=args.dry_run)
+    for result in results:
+        for drift in result.verified.drift:
+            key = ", ".join(f"{k}={v!r}" for k, v in drift.key.items())
+            verb = "would rewrite" if args.dry_run else "rewrote"
+            print(
+                f"{result.table}: {verb} {key} ({drift.kind}{': ' + ', '.join(drift.columns) if drift.columns else ''})"
+            )
+        if result.snapshot_id is not None:
+            print(
+                f"{result.table}: repaired {result.keys} key(s), {result.upserted} upserted and {result.deleted} "
+                f"deleted, in change {result.snapshot_id} (source position {result.position})"
+            )
+        elif not result.keys:
+            print(f"{result.table}: nothing to repair")
+    if args.dry_run:
+        return 1 if any(r.keys for r in results) else 0
+    repaired = [r.table for r in results if r.snapshot_id is not None]
+    if not repaired:
+        return 0
+    again = verify(context, args.source, repaired, settle=settle)
+    left = sum(len(v.drift) for v in again)
+    print(f"verified again: {left} differing key(s) in {', '.join(repaired)}")
+    return 1 if left else 0
+
+
 def cmd_maintain(args: argparse.Namespace) -> int:
     from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.maintenance import Retention, maintain
@@ -809,6 +854,7 @@ COMMANDS = {
     "status": cmd_status,
     "reconcile": cmd_reconcile,
     "verify": cmd_verify,
+    "repair": cmd_repair,
     "maintain": cmd_maintain,
     "run": cmd_run,
     "trigger": cmd_trigger,

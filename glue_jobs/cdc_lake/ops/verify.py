@@ -146,7 +146,7 @@ class SourceTable:
         cursor = self.connection.cursor()
         try:
             cursor.execute(sql, list(values))
-            return [tuple(row) for row in cursor.fetchall()]
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description is not None else []
         finally:
             cursor.close()
 
@@ -175,6 +175,21 @@ class SourceTable:
         rows = self._query(f"SELECT {', '.join(self.keys)}, {self.fingerprint} FROM {self.relation}{where}", values)
         self.stats.source_rows += len(rows)
         return {row[:-1]: int(row[-1]) for row in rows}
+
+    def rows_at_position(self, keys: Sequence[tuple[Any, ...]]) -> tuple[str, dict[tuple[Any, ...], dict[str, Any]]]:
+        """The rows of ``keys`` and the source's log position, read in one snapshot (PostgreSQL: the WAL
+        position; MariaDB: the binary log position of the snapshot)."""
+        if self.dialect == "postgres":
+            self._query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+            position = str(self._query("SELECT pg_current_wal_lsn()::text", [])[0][0])
+        else:
+            self._query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY", [])
+            status = dict(self._query("SHOW STATUS LIKE %s", ["binlog_snapshot_%"]))
+            position = f"{status.get('Binlog_snapshot_file', '')}:{status.get('Binlog_snapshot_position', '')}"
+        try:
+            return position, self.rows(keys)
+        finally:
+            self._query("COMMIT", [])
 
     def rows(self, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
         names = [c.name for c in self.columns]
@@ -281,9 +296,8 @@ def verify(
             "the source does not have what the configuration names; fix the configuration (cdc-lake "
             "config-check-source) before verifying:\n  " + "\n  ".join(problems)
         )
-    kind: Dialect = "mysql" if is_mysql_url(source_url) else "postgres"
     results = []
-    with _connection(source_url) as connection:
+    with connection_for(source_url) as (connection, kind):
         for table in chosen:
             faithful = {c.name for c in at_source[table.name].columns if c.note is None or c.config_type != "string"}
             columns = [c for c in table.columns if not c.dropped and comparable(c) and c.name in faithful]
@@ -296,10 +310,11 @@ def verify(
 
 
 @contextmanager
-def _connection(url: str) -> Iterator[Any]:
+def connection_for(url: str) -> Iterator[tuple[Any, Dialect]]:
+    """A read-only connection to the source, and its SQL dialect."""
     connection = source_dialect(url).connect(url)
     try:
-        yield connection
+        yield connection, "mysql" if is_mysql_url(url) else "postgres"
     finally:
         connection.close()
 
