@@ -83,49 +83,55 @@ class DmsServiceRoles(Construct):
             )
 
 
+def outbound_group(scope: Construct, settings: DeploySettings, description: str, https: str) -> ec2.SecurityGroup:
+    """A security group in the deployment's VPC allowing no traffic but HTTPS out (to AWS APIs: endpoints or
+    NAT); ``reach_source`` opens the way to the source database."""
+    vpc = ec2.Vpc.from_vpc_attributes(
+        scope, "Vpc", vpc_id=settings.vpc_id, availability_zones=Stack.of(scope).availability_zones
+    )
+    group = ec2.SecurityGroup(scope, "SecurityGroup", vpc=vpc, allow_all_outbound=False, description=description)
+    group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), f"{https} (endpoints or NAT)")
+    return group
+
+
+def reach_source(
+    scope: Construct, group: ec2.SecurityGroup, settings: DeploySettings, ingress: tuple[str, str]
+) -> None:
+    """Let ``group`` reach the source database on its port: through the source's own security group when one is
+    given (the ingress rule ``(construct id, description)`` there admits ``group`` only), else any address."""
+    if not settings.source_security_group_id:
+        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(settings.source_port), "Source database")
+        return
+    source_group = ec2.SecurityGroup.from_security_group_id(
+        scope, "SourceSecurityGroup", settings.source_security_group_id, mutable=False
+    )
+    group.add_egress_rule(source_group, ec2.Port.tcp(settings.source_port), "Source database")
+    ec2.CfnSecurityGroupIngress(
+        scope,
+        ingress[0],
+        group_id=settings.source_security_group_id,
+        ip_protocol="tcp",
+        from_port=settings.source_port,
+        to_port=settings.source_port,
+        source_security_group_id=group.security_group_id,
+        description=ingress[1],
+    )
+
+
 class DmsReplication(Construct):
     """Endpoints and replication for one source database into the raw bucket."""
 
     def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, raw_bucket: s3.IBucket) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         settings, config = deployment.settings, deployment.config
         prefix = settings.resource_prefix
         self.service_roles = DmsServiceRoles(self, "ServiceRoles") if settings.create_dms_service_roles else None
 
-        vpc = ec2.Vpc.from_vpc_attributes(
-            self, "Vpc", vpc_id=settings.vpc_id, availability_zones=stack.availability_zones
-        )
         # DMS only opens outbound connections: no ingress rule at all.
-        self.security_group = ec2.SecurityGroup(
-            self,
-            "SecurityGroup",
-            vpc=vpc,
-            allow_all_outbound=False,
-            description="cdc-lake DMS replication: outbound to the source database and AWS APIs only",
-        )
-        self.security_group.add_egress_rule(
-            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 and Secrets Manager (endpoints or NAT)"
-        )
-        if settings.source_security_group_id:
-            source_group = ec2.SecurityGroup.from_security_group_id(
-                self, "SourceSecurityGroup", settings.source_security_group_id, mutable=False
-            )
-            self.security_group.add_egress_rule(source_group, ec2.Port.tcp(settings.source_port), "Source database")
-            ec2.CfnSecurityGroupIngress(
-                self,
-                "SourceIngressFromDms",
-                group_id=settings.source_security_group_id,
-                ip_protocol="tcp",
-                from_port=settings.source_port,
-                to_port=settings.source_port,
-                source_security_group_id=self.security_group.security_group_id,
-                description="cdc-lake DMS replication reads the source database",
-            )
-        else:
-            self.security_group.add_egress_rule(
-                ec2.Peer.any_ipv4(), ec2.Port.tcp(settings.source_port), "Source database"
-            )
+        description = "cdc-lake DMS replication: outbound to the source database and AWS APIs only"
+        self.security_group = outbound_group(self, settings, description, "HTTPS to S3 and Secrets Manager")
+        ingress = ("SourceIngressFromDms", "cdc-lake DMS replication reads the source database")
+        reach_source(self, self.security_group, settings, ingress)
 
         self.subnet_group = dms.CfnReplicationSubnetGroup(
             self,

@@ -114,6 +114,23 @@ def iceberg_spark_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> str:
     return render_conf(glue_catalog_conf(warehouse_uri, catalog))
 
 
+def job_log_statements(stack: Stack, key: kms.IKey, encrypt_sid: str) -> list[iam.PolicyStatement]:
+    """A Glue job's continuous logs under /aws-glue/, encrypted with the security configuration's key."""
+    log_groups = stack.format_arn(
+        service="logs", resource="log-group", resource_name="/aws-glue/*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )
+    return [
+        iam.PolicyStatement(
+            sid="JobLogs",
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
+            resources=[log_groups],
+        ),
+        iam.PolicyStatement(
+            sid=encrypt_sid, actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]
+        ),
+    ]
+
+
 class GlueJobs(Construct):
     """Database, security configuration, role, the three jobs and the maintenance schedule."""
 
@@ -304,23 +321,7 @@ class GlueJobs(Construct):
                 actions=["glue:GetDatabase"],
                 resources=[catalog_arn, stack.format_arn(service="glue", resource="database", resource_name="default")],
             ),
-            iam.PolicyStatement(
-                sid="JobLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
-                resources=[
-                    stack.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name="/aws-glue/*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
-            ),
-            iam.PolicyStatement(
-                sid="EncryptLogsAndBookmarks",
-                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"],
-                resources=[key.key_arn],
-            ),
+            *job_log_statements(stack, key, "EncryptLogsAndBookmarks"),
             iam.PolicyStatement(
                 sid="JobMetrics",
                 actions=["cloudwatch:PutMetricData"],

@@ -8,7 +8,7 @@ the lake jobs keep reaching S3 and the catalog as before.
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
@@ -18,7 +18,8 @@ from constructs import Construct
 
 from cdc_lake.core.names import GLUE_VERSION, METRICS_NAMESPACE
 from infra.deployment import Deployment, stack_output
-from infra.glue import PYDANTIC_FALLBACK, WORKER_TYPE, GlueJobs
+from infra.dms import outbound_group, reach_source
+from infra.glue import PYDANTIC_FALLBACK, WORKER_TYPE, GlueJobs, job_log_statements
 from infra.packaging import pinned_requirement
 
 # The driver config-check-source reads the catalog with, per sourceEngine (pinned as the tests ran it).
@@ -38,42 +39,15 @@ class SourceCheck(Construct):
         settings = deployment.settings
         prefix = settings.resource_prefix
 
-        vpc = ec2.Vpc.from_vpc_attributes(
-            self, "Vpc", vpc_id=settings.vpc_id, availability_zones=stack.availability_zones
-        )
         # Glue's workers talk to each other over any TCP port within their group (a Glue requirement); out of
         # it only to the source and to HTTPS (S3, Secrets Manager, CloudWatch, PyPI: endpoints or NAT).
-        self.security_group = ec2.SecurityGroup(
-            self,
-            "SecurityGroup",
-            vpc=vpc,
-            allow_all_outbound=False,
-            description="cdc-lake source check (Glue): the source database and AWS APIs only",
-        )
+        description = "cdc-lake source check (Glue): the source database and AWS APIs only"
+        https = "HTTPS to S3, Secrets Manager, CloudWatch"
+        self.security_group = outbound_group(self, settings, description, https)
         self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_tcp(), "Glue workers of this job")
         self.security_group.add_egress_rule(self.security_group, ec2.Port.all_tcp(), "Glue workers of this job")
-        self.security_group.add_egress_rule(
-            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3, Secrets Manager, CloudWatch (endpoints or NAT)"
-        )
-        if settings.source_security_group_id:
-            source_group = ec2.SecurityGroup.from_security_group_id(
-                self, "SourceSecurityGroup", settings.source_security_group_id, mutable=False
-            )
-            self.security_group.add_egress_rule(source_group, ec2.Port.tcp(settings.source_port), "Source database")
-            ec2.CfnSecurityGroupIngress(
-                self,
-                "SourceIngressFromSourceCheck",
-                group_id=settings.source_security_group_id,
-                ip_protocol="tcp",
-                from_port=settings.source_port,
-                to_port=settings.source_port,
-                source_security_group_id=self.security_group.security_group_id,
-                description="cdc-lake source check reads the source database's catalog",
-            )
-        else:
-            self.security_group.add_egress_rule(
-                ec2.Peer.any_ipv4(), ec2.Port.tcp(settings.source_port), "Source database"
-            )
+        ingress = ("SourceIngressFromSourceCheck", "cdc-lake source check reads the source database's catalog")
+        reach_source(self, self.security_group, settings, ingress)
 
         self.connection = glue.CfnConnection(
             self,
@@ -203,23 +177,7 @@ class SourceCheck(Construct):
                     stack.format_arn(service="ec2", resource="security-group", resource_name="*"),
                 ],
             ),
-            iam.PolicyStatement(
-                sid="JobLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
-                resources=[
-                    stack.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name="/aws-glue/*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
-            ),
-            iam.PolicyStatement(
-                sid="EncryptLogs",
-                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"],
-                resources=[key.key_arn],
-            ),
+            *job_log_statements(stack, key, "EncryptLogs"),
             iam.PolicyStatement(
                 sid="SourceCheckMetric",
                 actions=["cloudwatch:PutMetricData"],

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from cdc_lake.core.config import DECIMAL_TYPE, ColumnSpec
+from cdc_lake.core.sql import quote as spark_quote
 
 Dialect = Literal["postgres", "mysql"]
 INTEGERS = ("tinyint", "smallint", "int", "integer", "bigint")
@@ -41,65 +42,71 @@ def quote(name: str, dialect: Dialect) -> str:
     return mark + name.replace(mark, mark * 2) + mark
 
 
+# Per dialect: how a field wraps its canonical text ({name} the column, {text} the text), and each type family's
+# canonical text ({p}, {s}: a decimal's precision and scale). "string" serves every other comparable type.
+_FIELDS = {
+    "postgres": "(CASE WHEN {name} IS NULL THEN 'N' ELSE 'V' || char_length({text}) || ':' || {text} END)",
+    "mysql": "IF({name} IS NULL, 'N', CONCAT('V', CHAR_LENGTH({text}), ':', {text}))",
+    "spark": "CASE WHEN {name} IS NULL THEN 'N' ELSE concat('V', length({text}), ':', {text}) END",
+}
+_TEXTS: dict[str, dict[str, str]] = {
+    "postgres": {
+        "decimal": "CAST({name} AS numeric({p},{s}))::text",
+        "float": "(CASE WHEN {name} = 0 THEN '0' ELSE encode(float8send({name}::float8), 'hex') END)",
+        "boolean": "(CASE WHEN {name} THEN '1' ELSE '0' END)",
+        "date": "to_char({name}, 'YYYY-MM-DD')",
+        "timestamp": "to_char({name}, 'YYYY-MM-DD HH24:MI:SS.US')",
+        "binary": "encode({name}, 'hex')",
+        "string": "concat({name})",  # the output function's text: a cast to text would drop char(n)'s padding
+    },
+    "mysql": {
+        "decimal": "CAST(CAST({name} AS DECIMAL({p},{s})) AS CHAR)",
+        "float": "",  # _mysql_double_bits
+        "boolean": "IF({name} <> 0, '1', '0')",
+        "date": "DATE_FORMAT({name}, '%Y-%m-%d')",
+        "timestamp": "DATE_FORMAT({name}, '%Y-%m-%d %H:%i:%s.%f')",
+        "binary": "LOWER(HEX({name}))",
+        "string": "CAST({name} AS CHAR)",
+    },
+    "spark": {
+        "decimal": "replace(format_number({name}, {s}), ',', '')",  # exact and plain (a cast prints 1.000E-7)
+        "float": "(CASE WHEN {name} = 0 THEN '0' ELSE lower(lpad(hex(CAST(reflect('java.lang.Double', "
+        "'doubleToLongBits', CAST({name} AS DOUBLE)) AS BIGINT)), 16, '0')) END)",
+        "boolean": "(CASE WHEN {name} THEN '1' ELSE '0' END)",
+        "date": "date_format({name}, 'yyyy-MM-dd')",
+        "timestamp": "date_format({name}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')",
+        "binary": "lower(hex({name}))",
+        "string": "CAST({name} AS STRING)",
+    },
+}
+
+
 def source_fingerprint(columns: Sequence[ColumnSpec], dialect: Dialect) -> str:
     """A SQL expression giving each row's fingerprint (BIGINT) at the source."""
+    fields = [_field(c, dialect) for c in columns]
     if dialect == "postgres":
-        text = " || ".join(_pg_field(c) for c in columns)
-        return f"('x' || substr(md5({text}), 1, 15))::bit(60)::bigint"
-    text = "CONCAT(" + ", ".join(_mysql_field(c) for c in columns) + ")"
+        return f"('x' || substr(md5({' || '.join(fields)}), 1, 15))::bit(60)::bigint"
+    text = "CONCAT(" + ", ".join(fields) + ")"
     return f"CAST(CONV(SUBSTRING(MD5(CONVERT({text} USING utf8mb4)), 1, 15), 16, 10) AS UNSIGNED)"
 
 
 def spark_fingerprint(columns: Sequence[ColumnSpec]) -> str:
     """The same fingerprint as a Spark SQL expression over the lake table's columns."""
-    text = "concat(" + ", ".join(_spark_field(c) for c in columns) + ")"
+    text = "concat(" + ", ".join(_field(c, "spark") for c in columns) + ")"
     return f"CAST(conv(substr(md5({text}), 1, 15), 16, 10) AS BIGINT)"
 
 
-def _pg_field(column: ColumnSpec) -> str:
-    name = quote(column.name, "postgres")
-    text = _pg_text(column, name)
-    return f"(CASE WHEN {name} IS NULL THEN 'N' ELSE 'V' || char_length({text}) || ':' || {text} END)"
-
-
-def _pg_text(column: ColumnSpec, name: str) -> str:
-    kind, decimal = column.type, DECIMAL_TYPE.match(column.type)
-    if decimal:
-        return f"CAST({name} AS numeric({decimal[1]},{decimal[2]}))::text"
-    if kind in FLOATS:
-        return f"(CASE WHEN {name} = 0 THEN '0' ELSE encode(float8send({name}::float8), 'hex') END)"
-    if kind == "boolean":
-        return f"(CASE WHEN {name} THEN '1' ELSE '0' END)"
-    if kind == "date":
-        return f"to_char({name}, 'YYYY-MM-DD')"
-    if kind == "timestamp":
-        return f"to_char({name}, 'YYYY-MM-DD HH24:MI:SS.US')"
-    if kind == "binary":
-        return f"encode({name}, 'hex')"
-    return f"concat({name})"  # the output function's text: a cast to text would drop char(n)'s padding
-
-
-def _mysql_field(column: ColumnSpec) -> str:
-    name = quote(column.name, "mysql")
-    text = _mysql_text(column, name)
-    return f"IF({name} IS NULL, 'N', CONCAT('V', CHAR_LENGTH({text}), ':', {text}))"
-
-
-def _mysql_text(column: ColumnSpec, name: str) -> str:
-    kind, decimal = column.type, DECIMAL_TYPE.match(column.type)
-    if decimal:
-        return f"CAST(CAST({name} AS DECIMAL({decimal[1]},{decimal[2]})) AS CHAR)"
-    if kind in FLOATS:
-        return _mysql_double_bits(name)
-    if kind == "boolean":
-        return f"IF({name} <> 0, '1', '0')"
-    if kind == "date":
-        return f"DATE_FORMAT({name}, '%Y-%m-%d')"
-    if kind == "timestamp":
-        return f"DATE_FORMAT({name}, '%Y-%m-%d %H:%i:%s.%f')"
-    if kind == "binary":
-        return f"LOWER(HEX({name}))"
-    return f"CAST({name} AS CHAR)"
+def _field(column: ColumnSpec, engine: Dialect | Literal["spark"]) -> str:
+    name = spark_quote(column.name) if engine == "spark" else quote(column.name, engine)
+    decimal = DECIMAL_TYPE.match(column.type)
+    family = "decimal" if decimal else "float" if column.type in FLOATS else column.type
+    template = _TEXTS[engine].get(family, _TEXTS[engine]["string"])
+    if engine == "mysql" and family == "float":
+        text = _mysql_double_bits(name)
+    else:
+        precision, scale = (decimal[1], decimal[2]) if decimal else ("", "")
+        text = template.format(name=name, p=precision, s=scale)
+    return _FIELDS[engine].format(name=name, text=text)
 
 
 def _mysql_double_bits(name: str) -> str:
@@ -114,27 +121,3 @@ def _mysql_double_bits(name: str) -> str:
     subnormal = f"CAST({magnitude} * POW(2, 1022) * {TWO_TO_52} AS UNSIGNED)"
     bits = f"((({name} < 0) << 63) | IF({magnitude} < POW(2, -1022), {subnormal}, {normal}))"
     return f"IF({name} = 0, '0', LOWER(LPAD(HEX({bits}), 16, '0')))"
-
-
-def _spark_field(column: ColumnSpec) -> str:
-    name = f"`{column.name.replace('`', '``')}`"
-    text = _spark_text(column, name)
-    return f"CASE WHEN {name} IS NULL THEN 'N' ELSE concat('V', length({text}), ':', {text}) END"
-
-
-def _spark_text(column: ColumnSpec, name: str) -> str:
-    kind, decimal = column.type, DECIMAL_TYPE.match(column.type)
-    if decimal:
-        return f"replace(format_number({name}, {decimal[2]}), ',', '')"  # exact, plain (CAST gives 1.0E-7)
-    if kind in FLOATS:
-        bits = f"CAST(reflect('java.lang.Double', 'doubleToLongBits', CAST({name} AS DOUBLE)) AS BIGINT)"
-        return f"(CASE WHEN {name} = 0 THEN '0' ELSE lower(lpad(hex({bits}), 16, '0')) END)"
-    if kind == "boolean":
-        return f"(CASE WHEN {name} THEN '1' ELSE '0' END)"
-    if kind == "date":
-        return f"date_format({name}, 'yyyy-MM-dd')"
-    if kind == "timestamp":
-        return f"date_format({name}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
-    if kind == "binary":
-        return f"lower(hex({name}))"
-    return f"CAST({name} AS STRING)"
