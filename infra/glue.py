@@ -139,6 +139,7 @@ class GlueJobs(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        self.storage, self.key = storage, key  # what the jobs in the source's network share (infra.source_check)
         config, assets, settings = deployment.config, deployment.assets, deployment.settings
         name_prefix = settings.resource_prefix
         # The maintenance trigger's Glue cron expression; None for no trigger.

@@ -23,6 +23,7 @@ from cdc_lake.core.names import (
     BATCH_SECONDS_METRIC,
     BYTES_APPLIED_METRIC,
     CHANGE_LAG_METRIC,
+    DRIFTED_KEYS_METRIC,
     FILES_APPLIED_METRIC,
     INPUT_NOTICES_METRIC,
     LANDED_LAG_METRIC,
@@ -134,6 +135,13 @@ class Monitoring(Construct):
             "(docs/schema-changes.md) and `cdk deploy`",
             _pipeline_metric(config, SOURCE_DIFFERENCES_METRIC, "Maximum"),
         )
+        self.drifted_keys_alarm = self._alarm(
+            "DriftedKeys",
+            "The drift job found lake rows that differ from the live source once the changes in flight were applied: "
+            "the job's log names each key (DRIFT). Repair them with the drift job's --action repair, or "
+            "`cdc-lake repair` (docs/drift.md), or reload the table when most of it differs",
+            _pipeline_metric(config, DRIFTED_KEYS_METRIC, "Maximum"),
+        )
         alarms = (
             self.failure_queue_alarm,
             self.lambda_errors_alarm,
@@ -142,6 +150,7 @@ class Monitoring(Construct):
             self.input_notices_alarm,
             self.unknown_table_alarm,
             self.source_differences_alarm,
+            self.drifted_keys_alarm,
         )
         action = cloudwatch_actions.SnsAction(self.topic)
         for alarm in alarms:

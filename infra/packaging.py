@@ -29,6 +29,7 @@ GLUE_SCRIPTS = {
     "cdc_replay": "cdc_replay.py",
     "maintenance": "maintenance.py",
     "source_check": "source_check.py",
+    "drift": "drift.py",
 }
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)

@@ -31,8 +31,8 @@ class PipelineStack(Stack):
         self.dms = DmsReplication(self, "Dms", deployment=deployment, raw_bucket=self.storage.raw)
         self.glue = GlueJobs(self, "Glue", deployment=deployment, storage=self.storage, key=self.key)
         self.trigger = DmsTrigger(self, "Trigger", deployment=deployment, raw_bucket=self.storage.raw, jobs=self.glue)
-        self.source_check = SourceCheck(self, "SourceCheck", deployment=deployment, jobs=self.glue, key=self.key)
-        jobs = [*self.glue.jobs, self.source_check.job]
+        self.source_check = SourceCheck(self, "SourceCheck", deployment=deployment, jobs=self.glue)
+        jobs = [*self.glue.jobs, self.source_check.job, self.source_check.drift_job]
         watched = Watched([job.ref for job in jobs], self.trigger.failure_queue, self.trigger.function)
         self.monitoring = Monitoring(self, "Monitoring", deployment=deployment, key=self.key, watched=watched)
         self._acknowledge_cdk_internals()

@@ -43,12 +43,16 @@ MAINTENANCE_SCHEDULE = "maintenanceSchedule"
 MAINTENANCE_ENABLED = "maintenanceEnabled"
 SOURCE_CHECK_SCHEDULE = "sourceCheckSchedule"
 SOURCE_CHECK_ENABLED = "sourceCheckEnabled"
+DRIFT_CHECK_SCHEDULE = "driftCheckSchedule"
+DRIFT_CHECK_ENABLED = "driftCheckEnabled"
 EXAMPLE_VALUES = "exampleValues"
 
 # Daily at 03:30 UTC. Glue schedules are six-field cron expressions (no rate()), always in UTC.
 DEFAULT_MAINTENANCE_SCHEDULE = "cron(30 3 * * ? *)"
 # Daily at 03:00 UTC: the configuration checked against the source's catalog before the day's changes pile up.
 DEFAULT_SOURCE_CHECK_SCHEDULE = "cron(0 3 * * ? *)"
+# Sundays at 04:00 UTC: every table verified against the source once a week.
+DEFAULT_DRIFT_CHECK_SCHEDULE = "cron(0 4 ? * SUN *)"
 
 REQUIRED_KEYS = (VPC_ID, SUBNET_IDS, SOURCE_ENGINE, SOURCE_SECRET_ARN)
 
@@ -106,6 +110,8 @@ class DeploySettings:
     maintenance_enabled: bool = True
     source_check_schedule: str = DEFAULT_SOURCE_CHECK_SCHEDULE
     source_check_enabled: bool = True
+    drift_check_schedule: str = DEFAULT_DRIFT_CHECK_SCHEDULE
+    drift_check_enabled: bool = True
     # Context keys that exampleValues=true filled with placeholders; empty for a deployable synth.
     example_values: tuple[str, ...] = ()
 
@@ -147,6 +153,8 @@ class DeploySettings:
             maintenance_enabled=reader.boolean(MAINTENANCE_ENABLED, default=True),
             source_check_schedule=reader.pattern(SOURCE_CHECK_SCHEDULE, _GLUE_CRON) or DEFAULT_SOURCE_CHECK_SCHEDULE,
             source_check_enabled=reader.boolean(SOURCE_CHECK_ENABLED, default=True),
+            drift_check_schedule=reader.pattern(DRIFT_CHECK_SCHEDULE, _GLUE_CRON) or DEFAULT_DRIFT_CHECK_SCHEDULE,
+            drift_check_enabled=reader.boolean(DRIFT_CHECK_ENABLED, default=True),
             example_values=example_values,
         )
         if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):

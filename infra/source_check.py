@@ -1,12 +1,15 @@
-"""The source check: a Glue job that compares the table configuration with the live source's catalog on a
-schedule (``cdc_lake.ops.source_check``), and the network connection that lets it reach the source.
+"""The source's network for Glue, and the two jobs that use it: the source check, which compares the table
+configuration with the source's catalog on a schedule (``cdc_lake.ops.source_check``), and the drift job, which
+verifies the lake tables against the source, or repairs them (``cdc_lake.ops.drift_job``).
 
-It runs apart from the lake jobs, with a role of its own: it reads the DMS source endpoint's secret and the
-job's assets, and puts one metric; it cannot touch the raw files or the lake. Only this job runs in the VPC, so
-the lake jobs keep reaching S3 and the catalog as before.
+Only these jobs run in the VPC, so the lake jobs keep reaching S3 and the catalog as before. The source check
+has a role of its own: it reads the DMS source endpoint's secret and its assets, and puts one metric; it
+cannot touch the raw files or the lake. The drift job's role has the lake jobs' policy, and the secret.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
@@ -21,20 +24,22 @@ from infra.deployment import Deployment, stack_output
 from infra.dms import outbound_group, reach_source
 from infra.glue import PYDANTIC_FALLBACK, WORKER_TYPE, GlueJobs, job_log_statements
 from infra.packaging import pinned_requirement
+from infra.settings import DeploySettings
+from infra.storage import Storage
 
-# The driver config-check-source reads the catalog with, per sourceEngine (pinned as the tests ran it).
+# The driver the catalog is read with, per sourceEngine (pinned as the tests ran it).
 DRIVERS = {"postgres": ("psycopg[binary]", "psycopg[binary]==3.*"), "mysql": ("PyMySQL", "PyMySQL==1.*")}
 TIMEOUT_MINUTES = 15
+DRIFT_TIMEOUT_MINUTES = 240
 SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
 
 
 class SourceCheck(Construct):
-    """Security group, Glue network connection, role, job and schedule of the source check."""
+    """Security group and Glue network connection; the source check's role, job and schedule; the drift job's."""
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, deployment: Deployment, jobs: GlueJobs, key: kms.IKey
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, jobs: GlueJobs) -> None:
         super().__init__(scope, construct_id)
+        storage, key = jobs.storage, jobs.key
         stack = Stack.of(self)
         settings = deployment.settings
         prefix = settings.resource_prefix
@@ -70,6 +75,8 @@ class SourceCheck(Construct):
             pinned_requirement("pydantic", fallback=PYDANTIC_FALLBACK),
             pinned_requirement(driver, fallback=fallback),
         ]
+        self.drift_trigger: glue.CfnTrigger | None = None
+        self.drift_job = self._drift_job(deployment, jobs, storage, ",".join(modules))
         arguments = {
             "--job-language": "python",
             "--config_uri": jobs.config_asset.s3_object_url,
@@ -126,57 +133,13 @@ class SourceCheck(Construct):
             description="cdc-lake source check: read the source secret and the job's assets, put one metric",
         )
         assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["source_check"]]
-        network = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
         statements = [
             iam.PolicyStatement(
                 sid="ReadJobAssets",
                 actions=["s3:GetObject"],
                 resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
             ),
-            iam.PolicyStatement(
-                sid="ReadSourceSecret",
-                actions=["secretsmanager:GetSecretValue"],
-                resources=[settings.source_secret_arn],
-            ),
-            iam.PolicyStatement(
-                sid="NetworkConnection",
-                actions=["glue:GetConnection"],
-                resources=[
-                    stack.format_arn(service="glue", resource="catalog"),
-                    stack.format_arn(
-                        service="glue",
-                        resource="connection",
-                        resource_name=f"{settings.resource_prefix}-source-network",
-                    ),
-                ],
-            ),
-            # What Glue does in the VPC for a job with a NETWORK connection (as AWSGlueServiceRole grants it).
-            iam.PolicyStatement(
-                sid="DescribeNetwork",
-                actions=[
-                    "ec2:DescribeVpcEndpoints",
-                    "ec2:DescribeRouteTables",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeVpcAttribute",
-                ],
-                resources=["*"],
-            ),
-            iam.PolicyStatement(
-                sid="WorkerNetworkInterfaces",
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:CreateTags",
-                    "ec2:DeleteTags",
-                ],
-                resources=[
-                    network,
-                    stack.format_arn(service="ec2", resource="subnet", resource_name="*"),
-                    stack.format_arn(service="ec2", resource="security-group", resource_name="*"),
-                ],
-            ),
+            *source_access_statements(stack, settings),
             *job_log_statements(stack, key, "EncryptLogs"),
             iam.PolicyStatement(
                 sid="SourceCheckMetric",
@@ -185,30 +148,133 @@ class SourceCheck(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
             ),
         ]
-        if settings.source_secret_kms_key_arn:
-            statements.append(
-                iam.PolicyStatement(
-                    sid="DecryptSourceSecret", actions=["kms:Decrypt"], resources=[settings.source_secret_kms_key_arn]
-                )
-            )
         self.policy = iam.Policy(self, "Policy", statements=statements, roles=[role])
-        reasons = {
-            "Resource::*": "ec2:Describe* and cloudwatch:PutMetricData have no resource-level permissions; the "
-            f"metric statement is limited to the {METRICS_NAMESPACE} namespace.",
-            "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*": "Glue creates "
-            "its workers' network interfaces in the connection's subnet with names it chooses at run time.",
-            "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:subnet/*": "Creating a network "
-            "interface names its subnet; the connection fixes which one.",
-            "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:security-group/*": "Creating a "
-            "network interface names its security groups; the connection fixes which ones.",
-            "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*": "Glue "
-            "names its job log groups at run time; limited to the /aws-glue/ namespace.",
-        }
-        NagSuppressions.add_resource_suppressions(
-            self.policy,
-            [
-                {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]}
-                for finding, reason in reasons.items()
-            ],
-        )
+        NagSuppressions.add_resource_suppressions(self.policy, wildcard_reasons(with_logs=True))
         return role
+
+    def _drift_job(self, deployment: Deployment, jobs: GlueJobs, storage: Storage, modules: str) -> glue.CfnJob:
+        """The drift job: the lake jobs' own policy (lake, raw files, catalog, logs, metrics), plus the source."""
+        settings, stack = deployment.settings, Stack.of(self)
+        role = iam.Role(
+            self,
+            "DriftRole",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description="cdc-lake drift job: the lake jobs' access, and the source secret and network",
+        )
+        jobs.policy.attach_to_role(role)
+        access = iam.Policy(self, "DriftPolicy", statements=source_access_statements(stack, settings), roles=[role])
+        NagSuppressions.add_resource_suppressions(access, wildcard_reasons(with_logs=False))
+        arguments = {
+            **jobs.default_arguments,
+            "--additional-python-modules": modules,
+            "--source_secret": settings.source_secret_arn,
+            "--source_engine": settings.source_engine,
+            "--action": "verify",
+            "--bucket": storage.raw.bucket_name,
+        }
+        if settings.source_database:
+            arguments["--source_database"] = settings.source_database
+        job = glue.CfnJob(
+            self,
+            "DriftJob",
+            name=f"{settings.resource_prefix}-drift",
+            description="Verify the lake tables against the live source, or repair their drifted keys (--action)",
+            role=role.role_arn,
+            command=glue.CfnJob.JobCommandProperty(
+                name="glueetl", python_version="3", script_location=jobs.scripts["drift"].s3_object_url
+            ),
+            glue_version=GLUE_VERSION,
+            worker_type=WORKER_TYPE,
+            number_of_workers=2,
+            timeout=DRIFT_TIMEOUT_MINUTES,
+            max_retries=0,
+            execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
+            job_run_queuing_enabled=True,
+            connections=glue.CfnJob.ConnectionsListProperty(connections=[self.connection.ref]),
+            security_configuration=jobs.security_configuration.ref,
+            default_arguments=arguments,
+        )
+        job.node.add_dependency(access, jobs.policy)
+        stack_output(self, "DriftJobName", job.ref, "Glue job verifying (or repairing) the lake against the source")
+        if settings.drift_check_enabled:
+            self.drift_trigger = glue.CfnTrigger(
+                self,
+                "DriftSchedule",
+                name=f"{settings.resource_prefix}-drift-schedule",
+                description="Scheduled verify of every configured lake table against the source (UTC)",
+                type="SCHEDULED",
+                schedule=settings.drift_check_schedule,
+                start_on_creation=True,
+                actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments={"--action": "verify"})],
+            )
+        return job
+
+
+def source_access_statements(stack: Stack, settings: DeploySettings) -> list[iam.PolicyStatement]:
+    """Reading the source secret (and its key), and what Glue does in the VPC for a job with the connection."""
+    network = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+    statements = [
+        iam.PolicyStatement(
+            sid="ReadSourceSecret", actions=["secretsmanager:GetSecretValue"], resources=[settings.source_secret_arn]
+        ),
+        iam.PolicyStatement(
+            sid="NetworkConnection",
+            actions=["glue:GetConnection"],
+            resources=[
+                stack.format_arn(service="glue", resource="catalog"),
+                stack.format_arn(
+                    service="glue", resource="connection", resource_name=f"{settings.resource_prefix}-source-network"
+                ),
+            ],
+        ),
+        # What Glue does in the VPC for a job with a NETWORK connection (as AWSGlueServiceRole grants it).
+        iam.PolicyStatement(
+            sid="DescribeNetwork",
+            actions=[
+                "ec2:DescribeVpcEndpoints",
+                "ec2:DescribeRouteTables",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeVpcAttribute",
+            ],
+            resources=["*"],
+        ),
+        iam.PolicyStatement(
+            sid="WorkerNetworkInterfaces",
+            actions=["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:CreateTags", "ec2:DeleteTags"],
+            resources=[
+                network,
+                stack.format_arn(service="ec2", resource="subnet", resource_name="*"),
+                stack.format_arn(service="ec2", resource="security-group", resource_name="*"),
+            ],
+        ),
+    ]
+    if settings.source_secret_kms_key_arn:
+        statements.append(
+            iam.PolicyStatement(
+                sid="DecryptSourceSecret", actions=["kms:Decrypt"], resources=[settings.source_secret_kms_key_arn]
+            )
+        )
+    return statements
+
+
+def wildcard_reasons(*, with_logs: bool) -> list[dict[str, Any]]:
+    """cdk-nag's acknowledgments of the wildcards in these policies, with the reason for each."""
+    reasons = {
+        "Resource::*": "ec2:Describe* and cloudwatch:PutMetricData have no resource-level permissions; the "
+        f"metric statement is limited to the {METRICS_NAMESPACE} namespace.",
+        "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*": "Glue creates "
+        "its workers' network interfaces in the connection's subnet with names it chooses at run time.",
+        "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:subnet/*": "Creating a network "
+        "interface names its subnet; the connection fixes which one.",
+        "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:security-group/*": "Creating a "
+        "network interface names its security groups; the connection fixes which ones.",
+    }
+    if with_logs:
+        reasons["Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*"] = (
+            "Glue names its job log groups at run time; limited to the /aws-glue/ namespace."
+        )
+    return [
+        {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]} for finding, reason in reasons.items()
+    ]

@@ -124,7 +124,7 @@ def test_no_endpoint_reaches_the_deployed_template(variant: tuple[Synthesized, D
 
 def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, DeployedStack]) -> None:
     _synth, stack = variant
-    assert set(stack.jobs) == {"full_load", "cdc_replay", "maintenance", "source_check"}
+    assert set(stack.jobs) == {"full_load", "cdc_replay", "maintenance", "source_check", "drift"}
     for kind, job in stack.jobs.items():
         assert job.kind == kind
         assert job.script_path.is_file(), job.script_path
@@ -133,7 +133,7 @@ def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, Deploye
         assert re.fullmatch(rf"s3://{ASSETS_BUCKET}/[0-9a-f]{{64}}\.py", job.command.script_location)
         assert stack.asset_at(job.command.script_location).source_path == job.script_path
     scripts = {job.script_path for job in stack.jobs.values()}
-    assert len(scripts) == 4
+    assert len(scripts) == 5
 
 
 def test_config_uri_is_the_published_table_configuration(variant: tuple[Synthesized, DeployedStack]) -> None:
@@ -228,6 +228,7 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         "cdc_replay": f"{prefix}-cdc-replay",
         "maintenance": f"{prefix}-maintenance",
         "source_check": f"{prefix}-source-check",
+        "drift": f"{prefix}-drift",
     }
     for job in stack.jobs.values():
         raw = synth.json["Resources"][job.logical_id]["Properties"]
@@ -241,7 +242,8 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         assert job.command.name == "glueetl"
         assert job.command.python_version == "3"
         assert job.security_configuration == f"{prefix}-glue"
-        role = "SourceCheckRole" if job.kind == "source_check" else "GlueJobRole"  # it has a role of its own
+        # The jobs in the source's network have roles of their own.
+        role = {"source_check": "SourceCheckRole", "drift": "SourceCheckDriftRole"}.get(job.kind, "GlueJobRole")
         assert re.fullmatch(rf"arn:aws:iam::{ACCOUNT}:role/{stack.stack_name}-{role}[0-9A-F]{{8}}", job.role)
         assert job.non_overridable_arguments == {}
         assert stack.job(job.name) is job

@@ -262,6 +262,6 @@ def test_unknown_table_alarm_watches_the_trigger_lambda_metric(demo: Synthesized
 def test_every_alarm_notifies_the_topic(demo: Synthesized) -> None:
     topic = {"Ref": demo.logical_id(demo.stack.monitoring.topic)}
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 7
+    assert len(alarms) == 8
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]

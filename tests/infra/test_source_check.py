@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cdc_lake.core.names import METRICS_NAMESPACE, PIPELINE_DIMENSION, SOURCE_DIFFERENCES_METRIC
+from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, SOURCE_DIFFERENCES_METRIC
 from infra.settings import DEFAULT_SOURCE_CHECK_SCHEDULE
 from tests.infra.conftest import SECRET_ARN, SOURCE_KEY_ARN, Synthesized, only, render, resources_of_type, synthesize
 
@@ -94,4 +94,38 @@ def test_disabled_check_keeps_the_job_without_a_schedule(unscheduled: Synthesize
     triggers = resources_of_type(unscheduled, "AWS::Glue::Trigger")
     job = {"Ref": unscheduled.logical_id(unscheduled.stack.source_check.job)}
     assert not [t for t in triggers.values() if t["Properties"]["Actions"][0]["JobName"] == job]
-    _id, _job = only({k: v for k, v in resources_of_type(unscheduled, "AWS::Glue::Job").items() if "SourceCheck" in k})
+    _id, _job = only(
+        {k: v for k, v in resources_of_type(unscheduled, "AWS::Glue::Job").items() if "SourceCheckJob" in k}
+    )
+
+
+def test_the_drift_job_verifies_weekly_in_the_source_network_with_the_lake_jobs_access(demo: Synthesized) -> None:
+    check, glue = demo.stack.source_check, demo.stack.glue
+    job = properties(demo, check.drift_job)
+    assert job["Name"] == "cdclake-drift"
+    assert job["Connections"] == {"Connections": [{"Ref": demo.logical_id(check.connection)}]}
+    assert job["Command"]["ScriptLocation"] == demo.stack.resolve(glue.scripts["drift"].s3_object_url)
+    arguments = render(job["DefaultArguments"])
+    assert (arguments["--action"], arguments["--source_secret"], arguments["--source_engine"]) == (
+        "verify",
+        SECRET_ARN,
+        "mysql",
+    )
+    assert arguments["--bucket"] == f"${{{demo.logical_id(demo.stack.storage.raw)}}}"
+    assert arguments["--additional-python-modules"].split(",")[1] == "PyMySQL==1.2.4"
+    assert arguments["--warehouse"] == f"s3://${{{demo.logical_id(demo.stack.storage.lake)}}}/warehouse/"
+    # The lake jobs' one policy serves the drift job's role too; the source's secret comes in a policy of its own.
+    role = {"Ref": job["Role"]["Fn::GetAtt"][0]}
+    lake_policy = properties(demo, glue.policy)
+    assert role in lake_policy["Roles"] and {"Ref": demo.logical_id(glue.role)} in lake_policy["Roles"]
+    drift_policies = [
+        p for p in resources_of_type(demo, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [role]
+    ]
+    [access] = drift_policies
+    sids = {s["Sid"]: s for s in access["Properties"]["PolicyDocument"]["Statement"]}
+    assert sids["ReadSourceSecret"]["Resource"] == SECRET_ARN
+    assert check.drift_trigger is not None
+    trigger = properties(demo, check.drift_trigger)
+    assert (trigger["Schedule"], trigger["Actions"][0]["Arguments"]) == ("cron(0 4 ? * SUN *)", {"--action": "verify"})
+    alarm = properties(demo, demo.stack.monitoring.drifted_keys_alarm)
+    assert (alarm["MetricName"], alarm["Threshold"]) == (DRIFTED_KEYS_METRIC, 1)

@@ -59,6 +59,7 @@ def ids(demo: Synthesized) -> dict[str, str]:
         "target_role": demo.logical_id(stack.dms.target_role),
         "dms_sg": demo.logical_id(stack.dms.security_group),
         "source_check": demo.logical_id(stack.source_check.job),
+        "drift": demo.logical_id(stack.source_check.drift_job),
         "source_check_sg": demo.logical_id(stack.source_check.security_group),
         "security_configuration": demo.logical_id(stack.glue.security_configuration),
     }
@@ -213,8 +214,8 @@ def test_source_endpoint_uses_the_secret_and_requires_ssl(demo: Synthesized) -> 
     )
     # DMS's endpoint role and the source check's job role read the secret, and only it.
     secret_reads = [s for s in statements(demo) if "secretsmanager:GetSecretValue" in actions(s)]
-    assert len(secret_reads) == 2
-    assert [s["Resource"] for s in secret_reads] == [SECRET_ARN, SECRET_ARN]
+    assert len(secret_reads) == 3  # and the drift job's role
+    assert [s["Resource"] for s in secret_reads] == [SECRET_ARN] * 3
 
 
 def test_replication_instance_is_private_in_the_subnet_group(demo: Synthesized) -> None:
@@ -294,6 +295,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
     jobs = resources_of_type(demo, "AWS::Glue::Job")
     assert sorted(job["Properties"]["Name"] for job in jobs.values()) == [
         "cdclake-cdc-replay",
+        "cdclake-drift",
         "cdclake-full-load",
         "cdclake-maintenance",
         "cdclake-source-check",
@@ -333,7 +335,8 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         # Per-run arguments are the Lambda's (or an operator's) to pass; a default would hide a missing one
         # (and a default --table would limit maintenance to one table). Maintenance reads the raw bucket only
         # to reload, and there is only one.
-        per_run = {"--key", "--table"} if props["Name"] == "cdclake-maintenance" else {"--bucket", "--key", "--table"}
+        lake_reader = props["Name"] in ("cdclake-maintenance", "cdclake-drift")  # the raw bucket: reload, re-check
+        per_run = {"--key", "--table"} if lake_reader else {"--bucket", "--key", "--table"}
         assert not per_run & arguments.keys()
     full_load = jobs[names["full_load"]]["Properties"]
     cdc_replay = jobs[names["cdc_replay"]]["Properties"]
@@ -343,7 +346,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
     for props in (full_load, cdc_replay):
         assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
     scripts = [job["Properties"]["Command"]["ScriptLocation"] for job in jobs.values()]
-    assert len(set(map(str, scripts))) == 4
+    assert len(set(map(str, scripts))) == 5
 
 
 def test_glue_security_configuration_encrypts_logs_and_bookmarks(demo: Synthesized) -> None:
@@ -493,7 +496,7 @@ def test_failure_queue_is_encrypted_and_tls_only(demo: Synthesized) -> None:
 def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: Synthesized) -> None:
     names = ids(demo)
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 7  # and five on the pipeline's own metrics (test_runs.py, test_source_check.py)
+    assert len(alarms) == 8  # and six on the pipeline's own metrics (test_runs.py, test_source_check.py)
     by_metric = {a["Properties"]["MetricName"]: a["Properties"] for a in alarms.values()}
     queue_alarm = by_metric["ApproximateNumberOfMessagesVisible"]
     assert queue_alarm["Namespace"] == "AWS/SQS"
@@ -521,6 +524,7 @@ def test_failed_glue_runs_of_every_job_go_to_the_encrypted_topic(demo: Synthesiz
                         {"Ref": names["cdc_replay"]},
                         {"Ref": names["maintenance"]},
                         {"Ref": names["source_check"]},
+                        {"Ref": names["drift"]},
                     ],
                     "state": ["FAILED", "TIMEOUT", "ERROR"],
                 },
@@ -597,4 +601,4 @@ def test_dashboard_draws_the_pipeline_from_the_metrics_it_alarms_on(demo: Synthe
     ]
     assert metric_names("Job runs and trigger") == ["TriggeredRules", "Errors", "ApproximateNumberOfMessagesVisible"]
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 7
+    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 8

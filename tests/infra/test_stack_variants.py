@@ -203,5 +203,11 @@ def test_alarm_email_subscribes_to_the_topic(parquet: Synthesized) -> None:
 
 def test_names_follow_the_stack_name(parquet: Synthesized) -> None:
     jobs = sorted(job["Properties"]["Name"] for job in of_type(parquet, "AWS::Glue::Job").values())
-    assert jobs == ["saleslake-cdc-replay", "saleslake-full-load", "saleslake-maintenance", "saleslake-source-check"]
+    assert jobs == [
+        "saleslake-cdc-replay",
+        "saleslake-drift",
+        "saleslake-full-load",
+        "saleslake-maintenance",
+        "saleslake-source-check",
+    ]
     assert "ReplicationConfigArn" in parquet.json["Outputs"]

@@ -3,15 +3,30 @@ table from the source, and changes in flight under load never reported (tests/ve
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from pathlib import Path
 
+import boto3
 import pytest
+from moto import mock_aws
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE
 from cdc_lake.local.mysql_capture import MysqlCapture
+from cdc_lake.local.session import LOCAL_CATALOG
+from cdc_lake.ops.drift_job import DriftClients, run_drift_job
 from tests.mariadb.server import Server, create_database, execute, source_rows
-from tests.verify_cases import ROWS, Source, create_items, run_concurrent_scenario, run_drift_scenario
+from tests.verify_cases import (
+    ROWS,
+    Source,
+    create_items,
+    lake_drift,
+    replicate,
+    run_concurrent_scenario,
+    run_drift_scenario,
+)
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.spark]
 
@@ -38,3 +53,41 @@ def test_changes_in_flight_are_not_drift_and_repair_is_exact(
     spark: SparkSession, mariadb: Server, warehouse: Path, database: str, tmp_path: Path, capsys
 ) -> None:
     run_concurrent_scenario(spark, items_source(mariadb), warehouse, database, tmp_path, capsys)
+
+
+def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
+    spark: SparkSession, mariadb: Server, database: str, tmp_path: Path, capsys, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = items_source(mariadb)
+    replicated = replicate(spark, source, database, tmp_path, capsys)
+    replicated.capture.close()
+    expected = lake_drift(spark, replicated.pipeline.location.table(replicated.pipeline.config.tables[0]))
+    password = "drift:job/é"
+    execute(source.url, f"CREATE USER 'repairer'@'127.0.0.1' IDENTIFIED BY '{password}'",
+            "GRANT SELECT ON drift.* TO 'repairer'@'127.0.0.1'")  # fmt: skip
+    secret = {"host": "127.0.0.1", "port": mariadb.port, "username": "repairer", "password": password}
+    options = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    caplog.set_level("INFO", logger="cdc_lake.ops.drift_job")
+    with mock_aws():
+        s3, secrets, cloudwatch = (boto3.client(n, **options) for n in ("s3", "secretsmanager", "cloudwatch"))
+        s3.create_bucket(Bucket="assets")
+        s3.put_object(Bucket="assets", Key="tables.yaml", Body=replicated.written.read_bytes())
+        arn = secrets.create_secret(Name="cdc-lake/source", SecretString=json.dumps(secret))["ARN"]
+        arguments = {
+            "--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": "mysql",
+            "--action": "repair", "--bucket": "raw", "--catalog": LOCAL_CATALOG, "--database": database,
+            "--settle_timeout": "60",
+        }  # fmt: skip
+        clients = DriftClients(s3, secrets, cloudwatch)
+        [after] = run_drift_job(arguments, clients, spark, store=replicated.pipeline.store)
+        stats = cloudwatch.get_metric_statistics(
+            Namespace=METRICS_NAMESPACE, MetricName=DRIFTED_KEYS_METRIC,
+            Dimensions=[{"Name": "Pipeline", "Value": database}],
+            StartTime=dt.datetime(2000, 1, 1), EndTime=dt.datetime(2100, 1, 1), Period=60, Statistics=["Maximum"],
+        )  # fmt: skip
+    assert after.drift == [] and [p["Maximum"] for p in stats["Datapoints"]] == [0.0]
+    logged = [
+        json.loads(r.getMessage().split(" ", 1)[1]) for r in caplog.records if r.getMessage().startswith("DRIFT ")
+    ]
+    assert {tuple(d["key"].values()): (d["kind"], d["columns"]) for d in logged} == expected
+    assert password not in caplog.text

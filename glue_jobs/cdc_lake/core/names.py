@@ -34,6 +34,7 @@ BATCH_SECONDS_METRIC = "BatchSeconds"  # one table's batch, plan to commit
 TABLE_FAILURES_METRIC = "TableFailures"  # tables a run left unapplied (bad input); their files stay
 INPUT_NOTICES_METRIC = "InputNotices"  # input a run accepted on purpose and announced (core.notices)
 SOURCE_DIFFERENCES_METRIC = "SourceDifferences"  # configuration vs the source's catalog (ops.source_check)
+DRIFTED_KEYS_METRIC = "DriftedKeys"  # keys differing from the live source after a drift job (ops.drift_job)
 # The trigger Lambda's metric (Powertools, dimension service): files of tables the configuration lacks.
 UNKNOWN_TABLE_OBJECTS_METRIC = "UnknownTableObjects"
 TRIGGER_SERVICE_NAME = "cdc-lake-trigger"

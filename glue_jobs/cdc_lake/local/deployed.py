@@ -39,14 +39,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-JobKind = Literal["full_load", "cdc_replay", "maintenance", "source_check"]
-JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay", "maintenance", "source_check")
+JobKind = Literal["full_load", "cdc_replay", "maintenance", "source_check", "drift"]
+JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay", "maintenance", "source_check", "drift")
 # The CfnJob construct ids in infra/glue.py; a logical id is the construct path plus a hash.
 _JOB_CONSTRUCT_IDS: dict[JobKind, str] = {
     "full_load": "FullLoadJob",
     "cdc_replay": "CdcReplayJob",
     "maintenance": "MaintenanceJob",
     "source_check": "SourceCheckJob",
+    "drift": "DriftJob",
 }
 # The environment variable naming the table configuration file (dms_trigger.handler.CONFIG_ENV,
 # infra.trigger.ENV_CONFIG); the Lambda is not imported here.
