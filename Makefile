@@ -6,9 +6,11 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # pytest-xdist workers for `make test`: each holds one warm Spark session; 2 fits this project's 2-core machines.
 TEST_WORKERS ?= 2
+# Rows of the table make bench-drift verifies.
+DRIFT_ROWS ?= 10000000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-config synth clean
+.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-config bench-drift synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -58,6 +60,9 @@ bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10
 
 bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
 	$(PY) -m bench.catalog
+
+bench-drift: setup ## verify against export + reconcile on a DRIFT_ROWS-row table (10000000) with 10 drifted keys, in a throwaway PostgreSQL
+	$(PY) -m bench.drift --rows $(DRIFT_ROWS)
 
 synth: setup ## synthesize offline into cdk.out; required values not in cdk.json get placeholders (check only)
 	npx cdk synth --quiet -c exampleValues=true

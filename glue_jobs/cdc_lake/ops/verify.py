@@ -4,9 +4,10 @@ differs.
 The key space (the first key column's values) is cut into ranges. For each range both sides give their row
 count and the sum of their rows' fingerprints (``ops.fingerprint``), the source computing them inside the
 database. Equal ranges are done; a differing range is cut again, at boundaries taken from whichever side holds
-more of its rows (the lake's quantiles, or the source's ``NTILE``), until it holds few rows. Then both sides
-list the range's keys with their fingerprints, and each key found on one side only, or with two different
-fingerprints, is fetched whole from both and compared value by value: only a real difference is reported.
+more of its rows (a sample of the lake's keys, or the source's ``NTILE``), until it holds few rows. Then both
+sides list the range's keys with their fingerprints, and each key found on one side only, or with two
+different fingerprints, is fetched whole from both and compared value by value: only a real difference is
+reported.
 
 So the rows read from the source follow the drift, not the table. Ranges compare keys byte-wise on both
 sides (PostgreSQL ``COLLATE "C"``, MySQL ``BINARY``), as Spark does, so a key falls in the same range on both.
@@ -39,7 +40,8 @@ from cdc_lake.ops.source_check import dialect as source_dialect
 
 Kind = Literal["missing", "extra", "changed"]
 FINGERPRINT = "_cdc_lake_fp"
-FETCH_CHUNK = 500  # keys per query when whole rows are fetched
+FETCH_CHUNK = 500
+SAMPLE_PER_BUCKET = 64  # lake keys sampled per bucket when a range is cut  # keys per query when whole rows are fetched
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,11 +243,13 @@ class LakeTable:
         )
         return {int(r["b"]): (int(r["n"]), int(r["s"] or 0)) for r in grouped.collect()}
 
-    def boundaries(self, part: _Range, buckets: int) -> list[Any]:
-        frame = self._in(self.fingerprints, part)
-        ranked = frame.select(F.col(self.first).alias("k"), F.ntile(buckets).over(_window(self.first)).alias("t"))
-        found = ranked.groupBy("t").agg(F.min("k").alias("k")).orderBy("k").collect()
-        return [row["k"] for row in found][1:]
+    def boundaries(self, part: _Range, buckets: int, rows: int) -> list[Any]:
+        """Cut points of ``part`` in about equal numbers of lake rows, from a sample of its keys (no sort of the
+        range: a few hundred keys reach the driver)."""
+        fraction = min(1.0, buckets * SAMPLE_PER_BUCKET / max(rows, 1))
+        sample = self._in(self.fingerprints, part).select(self.first).sample(fraction=fraction, seed=7).collect()
+        keys = sorted(row[0] for row in sample if row[0] is not None)
+        return [keys[len(keys) * i // buckets] for i in range(1, buckets)] if len(keys) >= buckets else keys[1:]
 
     def listing(self, part: _Range) -> dict[tuple[Any, ...], int]:
         rows = self._in(self.fingerprints, part).collect()
@@ -262,12 +266,6 @@ def _rows_by_key(
     wanted = frame.sparkSession.createDataFrame([list(k) for k in keys], schema=frame.select(*table.primary_key).schema)
     found = frame.join(F.broadcast(wanted), on=table.primary_key, how="inner").collect()
     return {tuple(r[k] for k in table.primary_key): r.asDict() for r in found}
-
-
-def _window(column: str) -> Any:
-    from pyspark.sql import Window
-
-    return Window.orderBy(column)
 
 
 def verify(
@@ -417,7 +415,7 @@ def _differing_keys(lake: LakeTable, source: SourceTable, cuts: Cuts) -> set[tup
     while pending:
         part, in_lake, in_source = pending.pop()
         big = max(in_lake, in_source) > cuts.leaf_rows
-        boundaries = _cut(lake, source, part, in_lake >= in_source, cuts.buckets) if big else []
+        boundaries = _cut(lake, source, part, (in_lake, in_source), cuts.buckets) if big else []
         if not boundaries:
             found |= _listing_differences(lake, source, part)
             continue
@@ -431,9 +429,10 @@ def _differing_keys(lake: LakeTable, source: SourceTable, cuts: Cuts) -> set[tup
     return found
 
 
-def _cut(lake: LakeTable, source: SourceTable, part: _Range, by_lake: bool, buckets: int) -> list[Any]:
+def _cut(lake: LakeTable, source: SourceTable, part: _Range, rows: tuple[int, int], buckets: int) -> list[Any]:
     """Cut points for a differing range, from the side holding more of its rows; none when it cannot be cut."""
-    cuts = lake.boundaries(part, buckets) if by_lake else source.boundaries(part, buckets)
+    in_lake, in_source = rows
+    cuts = lake.boundaries(part, buckets, in_lake) if in_lake >= in_source else source.boundaries(part, buckets)
     return sorted({c for c in cuts if c is not None and (part.low is None or c > part.low)})
 
 
