@@ -39,6 +39,7 @@ class SourceCheck(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, jobs: GlueJobs) -> None:
         super().__init__(scope, construct_id)
+        self.jobs = jobs
         storage, key = jobs.storage, jobs.key
         stack = Stack.of(self)
         settings = deployment.settings
@@ -82,26 +83,48 @@ class SourceCheck(Construct):
             "--config_uri": jobs.config_asset.s3_object_url,
             "--extra-py-files": jobs.library_asset.s3_object_url,
             "--additional-python-modules": ",".join(modules),
-            "--source_secret": settings.source_secret_arn,
-            "--source_engine": settings.source_engine,
+            **source_arguments(settings),
             "--enable-continuous-cloudwatch-log": "true",
         }
-        if settings.source_database:
-            arguments["--source_database"] = settings.source_database
-        self.job = glue.CfnJob(
+        description = (
+            "Compare the table configuration with the source database's catalog (cdc-lake config-check-source); "
+            "puts the SourceDifferences metric"
+        )
+        names = ("Job", f"{prefix}-source-check", description)
+        self.job = self._job(names, self.role, ("source_check", TIMEOUT_MINUTES), arguments)
+        self.job.node.add_dependency(self.policy)
+        stack_output(self, "SourceCheckJobName", self.job.ref, "Glue job checking the configuration against the source")
+        self.trigger: glue.CfnTrigger | None = None
+        if settings.source_check_enabled:
+            when = "Scheduled check of the table configuration against the source (UTC)"
+            names = ("Schedule", f"{prefix}-source-check-schedule", when)
+            self.trigger = self._schedule(names, settings.source_check_schedule, self.job)
+
+    def _job(
+        self,
+        names: tuple[str, str, str],
+        role: iam.Role,
+        script_and_timeout: tuple[str, int],
+        arguments: dict[str, str],
+    ) -> glue.CfnJob:
+        """A Glue 5.1 job of 2 workers in the source's network connection, one run at a time; ``names`` are its
+        construct id, name and description."""
+        construct_id, name, description = names
+        script, timeout = script_and_timeout
+        jobs = self.jobs
+        return glue.CfnJob(
             self,
-            "Job",
-            name=f"{prefix}-source-check",
-            description="Compare the table configuration with the source database's catalog (cdc-lake "
-            "config-check-source); puts the SourceDifferences metric",
-            role=self.role.role_arn,
+            construct_id,
+            name=name,
+            description=description,
+            role=role.role_arn,
             command=glue.CfnJob.JobCommandProperty(
-                name="glueetl", python_version="3", script_location=jobs.scripts["source_check"].s3_object_url
+                name="glueetl", python_version="3", script_location=jobs.scripts[script].s3_object_url
             ),
             glue_version=GLUE_VERSION,
             worker_type=WORKER_TYPE,
             number_of_workers=2,
-            timeout=TIMEOUT_MINUTES,
+            timeout=timeout,
             max_retries=0,
             execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
             job_run_queuing_enabled=True,
@@ -109,20 +132,24 @@ class SourceCheck(Construct):
             security_configuration=jobs.security_configuration.ref,
             default_arguments=arguments,
         )
-        self.job.node.add_dependency(self.policy)
-        stack_output(self, "SourceCheckJobName", self.job.ref, "Glue job checking the configuration against the source")
-        self.trigger: glue.CfnTrigger | None = None
-        if settings.source_check_enabled:
-            self.trigger = glue.CfnTrigger(
-                self,
-                "Schedule",
-                name=f"{prefix}-source-check-schedule",
-                description="Scheduled check of the table configuration against the source (UTC)",
-                type="SCHEDULED",
-                schedule=settings.source_check_schedule,
-                start_on_creation=True,
-                actions=[glue.CfnTrigger.ActionProperty(job_name=self.job.ref, arguments=dict(SCHEDULED_ARGUMENTS))],
-            )
+
+    def _schedule(
+        self, names: tuple[str, str, str], schedule: str, job: glue.CfnJob, arguments: dict[str, str] | None = None
+    ) -> glue.CfnTrigger:
+        """A trigger starting ``job`` on ``schedule``; ``names`` are its construct id, name and description."""
+        construct_id, name, description = names
+        return glue.CfnTrigger(
+            self,
+            construct_id,
+            name=name,
+            description=description,
+            type="SCHEDULED",
+            schedule=schedule,
+            start_on_creation=True,
+            actions=[
+                glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments=dict(arguments or SCHEDULED_ARGUMENTS))
+            ],
+        )
 
     def _role(self, stack: Stack, deployment: Deployment, jobs: GlueJobs, key: kms.IKey) -> iam.Role:
         settings = deployment.settings
@@ -167,47 +194,28 @@ class SourceCheck(Construct):
         arguments = {
             **jobs.default_arguments,
             "--additional-python-modules": modules,
-            "--source_secret": settings.source_secret_arn,
-            "--source_engine": settings.source_engine,
+            **source_arguments(settings),
             "--action": "verify",
             "--bucket": storage.raw.bucket_name,
         }
-        if settings.source_database:
-            arguments["--source_database"] = settings.source_database
-        job = glue.CfnJob(
-            self,
-            "DriftJob",
-            name=f"{settings.resource_prefix}-drift",
-            description="Verify the lake tables against the live source, or repair their drifted keys (--action)",
-            role=role.role_arn,
-            command=glue.CfnJob.JobCommandProperty(
-                name="glueetl", python_version="3", script_location=jobs.scripts["drift"].s3_object_url
-            ),
-            glue_version=GLUE_VERSION,
-            worker_type=WORKER_TYPE,
-            number_of_workers=2,
-            timeout=DRIFT_TIMEOUT_MINUTES,
-            max_retries=0,
-            execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
-            job_run_queuing_enabled=True,
-            connections=glue.CfnJob.ConnectionsListProperty(connections=[self.connection.ref]),
-            security_configuration=jobs.security_configuration.ref,
-            default_arguments=arguments,
-        )
+        description = "Verify the lake tables against the live source, or repair their drifted keys (--action)"
+        names = ("DriftJob", f"{settings.resource_prefix}-drift", description)
+        job = self._job(names, role, ("drift", DRIFT_TIMEOUT_MINUTES), arguments)
         job.node.add_dependency(access, jobs.policy)
         stack_output(self, "DriftJobName", job.ref, "Glue job verifying (or repairing) the lake against the source")
         if settings.drift_check_enabled:
-            self.drift_trigger = glue.CfnTrigger(
-                self,
-                "DriftSchedule",
-                name=f"{settings.resource_prefix}-drift-schedule",
-                description="Scheduled verify of every configured lake table against the source (UTC)",
-                type="SCHEDULED",
-                schedule=settings.drift_check_schedule,
-                start_on_creation=True,
-                actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments={"--action": "verify"})],
-            )
+            when = "Scheduled verify of every configured lake table against the source (UTC)"
+            names = ("DriftSchedule", f"{settings.resource_prefix}-drift-schedule", when)
+            self.drift_trigger = self._schedule(names, settings.drift_check_schedule, job, {"--action": "verify"})
         return job
+
+
+def source_arguments(settings: DeploySettings) -> dict[str, str]:
+    """The job arguments naming the source: the DMS endpoint's secret, its engine, and its database if given."""
+    arguments = {"--source_secret": settings.source_secret_arn, "--source_engine": settings.source_engine}
+    if settings.source_database:
+        arguments["--source_database"] = settings.source_database
+    return arguments
 
 
 def source_access_statements(stack: Stack, settings: DeploySettings) -> list[iam.PolicyStatement]:
