@@ -114,16 +114,17 @@ def test_the_written_configuration_replicates_every_type_exactly(
         "CREATE TABLE kinds (id bigint PRIMARY KEY, tiny tinyint, flag boolean, small smallint, medium mediumint, "
         "i int, u_tiny tinyint unsigned, u_small smallint unsigned, u_int int unsigned, u_big bigint unsigned, "
         "price decimal(12,2), r float, d double, name varchar(40), code char(3), body text, day date, "
-        "at datetime(6), stamp timestamp(6) NULL, yr year)",
+        "at datetime(6), stamp timestamp(6) NULL, yr year, tiny_fraction decimal(20,6), fine decimal(30,10))",
         "INSERT INTO kinds VALUES (1, -128, true, -32768, -8388608, 2147483647, 255, 65535, 4294967295, "
         "18446744073709551615, -9999999999.99, 3.25, 1e-300, 'a, \"b\"', 'xy', 'multi\\nline é', '1000-01-01', "
-        "'2025-03-01 12:00:00.123456', '2025-03-01 12:00:00.5', 2155), "
+        "'2025-03-01 12:00:00.123456', '2025-03-01 12:00:00.5', 2155, 0.000001, -0.0000000001), "
         "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL, "
-        "NULL, NULL), "
+        "NULL, NULL, NULL, NULL), "
         "(5, 0, false, 0, 0, 0, 0, 0, 0, 0, 0.00, -0.1, 0.1, 'é😀', '', 'ünï', '9999-12-31', '1970-01-01 00:00:00', "
-        "'2038-01-19 03:14:07.999999', 1901), "
+        "'2038-01-19 03:14:07.999999', 1901, 0, 0), "
         "(6, 127, NULL, 32767, 8388607, -2147483648, 0, 0, 0, 9223372036854775807, 0.01, 3.40282e38, "
-        "-1.7976931348623157e308, 'x', 'abc', NULL, '2000-02-29', '2000-02-29 23:59:59.000001', NULL, 2000)",
+        "-1.7976931348623157e308, 'x', 'abc', NULL, '2000-02-29', '2000-02-29 23:59:59.000001', NULL, 2000, "
+        "-99999999999999.999999, 12345678901234567890.0000000001)",
     )
     written = tmp_path / "tables.yaml"
     assert (

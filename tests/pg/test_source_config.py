@@ -113,15 +113,17 @@ def test_the_written_configuration_replicates_every_type_exactly(
     with psycopg.connect(conninfo, autocommit=True) as connection:
         connection.execute(
             "CREATE TABLE kinds (id bigint PRIMARY KEY, small smallint, i integer, price numeric(12,2), r real, "
-            "d double precision, ok boolean, name varchar(40), code char(3), body text, day date, at timestamp(6))"
+            "d double precision, ok boolean, name varchar(40), code char(3), body text, day date, at timestamp(6), "
+            "tiny numeric(20,6), fine numeric(30,10))"  # scales up to 6 and beyond print differently in Spark
         )
         connection.execute(
             "INSERT INTO kinds VALUES (1, -32768, 2147483647, -9999999999.99, 3.25, 1e-300, true, 'a, \"b\"', 'xy', "
-            "E'multi\\nline é', '0001-01-01', '2025-03-01 12:00:00.123456'), "
-            "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL), "
-            "(5, 0, 0, 0.00, '-0', 0.1, false, 'é😀', '', 'ünï', '9999-12-31', '1970-01-01 00:00:00'), "
+            "E'multi\\nline é', '0001-01-01', '2025-03-01 12:00:00.123456', 0.000001, -0.0000000001), "
+            "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL, NULL, NULL), "
+            "(5, 0, 0, 0.00, '-0', 0.1, false, 'é😀', '', 'ünï', '9999-12-31', '1970-01-01 00:00:00', 0, 0), "
             "(6, 32767, -2147483648, 0.01, 3.4028235e38, -1.7976931348623157e308, true, 'x', 'abc', NULL, "
-            "'2000-02-29', '2000-02-29 23:59:59.000001')"
+            "'2000-02-29', '2000-02-29 23:59:59.000001', -99999999999999.999999, "
+            "12345678901234567890.0000000001)"
         )
     written = tmp_path / "tables.yaml"
     assert cli(capsys, "config-from-source", "--source", conninfo, "-o", written, "--database", database)[0] == 0

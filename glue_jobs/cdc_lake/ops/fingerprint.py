@@ -10,7 +10,8 @@ Each compared column becomes a canonical text, the same in every engine for the 
 - booleans ``1``/``0``; dates ``YYYY-MM-DD``; timestamps ``YYYY-MM-DD HH:MM:SS.ffffff`` (UTC sessions);
   binary as lower-case hex; strings as they are.
 
-A field is ``N`` for NULL, else ``V<length>:<text>``, so no two rows share a text by moving a separator. The
+A field is ``N`` for NULL; a string is ``V<length>:<text>``, any other value ``V<text>;`` (its text never holds
+``;``, and is computed once: a length would compute it twice), so no two rows share a text by moving a separator. The
 fingerprint is the first 60 bits of the MD5 of the UTF-8 text, a non-negative BIGINT. A sum of fingerprints
 may be equal for different rows only by chance (about 2^-60); rows found equal by their sums are equal, and
 rows found different are compared value by value before anything is reported. Identifiers are quoted, and
@@ -42,13 +43,23 @@ def quote(name: str, dialect: Dialect) -> str:
     return mark + name.replace(mark, mark * 2) + mark
 
 
-# Per dialect: how a field wraps its canonical text ({name} the column, {text} the text), and each type family's
-# canonical text ({p}, {s}: a decimal's precision and scale). "string" serves every other comparable type.
-_FIELDS = {
+# Per dialect: how a field wraps its canonical text ({name} the column, {text} the text), a string's sized and any
+# other value's ended; and each type family's canonical text ({p}, {s}: a decimal's precision and scale). "string"
+# serves every other comparable type.
+_SIZED = {
     "postgres": "(CASE WHEN {name} IS NULL THEN 'N' ELSE 'V' || char_length({text}) || ':' || {text} END)",
     "mysql": "IF({name} IS NULL, 'N', CONCAT('V', CHAR_LENGTH({text}), ':', {text}))",
     "spark": "CASE WHEN {name} IS NULL THEN 'N' ELSE concat('V', length({text}), ':', {text}) END",
 }
+_ENDED = {
+    "postgres": "(CASE WHEN {name} IS NULL THEN 'N' ELSE 'V' || {text} || ';' END)",
+    "mysql": "IF({name} IS NULL, 'N', CONCAT('V', {text}, ';'))",
+    "spark": "CASE WHEN {name} IS NULL THEN 'N' ELSE concat('V', {text}, ';') END",
+}
+_ENDED_FAMILIES = ("decimal", "float", "boolean", "date", "timestamp", "binary")  # texts without a ';'
+# Spark prints a decimal of scale 7 or more in exponent form (1.000E-7), and format_number is exact but slow:
+# below that scale a cast gives the plain digits.
+PLAIN_CAST_SCALE = 6
 _TEXTS: dict[str, dict[str, str]] = {
     "postgres": {
         "decimal": "CAST({name} AS numeric({p},{s}))::text",
@@ -101,12 +112,15 @@ def _field(column: ColumnSpec, engine: Dialect | Literal["spark"]) -> str:
     decimal = DECIMAL_TYPE.match(column.type)
     family = "decimal" if decimal else "float" if column.type in FLOATS else column.type
     template = _TEXTS[engine].get(family, _TEXTS[engine]["string"])
+    precision, scale = (decimal[1], decimal[2]) if decimal else ("", "")
     if engine == "mysql" and family == "float":
         text = _mysql_double_bits(name)
+    elif engine == "spark" and decimal and int(scale) <= PLAIN_CAST_SCALE:
+        text = f"CAST({name} AS STRING)"
     else:
-        precision, scale = (decimal[1], decimal[2]) if decimal else ("", "")
         text = template.format(name=name, p=precision, s=scale)
-    return _FIELDS[engine].format(name=name, text=text)
+    wrap = _ENDED if column.type in INTEGERS or family in _ENDED_FAMILIES else _SIZED
+    return wrap[engine].format(name=name, text=text)
 
 
 def _mysql_double_bits(name: str) -> str:

@@ -22,8 +22,10 @@ import math
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from decimal import Decimal
+from functools import partial
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -34,14 +36,15 @@ from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.engine.context import LakeContext, ReplayContext
 from cdc_lake.engine.tables import LakeLocation, table_exists
 from cdc_lake.ops.export import read_table
-from cdc_lake.ops.fingerprint import Dialect, comparable, quote, source_fingerprint, spark_fingerprint
+from cdc_lake.ops.fingerprint import INTEGERS, Dialect, comparable, quote, source_fingerprint, spark_fingerprint
 from cdc_lake.ops.mysql_catalog import is_mysql_url
 from cdc_lake.ops.source_check import dialect as source_dialect
 
 Kind = Literal["missing", "extra", "changed"]
 FINGERPRINT = "_cdc_lake_fp"
-FETCH_CHUNK = 500
-SAMPLE_PER_BUCKET = 64  # lake keys sampled per bucket when a range is cut  # keys per query when whole rows are fetched
+FETCH_CHUNK = 500  # keys per query when whole rows are fetched
+SAMPLE_PER_BUCKET = 64  # lake keys sampled per bucket when a range is cut
+MAX_GRID = 1 << 20  # buckets of the first cut at most: their sums are what reaches the driver
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +114,46 @@ class _Range:
     high: Any  # exclusive; None: unbounded
 
 
+@dataclasses.dataclass(frozen=True)
+class _Grid:
+    """The first cut of an integer key, made in one pass on each side: bucket ``i`` holds the keys from
+    ``low + (i << shift)`` up to the next bucket's; keys below ``low`` fall in bucket -1, keys from ``end`` on in
+    bucket ``count``. A shift, not a division, so that every engine computes the same bucket exactly."""
+
+    low: int
+    shift: int
+    count: int
+
+    @property
+    def end(self) -> int:
+        return self.low + (self.count << self.shift)
+
+    def part(self, index: int) -> _Range:
+        if index < 0:
+            return _Range(None, self.low)
+        if index >= self.count:
+            return _Range(self.end, None)
+        return _Range(self.low + (index << self.shift), self.low + ((index + 1) << self.shift))
+
+
+def _grid(rows: int, low: Any, high: Any, leaf_rows: int) -> _Grid | None:
+    """Buckets of about half a leaf each if the keys were even (so most differing buckets are listed at once);
+    none when the table is empty or its keys span too much for exact integer arithmetic everywhere."""
+    if not rows or low is None or high is None or high - low >= 1 << 62:
+        return None
+    wanted = min(MAX_GRID, max(1, math.ceil(2 * rows / max(leaf_rows, 1))))
+    span = high - low + 1
+    shift = max(0, math.ceil(math.log2(span / wanted))) if span > wanted else 0
+    return _Grid(low, shift, -(-span // (1 << shift)))
+
+
+def _both(on_lake: Callable[[], Any], at_source: Callable[[], Any]) -> tuple[Any, Any]:
+    """Both sides' answers, the source computing while Spark does: each side's pass is a scan of the table."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(at_source)
+        return on_lake(), pending.result()
+
+
 class SourceTable:
     """One table at the source: range sums, key listings and whole rows, through one connection."""
 
@@ -159,9 +202,23 @@ class SourceTable:
         if boundaries:
             cases = " ".join(f"WHEN {self.first} < %s THEN {i}" for i in range(len(boundaries)))
             bucket = f"CASE {cases} ELSE {len(boundaries)} END"
+        return self._sums(bucket, where, [*boundaries, *values])
+
+    def grid_sums(self, grid: _Grid) -> dict[int, tuple[int, int]]:
+        """(count, fingerprint sum) per bucket of ``grid``, in one pass over the table in the database."""
+        key = self.keys[0]
+        bucket = f"CASE WHEN {key} < %s THEN -1 WHEN {key} >= %s THEN %s ELSE ({key} - %s) >> %s END"
+        return self._sums(bucket, "", [grid.low, grid.end, grid.count, grid.low, grid.shift])
+
+    def _sums(self, bucket: str, where: str, values: Sequence[Any]) -> dict[int, tuple[int, int]]:
         sql = f"SELECT {bucket} AS b, COUNT(*), SUM({self.fingerprint}) FROM {self.relation}{where} GROUP BY 1"
-        rows = self._query(sql, [*boundaries, *values])
-        return {int(b): (int(n), int(s or 0)) for b, n, s in rows}
+        return {int(b): (int(n), int(s or 0)) for b, n, s in self._query(sql, values)}
+
+    def extent(self) -> tuple[int, Any, Any]:
+        """The table's row count and its first key's lowest and highest value (read from the key's index)."""
+        key = self.keys[0]
+        [(rows, low, high)] = self._query(f"SELECT COUNT(*), MIN({key}), MAX({key}) FROM {self.relation}", [])
+        return int(rows), low, high
 
     def boundaries(self, part: _Range, buckets: int) -> list[Any]:
         """Cut points of ``part`` in about equal numbers of source rows (only keys are read, in the database)."""
@@ -214,15 +271,17 @@ class SourceTable:
 
 
 class LakeTable:
-    """The lake table's keys and fingerprints, computed once, and its whole rows on demand."""
+    """The lake table's keys and fingerprints, and its whole rows on demand. Nothing is cached: the table is
+    written in key order, so a range's query reads only the data files whose key bounds meet it, and the first
+    pass, which reads them all, is the only one that would fill a cache."""
 
     def __init__(self, spark: SparkSession, location: LakeLocation, table: TableSpec, columns: list[ColumnSpec]):
         self.table = table
         self.columns = columns
         self.first = table.primary_key[0]
+        self.key_type = next(c.type for c in table.columns if c.name == self.first)
         self.frame = read_table(spark, location, table)
-        fingerprinted = self.frame.select(*table.primary_key, F.expr(spark_fingerprint(columns)).alias(FINGERPRINT))
-        self.fingerprints = fingerprinted.cache()
+        self.fingerprints = self.frame.select(*table.primary_key, F.expr(spark_fingerprint(columns)).alias(FINGERPRINT))
         self.rows_listed = 0
 
     def _in(self, frame: DataFrame, part: _Range) -> DataFrame:
@@ -236,10 +295,17 @@ class LakeTable:
         bucket = F.lit(len(boundaries))
         for index in reversed(range(len(boundaries))):
             bucket = F.when(F.col(self.first) < F.lit(boundaries[index]), F.lit(index)).otherwise(bucket)
-        grouped = (
-            self._in(self.fingerprints, part)
-            .groupBy(bucket.alias("b"))
-            .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(FINGERPRINT).cast("decimal(38,0)")).alias("s"))
+        return self._sums(self._in(self.fingerprints, part), bucket)
+
+    def grid_sums(self, grid: _Grid) -> dict[int, tuple[int, int]]:
+        key = F.col(self.first).cast("bigint")
+        inside = F.shiftright(key - F.lit(grid.low).cast("bigint"), grid.shift)
+        bucket = F.when(key < F.lit(grid.low), F.lit(-1)).when(key >= F.lit(grid.end), F.lit(grid.count))
+        return self._sums(self.fingerprints, bucket.otherwise(inside))
+
+    def _sums(self, frame: DataFrame, bucket: Any) -> dict[int, tuple[int, int]]:
+        grouped = frame.groupBy(bucket.alias("b")).agg(
+            F.count(F.lit(1)).alias("n"), F.sum(F.col(FINGERPRINT).cast("decimal(38,0)")).alias("s")
         )
         return {int(r["b"]): (int(r["n"]), int(r["s"] or 0)) for r in grouped.collect()}
 
@@ -264,6 +330,10 @@ def _rows_by_key(
     frame: DataFrame, table: TableSpec, keys: Sequence[tuple[Any, ...]]
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     wanted = frame.sparkSession.createDataFrame([list(k) for k in keys], schema=frame.select(*table.primary_key).schema)
+    # The first key's values reach Iceberg's scan planning, which skips every data file that cannot hold them.
+    first = sorted({k[0] for k in keys if k[0] is not None})
+    if first:
+        frame = frame.where(F.col(table.primary_key[0]).isin(first))
     found = frame.join(F.broadcast(wanted), on=table.primary_key, how="inner").collect()
     return {tuple(r[k] for k in table.primary_key): r.asDict() for r in found}
 
@@ -323,10 +393,7 @@ def verify_table(
     """One table's comparison with the source, every configured column of ``source.columns`` compared."""
     started = time.monotonic()
     lake = LakeTable(context.spark, context.location, table, source.columns)
-    try:
-        candidates = _differing_keys(lake, source, cuts)
-    finally:
-        lake.fingerprints.unpersist()
+    candidates = _differing_keys(lake, source, cuts)
     found = _compare_rows(table, lake.rows, source, candidates)
     unsettled: list[dict[str, Any]] = []
     note = ""
@@ -405,13 +472,33 @@ def _lake_rows(context: LakeContext, table: TableSpec) -> Callable[[Sequence[tup
     return rows
 
 
+def _first_cut(lake: LakeTable, source: SourceTable, cuts: Cuts) -> list[tuple[_Range, int, int]]:
+    """The differing ranges of the first pass, with their lake and source row counts. An integer first key is
+    cut at once into buckets of about half a leaf, so each side hashes every row once and most differing buckets
+    are listed right away; any other key starts from the whole table, cut ``cuts.buckets`` ways at a time."""
+    grid = None
+    if lake.key_type in INTEGERS:
+        grid = _grid(*source.extent(), cuts.leaf_rows)
+    if grid is None:
+        whole = _Range(None, None)
+        by_lake, by_source = _both(partial(lake.sums, whole, []), partial(source.sums, whole, []))
+        parts = {0: whole}
+    else:
+        by_lake, by_source = _both(partial(lake.grid_sums, grid), partial(source.grid_sums, grid))
+        parts = {index: grid.part(index) for index in by_lake.keys() | by_source.keys()}
+    differing = []
+    for index, part in sorted(parts.items()):
+        source.stats.ranges += 1
+        mine, theirs = by_lake.get(index, (0, 0)), by_source.get(index, (0, 0))
+        if mine != theirs:
+            differing.append((part, mine[0], theirs[0]))
+    return differing
+
+
 def _differing_keys(lake: LakeTable, source: SourceTable, cuts: Cuts) -> set[tuple[Any, ...]]:
     """Keys whose fingerprint differs or that one side lacks, found by cutting differing ranges down."""
-    whole = _Range(None, None)
-    mine, theirs = lake.sums(whole, []).get(0, (0, 0)), source.sums(whole, []).get(0, (0, 0))
-    source.stats.ranges += 1
     found: set[tuple[Any, ...]] = set()
-    pending = [] if mine == theirs else [(whole, mine[0], theirs[0])]
+    pending = _first_cut(lake, source, cuts)
     while pending:
         part, in_lake, in_source = pending.pop()
         big = max(in_lake, in_source) > cuts.leaf_rows
@@ -419,7 +506,7 @@ def _differing_keys(lake: LakeTable, source: SourceTable, cuts: Cuts) -> set[tup
         if not boundaries:
             found |= _listing_differences(lake, source, part)
             continue
-        by_lake, by_source = lake.sums(part, boundaries), source.sums(part, boundaries)
+        by_lake, by_source = _both(partial(lake.sums, part, boundaries), partial(source.sums, part, boundaries))
         edges = [part.low, *boundaries, part.high]
         for index in range(len(boundaries) + 1):
             source.stats.ranges += 1
