@@ -55,13 +55,13 @@ format: setup ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths
+bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths; verify against export + reconcile
 	$(PY) -m bench.run
 
 bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
 	$(PY) -m bench.catalog
 
-bench-drift: setup ## verify against export + reconcile on a DRIFT_ROWS-row table (10000000) with 10 drifted keys, in a throwaway PostgreSQL
+bench-drift: setup ## only the drift part of make bench: verify against export + reconcile on a DRIFT_ROWS-row table (10000000) with 10 drifted keys
 	$(PY) -m bench.drift --rows $(DRIFT_ROWS)
 
 synth: setup ## synthesize offline into cdk.out; required values not in cdk.json get placeholders (check only)

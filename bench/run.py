@@ -10,6 +10,8 @@
    simulated Glue (bench.simulate), fed with the batch time measured in 2.
 4. The two lake paths (bench.paths, its own process and Spark session): small CDC runs on the Hadoop catalog
    and on the Glue catalog + S3 of a local AWS endpoint, and `cdc-lake demo` against `cdc-lake demo-aws`.
+5. Drift (bench.drift, its own process): `cdc-lake verify` on a PostgreSQL table of --rows rows with 10 drifted
+   keys, against exporting it and reconciling the lake with the extract; seconds, source queries, rows read.
 
 Usage: python -m bench.run [--rows 10000000] [--changes 10000] [--perf-only] [--out bench/results]
 """
@@ -83,6 +85,8 @@ def main() -> int:
         spark.stop()  # one Spark session per process: the paths benchmark starts its own, beside a local endpoint
         print("\nthe two lake paths …", flush=True)
         subprocess.run([sys.executable, "-m", "bench.paths", "--out", str(args.out)], check=True)
+        print(f"\ndrift: verify against export + reconcile, {args.rows:,} rows …", flush=True)
+        subprocess.run([sys.executable, "-m", "bench.drift", "--rows", str(args.rows)], check=True)
     return 0
 
 
