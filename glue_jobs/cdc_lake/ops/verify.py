@@ -114,6 +114,10 @@ class _Range:
     high: Any  # exclusive; None: unbounded
 
 
+Sums = dict[int, tuple[int, int]]  # (row count, fingerprint sum) by bucket
+Differing = tuple[_Range, int, int]  # a range whose sums differ, with its lake and source row counts
+
+
 @dataclasses.dataclass(frozen=True)
 class _Grid:
     """The first cut of an integer key, made in one pass on each side: bucket ``i`` holds the keys from
@@ -472,7 +476,7 @@ def _lake_rows(context: LakeContext, table: TableSpec) -> Callable[[Sequence[tup
     return rows
 
 
-def _first_cut(lake: LakeTable, source: SourceTable, cuts: Cuts) -> list[tuple[_Range, int, int]]:
+def _first_cut(lake: LakeTable, source: SourceTable, cuts: Cuts) -> list[Differing]:
     """The differing ranges of the first pass, with their lake and source row counts. An integer first key is
     cut at once into buckets of about half a leaf, so each side hashes every row once and most differing buckets
     are listed right away; any other key starts from the whole table, cut ``cuts.buckets`` ways at a time."""
@@ -486,9 +490,14 @@ def _first_cut(lake: LakeTable, source: SourceTable, cuts: Cuts) -> list[tuple[_
     else:
         by_lake, by_source = _both(partial(lake.grid_sums, grid), partial(source.grid_sums, grid))
         parts = {index: grid.part(index) for index in by_lake.keys() | by_source.keys()}
-    differing = []
+    return _differing(parts, by_lake, by_source, source.stats)
+
+
+def _differing(parts: dict[int, _Range], by_lake: Sums, by_source: Sums, stats: VerifyStats) -> list[Differing]:
+    """The parts whose count or sum differs between the sides, in order, each with its lake and source rows."""
+    differing: list[Differing] = []
     for index, part in sorted(parts.items()):
-        source.stats.ranges += 1
+        stats.ranges += 1
         mine, theirs = by_lake.get(index, (0, 0)), by_source.get(index, (0, 0))
         if mine != theirs:
             differing.append((part, mine[0], theirs[0]))
@@ -508,11 +517,8 @@ def _differing_keys(lake: LakeTable, source: SourceTable, cuts: Cuts) -> set[tup
             continue
         by_lake, by_source = _both(partial(lake.sums, part, boundaries), partial(source.sums, part, boundaries))
         edges = [part.low, *boundaries, part.high]
-        for index in range(len(boundaries) + 1):
-            source.stats.ranges += 1
-            mine, theirs = by_lake.get(index, (0, 0)), by_source.get(index, (0, 0))
-            if mine != theirs:
-                pending.append((_Range(edges[index], edges[index + 1]), mine[0], theirs[0]))
+        parts = {index: _Range(edges[index], edges[index + 1]) for index in range(len(boundaries) + 1)}
+        pending.extend(_differing(parts, by_lake, by_source, source.stats))
     return found
 
 
