@@ -109,6 +109,42 @@ def job_sizes(runs: RunSettings) -> tuple[JobSizing, JobSizing]:
     return full_load, cdc_replay
 
 
+@dataclass(frozen=True)
+class JobDefinition:
+    """What one Glue job runs, as whom and where; what every job shares (Glue version, worker type, no retries,
+    queued runs, the security configuration) is filled in by ``GlueJobs.job``."""
+
+    name: str
+    script: s3_assets.Asset
+    sizing: JobSizing
+    role: iam.IRole
+    arguments: dict[str, str]
+    connection: str | None = None  # a Glue connection's name: the job runs in its network
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A scheduled trigger of a job: its name, description, cron expression, and the arguments it passes."""
+
+    name: str
+    description: str
+    cron: str
+    arguments: dict[str, str]
+
+
+def scheduled_trigger(scope: Construct, construct_id: str, job: glue.CfnJob, schedule: Schedule) -> glue.CfnTrigger:
+    return glue.CfnTrigger(
+        scope,
+        construct_id,
+        name=schedule.name,
+        description=schedule.description,
+        type="SCHEDULED",
+        schedule=schedule.cron,
+        start_on_creation=True,
+        actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments=dict(schedule.arguments))],
+    )
+
+
 def iceberg_spark_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> str:
     """The Iceberg/Glue-catalog settings as ONE ``--conf`` value (Glue accepts the key only once)."""
     return render_conf(glue_catalog_conf(warehouse_uri, catalog))
@@ -221,20 +257,11 @@ class GlueJobs(Construct):
         stack_output(self, "TableConfigUri", self.config_asset.s3_object_url, "Table configuration (--config_uri)")
         self.maintenance_trigger: glue.CfnTrigger | None = None
         if maintenance_schedule is not None:
-            self.maintenance_trigger = glue.CfnTrigger(
-                self,
-                "MaintenanceSchedule",
-                name=f"{name_prefix}-maintenance-schedule",
-                description="Scheduled maintenance of every configured lake table (UTC)",
-                type="SCHEDULED",
-                schedule=maintenance_schedule,
-                start_on_creation=True,
-                actions=[
-                    glue.CfnTrigger.ActionProperty(
-                        job_name=self.maintenance.ref, arguments=dict(SCHEDULED_MAINTENANCE_ARGUMENTS)
-                    )
-                ],
+            when = "Scheduled maintenance of every configured lake table (UTC)"
+            schedule = Schedule(
+                f"{name_prefix}-maintenance-schedule", when, maintenance_schedule, SCHEDULED_MAINTENANCE_ARGUMENTS
             )
+            self.maintenance_trigger = scheduled_trigger(self, "MaintenanceSchedule", self.maintenance, schedule)
 
     @property
     def jobs(self) -> list[glue.CfnJob]:
@@ -249,14 +276,26 @@ class GlueJobs(Construct):
         *,
         extra_arguments: dict[str, str] | None = None,
     ) -> glue.CfnJob:
-        job = glue.CfnJob(
-            self,
+        arguments = {**self.default_arguments, **(extra_arguments or {})}
+        job = self.job(self, construct_id, JobDefinition(name, script, sizing, self.role, arguments))
+        job.node.add_dependency(self.policy)  # Glue validates the role when the job is created
+        return job
+
+    def job(self, scope: Construct, construct_id: str, definition: JobDefinition) -> glue.CfnJob:
+        """A Glue job in ``scope`` (Glue 5.1, G.1X, no retries, runs beyond the cap queued, this security
+        configuration)."""
+        sizing = definition.sizing
+        connections = None
+        if definition.connection is not None:
+            connections = glue.CfnJob.ConnectionsListProperty(connections=[definition.connection])
+        return glue.CfnJob(
+            scope,
             construct_id,
-            name=name,
+            name=definition.name,
             description=sizing.description,
-            role=self.role.role_arn,
+            role=definition.role.role_arn,
             command=glue.CfnJob.JobCommandProperty(
-                name="glueetl", python_version="3", script_location=script.s3_object_url
+                name="glueetl", python_version="3", script_location=definition.script.s3_object_url
             ),
             glue_version=GLUE_VERSION,
             worker_type=WORKER_TYPE,
@@ -265,11 +304,10 @@ class GlueJobs(Construct):
             max_retries=0,
             execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=sizing.max_concurrent_runs),
             job_run_queuing_enabled=True,
+            connections=connections,
             security_configuration=self.security_configuration.ref,
-            default_arguments={**self.default_arguments, **(extra_arguments or {})},
+            default_arguments=definition.arguments,
         )
-        job.node.add_dependency(self.policy)  # Glue validates the role when the job is created
-        return job
 
     def job_arn(self, job: glue.CfnJob) -> str:
         return Stack.of(self).format_arn(service="glue", resource="job", resource_name=job.ref)

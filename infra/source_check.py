@@ -19,19 +19,38 @@ from aws_cdk import aws_kms as kms
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.core.names import GLUE_VERSION, METRICS_NAMESPACE
+from cdc_lake.core.names import METRICS_NAMESPACE
 from infra.deployment import Deployment, stack_output
 from infra.dms import outbound_group, reach_source
-from infra.glue import PYDANTIC_FALLBACK, WORKER_TYPE, GlueJobs, job_log_statements
+from infra.glue import (
+    PYDANTIC_FALLBACK,
+    GlueJobs,
+    JobDefinition,
+    JobSizing,
+    Schedule,
+    job_log_statements,
+    scheduled_trigger,
+)
 from infra.packaging import pinned_requirement
 from infra.settings import DeploySettings
 from infra.storage import Storage
 
 # The driver the catalog is read with, per sourceEngine (pinned as the tests ran it).
 DRIVERS = {"postgres": ("psycopg[binary]", "psycopg[binary]==3.*"), "mysql": ("PyMySQL", "PyMySQL==1.*")}
-TIMEOUT_MINUTES = 15
-DRIFT_TIMEOUT_MINUTES = 240
 SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
+SOURCE_CHECK_SIZING = JobSizing(
+    workers=2,
+    timeout_minutes=15,
+    max_concurrent_runs=1,
+    description="Compare the table configuration with the source database's catalog (cdc-lake config-check-source); "
+    "puts the SourceDifferences metric",
+)
+DRIFT_SIZING = JobSizing(
+    workers=2,
+    timeout_minutes=240,
+    max_concurrent_runs=1,
+    description="Verify the lake tables against the live source, or repair their drifted keys (--action)",
+)
 
 
 class SourceCheck(Construct):
@@ -39,7 +58,6 @@ class SourceCheck(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, jobs: GlueJobs) -> None:
         super().__init__(scope, construct_id)
-        self.jobs = jobs
         storage, key = jobs.storage, jobs.key
         stack = Stack.of(self)
         settings = deployment.settings
@@ -86,70 +104,20 @@ class SourceCheck(Construct):
             **source_arguments(settings),
             "--enable-continuous-cloudwatch-log": "true",
         }
-        description = (
-            "Compare the table configuration with the source database's catalog (cdc-lake config-check-source); "
-            "puts the SourceDifferences metric"
+        script = jobs.scripts["source_check"]
+        definition = JobDefinition(
+            f"{prefix}-source-check", script, SOURCE_CHECK_SIZING, self.role, arguments, self.connection.ref
         )
-        names = ("Job", f"{prefix}-source-check", description)
-        self.job = self._job(names, self.role, ("source_check", TIMEOUT_MINUTES), arguments)
+        self.job = jobs.job(self, "Job", definition)
         self.job.node.add_dependency(self.policy)
         stack_output(self, "SourceCheckJobName", self.job.ref, "Glue job checking the configuration against the source")
         self.trigger: glue.CfnTrigger | None = None
         if settings.source_check_enabled:
             when = "Scheduled check of the table configuration against the source (UTC)"
-            names = ("Schedule", f"{prefix}-source-check-schedule", when)
-            self.trigger = self._schedule(names, settings.source_check_schedule, self.job)
-
-    def _job(
-        self,
-        names: tuple[str, str, str],
-        role: iam.Role,
-        script_and_timeout: tuple[str, int],
-        arguments: dict[str, str],
-    ) -> glue.CfnJob:
-        """A Glue 5.1 job of 2 workers in the source's network connection, one run at a time; ``names`` are its
-        construct id, name and description."""
-        construct_id, name, description = names
-        script, timeout = script_and_timeout
-        jobs = self.jobs
-        return glue.CfnJob(
-            self,
-            construct_id,
-            name=name,
-            description=description,
-            role=role.role_arn,
-            command=glue.CfnJob.JobCommandProperty(
-                name="glueetl", python_version="3", script_location=jobs.scripts[script].s3_object_url
-            ),
-            glue_version=GLUE_VERSION,
-            worker_type=WORKER_TYPE,
-            number_of_workers=2,
-            timeout=timeout,
-            max_retries=0,
-            execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
-            job_run_queuing_enabled=True,
-            connections=glue.CfnJob.ConnectionsListProperty(connections=[self.connection.ref]),
-            security_configuration=jobs.security_configuration.ref,
-            default_arguments=arguments,
-        )
-
-    def _schedule(
-        self, names: tuple[str, str, str], schedule: str, job: glue.CfnJob, arguments: dict[str, str] | None = None
-    ) -> glue.CfnTrigger:
-        """A trigger starting ``job`` on ``schedule``; ``names`` are its construct id, name and description."""
-        construct_id, name, description = names
-        return glue.CfnTrigger(
-            self,
-            construct_id,
-            name=name,
-            description=description,
-            type="SCHEDULED",
-            schedule=schedule,
-            start_on_creation=True,
-            actions=[
-                glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments=dict(arguments or SCHEDULED_ARGUMENTS))
-            ],
-        )
+            schedule = Schedule(
+                f"{prefix}-source-check-schedule", when, settings.source_check_schedule, SCHEDULED_ARGUMENTS
+            )
+            self.trigger = scheduled_trigger(self, "Schedule", self.job, schedule)
 
     def _role(self, stack: Stack, deployment: Deployment, jobs: GlueJobs, key: kms.IKey) -> iam.Role:
         settings = deployment.settings
@@ -198,15 +166,22 @@ class SourceCheck(Construct):
             "--action": "verify",
             "--bucket": storage.raw.bucket_name,
         }
-        description = "Verify the lake tables against the live source, or repair their drifted keys (--action)"
-        names = ("DriftJob", f"{settings.resource_prefix}-drift", description)
-        job = self._job(names, role, ("drift", DRIFT_TIMEOUT_MINUTES), arguments)
+        definition = JobDefinition(
+            f"{settings.resource_prefix}-drift",
+            jobs.scripts["drift"],
+            DRIFT_SIZING,
+            role,
+            arguments,
+            self.connection.ref,
+        )
+        job = jobs.job(self, "DriftJob", definition)
         job.node.add_dependency(access, jobs.policy)
         stack_output(self, "DriftJobName", job.ref, "Glue job verifying (or repairing) the lake against the source")
         if settings.drift_check_enabled:
             when = "Scheduled verify of every configured lake table against the source (UTC)"
-            names = ("DriftSchedule", f"{settings.resource_prefix}-drift-schedule", when)
-            self.drift_trigger = self._schedule(names, settings.drift_check_schedule, job, {"--action": "verify"})
+            name = f"{settings.resource_prefix}-drift-schedule"
+            schedule = Schedule(name, when, settings.drift_check_schedule, {"--action": "verify"})
+            self.drift_trigger = scheduled_trigger(self, "DriftSchedule", job, schedule)
         return job
 
 
