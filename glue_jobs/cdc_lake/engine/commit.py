@@ -16,7 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -35,7 +35,7 @@ from cdc_lake.engine.iceberg_java import (
 )
 from cdc_lake.engine.reader import OP
 from cdc_lake.engine.record import PART, RUN_ID
-from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.engine.spark_types import lake_type, select_sql
 from cdc_lake.engine.tables import LakeLocation
 
 log = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ def merge_update(spark: SparkSession, table: TableSpec, last_changes: DataFrame,
     names = ", ".join(quote(c) for c in table.column_names)
     values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
     clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
-    source = last_changes.select(*lake_columns(table), F.col(OP))
+    source = select_sql(last_changes, [*lake_columns(table), OP])
 
     def merge(target: str) -> None:
         view = f"cdc_lake_changes_{uuid.uuid4().hex}"
@@ -232,9 +232,9 @@ def merge_update(spark: SparkSession, table: TableSpec, last_changes: DataFrame,
     return Update("merged", merge)
 
 
-def lake_columns(table: TableSpec) -> list[Column]:
-    """The table's columns, as the lake table types them."""
-    return [F.col(quote(c.name)).cast(lake_type(c.type)).alias(c.name) for c in table.columns]
+def lake_columns(table: TableSpec) -> list[str]:
+    """The table's columns as the lake table types them, as SQL for ``select_sql``."""
+    return [f"CAST({quote(c.name)} AS {lake_type(c.type).simpleString()}) AS {quote(c.name)}" for c in table.columns]
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:

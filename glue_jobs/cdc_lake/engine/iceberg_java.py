@@ -28,7 +28,9 @@ by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``C
 
 from __future__ import annotations
 
+import json
 import re
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,6 +71,8 @@ _S3_ACTIONS = {
     "HeadBucket": "ListBucket",
 }
 _MAX_CAUSES = 32
+# Spark's own Jackson, one writer per JVM gateway: ObjectMapper is thread-safe once configured.
+_JSON_WRITERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 class commit_properties:
@@ -120,14 +124,13 @@ def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, 
     table = _load(spark, dotted_name)
     snapshot = table.currentSnapshot()
     while snapshot is not None:
-        summary = {str(k): str(v) for k, v in snapshot.summary().items()}
-        yield int(snapshot.snapshotId()), int(snapshot.timestampMillis()), summary
+        yield int(snapshot.snapshotId()), int(snapshot.timestampMillis()), _as_dict(spark, snapshot.summary())
         parent = snapshot.parentId()
         snapshot = table.snapshot(parent) if parent is not None else None
 
 
 def table_properties(spark: SparkSession, dotted_name: str) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _load(spark, dotted_name).properties().items()}
+    return _as_dict(spark, _load(spark, dotted_name).properties())
 
 
 def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: str | None) -> None:
@@ -149,14 +152,15 @@ class BranchHead:
 def branches(spark: SparkSession, dotted_name: str, prefix: str) -> list[BranchHead]:
     """The table's branches whose name starts with ``prefix``, from one metadata read."""
     table = _load(spark, dotted_name)
+    refs = table.refs()
     heads = []
-    for entry in table.refs().entrySet():
-        name, ref = str(entry.getKey()), entry.getValue()
-        if not name.startswith(prefix) or not ref.isBranch():
+    for name in _as_json(spark, refs.keySet()):
+        ref = refs.get(name) if name.startswith(prefix) else None
+        if ref is None or not ref.isBranch():
             continue
         snapshot = table.snapshot(ref.snapshotId())
         if snapshot is not None:
-            summary = {str(k): str(v) for k, v in snapshot.summary().items()}
+            summary = _as_dict(spark, snapshot.summary())
             heads.append(BranchHead(name, int(snapshot.timestampMillis()), summary))
     return heads
 
@@ -233,13 +237,31 @@ def _load(spark: SparkSession, dotted_name: str) -> Any:
     return spark3_util.loadIcebergTable(spark._jsparkSession, dotted_name)
 
 
+def _as_dict(spark: SparkSession, java_map: Any) -> dict[str, str]:
+    """A Java ``Map<String, String>`` as a dict, in one round trip: read through py4j, each entry costs several."""
+    return {str(k): str(v) for k, v in _as_json(spark, java_map).items()}
+
+
+def _as_json(spark: SparkSession, java_value: Any) -> Any:
+    """A Java collection of strings as Python's, through JSON: one round trip."""
+    client = _gateway_client(spark)
+    writer = _JSON_WRITERS.get(client)
+    if writer is None:
+        writer = _JSON_WRITERS[client] = java_class(spark, "com.fasterxml.jackson.databind.ObjectMapper")()
+    return json.loads(writer.writeValueAsString(java_value))
+
+
 def java_class(spark: SparkSession, name: str) -> Any:
     """The Java class of this full name. ``spark._jvm.org.apache…`` would look up each package on the way as a
     class first, and a class that is not there is searched for in every jar on the classpath, each time."""
+    return JavaClass(name, _gateway_client(spark))
+
+
+def _gateway_client(spark: SparkSession) -> Any:
     gateway = spark.sparkContext._gateway
     if gateway is None:
         raise RuntimeError("the Spark session has no JVM gateway (stopped?)")
-    return JavaClass(name, gateway._gateway_client)
+    return gateway._gateway_client
 
 
 @dataclass(frozen=True)

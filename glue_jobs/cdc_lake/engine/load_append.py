@@ -35,7 +35,7 @@ from cdc_lake.engine.commit import Update, lake_columns
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
 from cdc_lake.engine.rejects import quarantines
-from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.engine.spark_types import lake_type, select_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,7 +103,7 @@ class LoadAppend:
         # Bad rows are left out of the write and counted; any refuses the batch (the branch never lands), the
         # rows then read in order to name every bad row's place in its file.
         good = self._rows.filter(F.col(PROBLEM).isNull())
-        good.select(*lake_columns(self._table)).writeTo(target).append()
+        select_sql(good, lake_columns(self._table)).writeTo(target).append()
         if self._metrics["bad"]:
             problems, total = describe_problems(self._ordered())
             raise DmsInputError(self._table.name, problems, total)

@@ -16,10 +16,11 @@ Rows are never dropped here: bad rows are flagged so the caller can refuse the w
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -35,8 +36,9 @@ from cdc_lake.core.shapes import (
     group_by_layout,
     named_layout,
 )
+from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.spark_types import config_type, parse_type, staged_parse
+from cdc_lake.engine.spark_types import config_type, parse_type, select_sql, staged_parse
 
 FILE = "_file"
 FILE_SEQ = "_file_seq"
@@ -49,6 +51,7 @@ PARSED = "_cdc_lake_parsed_"  # columns holding each cast once, before the check
 # in DMS output keeps the NULL marker ("NULL") apart from empty strings, which we then decode ourselves.
 NO_NULL_SENTINEL = "\u0000cdc-lake-null\u0000"
 OPS = ("I", "U", "D")
+INSERT = "'I'"  # full-load files without an Op field hold inserts
 # CSV is read as ISO-8859-1, each byte a character (DMS's delimiters, quotes and line ends are ASCII, never part of
 # a UTF-8 sequence), and each value decoded from UTF-8 here: a decoder left to itself replaces invalid bytes by
 # U+FFFD without a word, and a source value may hold U+FFFD itself. Only a value that does not come back to its
@@ -98,10 +101,18 @@ def read_changes(
         for group in group_by_layout(files, layouts)
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
-    sequence = {f.name: index for index, f in enumerate(files)}
-    keys = {f.name: f.key for f in files}
-    file_name = F.col("_metadata.file_name")
-    return frame.withColumn(FILE_SEQ, _lookup(sequence, file_name)).withColumn(FILE, _lookup(keys, file_name))
+    # Each file's place in the batch and its key, looked up by name in two arrays bound as one value each.
+    place = "CAST(array_position(from_json(:names, 'array<string>'), `_metadata`.file_name) AS INT)"
+    names, keys = json.dumps([f.name for f in files]), json.dumps([f.key for f in files])
+    return select_sql(
+        frame,
+        [
+            "*",
+            f"{place} - 1 AS {FILE_SEQ}",
+            f"element_at(from_json(:keys, 'array<string>'), {place}) AS {FILE}",
+        ],
+        {"names": names, "keys": keys},
+    )
 
 
 def file_layouts(context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:
@@ -154,21 +165,9 @@ def before_image_columns(table: TableSpec, dms: DmsSettings) -> list[str]:
     return [before_role(i) for i in range(len(dms.before_image_columns(table)))]
 
 
-def _lookup(mapping: Mapping[str, object], key: Column) -> Column:
-    pairs: list[Column] = []
-    for name, value in mapping.items():
-        pairs += [F.lit(name), F.lit(value)]
-    return F.create_map(*pairs)[key]
-
-
-def _field(layout: FileLayout, role: str, value: Callable[[Column], Column] = lambda c: c) -> Column:
+def _field(layout: FileLayout, role: str, value: Callable[[str], str] = lambda c: c) -> str:
     """The file's field playing ``role`` (through ``value``), or NULL text when the file lacks it."""
-    source = layout.field(role)
-    return value(F.col(_quote(role))) if source is not None else F.lit(None).cast("string")
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return value(quote(role)) if layout.field(role) is not None else "CAST(NULL AS STRING)"
 
 
 def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
@@ -191,88 +190,95 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
         .option("encoding", BYTES_AS_TEXT)
         .csv([uri_of(f.key) for f in files])
     )
-    row = F.monotonically_increasing_id()
+    raw = raw.select("*", "_metadata")
 
-    def decode(token: Column) -> Column:
+    def decode(token: str) -> str:
         return _decode_csv_value(_utf8(token), dms.csv_null_value)
 
     text_columns = [c.name for c in table.columns if isinstance(parse_type(c.type), T.StringType)]
     invalid = [
-        F.when(_not_utf8(F.col(_quote(c))), _problem(F.lit(c), F.lit(UTF8_FAULT), _utf8(F.col(_quote(c)))))
+        f"CASE WHEN {_not_utf8(quote(c))} THEN {_problem(sql_string(c), sql_string(UTF8_FAULT), _utf8(quote(c)))} END"
         for c in text_columns
         if layout.field(c) is not None
     ]
-
-    frame = raw.select(
-        (_field(layout, OP) if layout.field(OP) is not None else F.lit("I")).alias(OP),
-        _field(layout, DMS_TS).alias(DMS_TS),
-        _field(layout, CHANGE_SEQ).alias(CHANGE_SEQ),
-        *[_field(layout, c, decode).alias(c) for c in table.column_names],
-        *[_field(layout, b, decode).alias(b) for b in before_image_columns(table, dms)],
-        _utf8(F.col(CORRUPT)).alias(CORRUPT),
-        (F.coalesce(*invalid) if invalid else F.lit(None)).alias(UTF8_PROBLEM),
-        row.alias(ROW),
-        F.col("_metadata"),
+    frame = select_sql(
+        raw,
+        [
+            f"{_field(layout, OP) if layout.field(OP) is not None else INSERT} AS {OP}",
+            f"{_field(layout, DMS_TS)} AS {DMS_TS}",
+            f"{_field(layout, CHANGE_SEQ)} AS {CHANGE_SEQ}",
+            *[f"{_field(layout, c, decode)} AS {quote(c)}" for c in table.column_names],
+            *[f"{_field(layout, b, decode)} AS {quote(b)}" for b in before_image_columns(table, dms)],
+            f"{_utf8(CORRUPT)} AS {CORRUPT}",
+            f"{_coalesce(invalid) if invalid else 'NULL'} AS {UTF8_PROBLEM}",
+            f"monotonically_increasing_id() AS {ROW}",
+            "_metadata",
+        ],
     )
-    malformed = F.when(
-        F.col(CORRUPT).isNotNull(),
-        _problem(F.lit("(row)"), F.lit(f"malformed CSV row: expected {len(layout.names)} fields"), F.col(CORRUPT)),
-    )
-    return typed_changes(frame, table, dms, full_load, [malformed, F.col(UTF8_PROBLEM)] if invalid else [malformed])
+    expected = sql_string(f"malformed CSV row: expected {len(layout.names)} fields")
+    problem = _problem(sql_string("(row)"), expected, CORRUPT)
+    malformed = f"CASE WHEN {CORRUPT} IS NOT NULL THEN {problem} END"
+    return typed_changes(frame, table, dms, full_load, [malformed, UTF8_PROBLEM] if invalid else [malformed])
 
 
-def _utf8(text: Column) -> Column:
+def _coalesce(expressions: Sequence[str]) -> str:
+    return expressions[0] if len(expressions) == 1 else f"coalesce({', '.join(expressions)})"
+
+
+def _utf8(text: str) -> str:
     """A value read as bytes (BYTES_AS_TEXT) as the UTF-8 text it holds; invalid bytes become U+FFFD."""
-    return F.decode(F.encode(text, BYTES_AS_TEXT), "UTF-8")
+    return f"decode(encode({text}, '{BYTES_AS_TEXT}'), 'UTF-8')"
 
 
-def _not_utf8(text: Column) -> Column:
+def _not_utf8(text: str) -> str:
     # The round trip is paid only by values holding U+FFFD once decoded.
     decoded = _utf8(text)
-    return decoded.contains("\ufffd") & (F.encode(decoded, "UTF-8") != F.encode(text, BYTES_AS_TEXT))
+    return f"(contains({decoded}, '\ufffd') AND encode({decoded}, 'UTF-8') <> encode({text}, '{BYTES_AS_TEXT}'))"
 
 
-def _decode_csv_value(token: Column, null_marker: str) -> Column:
+def _decode_csv_value(token: str, null_marker: str) -> str:
     if null_marker == "":
         return token  # an unquoted empty field is the NULL marker; a quoted "" stays an empty string
-    return F.when(token == F.lit(null_marker), F.lit(None)).otherwise(F.coalesce(token, F.lit("")))
+    return f"CASE WHEN {token} = {sql_string(null_marker)} THEN NULL ELSE coalesce({token}, '') END"
 
 
 def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
     files, table, dms, uri_of, full_load, layout, _split = group
-    raw = spark.read.option("mergeSchema", False).parquet(*[uri_of(f.key) for f in files])
+    raw = spark.read.option("mergeSchema", False).parquet(*[uri_of(f.key) for f in files]).select("*", "_metadata")
 
-    def column(role: str) -> Column:
+    def column(role: str) -> str:
         source = layout.field(role)
-        return F.col(_quote(source)) if source is not None else F.lit(None)
+        return quote(source) if source is not None else "NULL"
 
     types = {c.name: c.type for c in table.columns}
     key_types = [types[k] for k in table.primary_key]
-    frame = raw.select(
-        (column(OP).cast("string") if layout.field(OP) is not None else F.lit("I")).alias(OP),
-        column(DMS_TS).cast("string").alias(DMS_TS),
-        column(CHANGE_SEQ).cast("string").alias(CHANGE_SEQ),
-        *[_parquet_value(column(c.name), c.type).alias(c.name) for c in table.columns],
-        *[
-            _parquet_value(column(b), key_type).alias(b)
-            for b, key_type in zip(before_image_columns(table, dms), key_types, strict=False)
+    frame = select_sql(
+        raw,
+        [
+            f"{f'CAST({column(OP)} AS STRING)' if layout.field(OP) is not None else INSERT} AS {OP}",
+            f"CAST({column(DMS_TS)} AS STRING) AS {DMS_TS}",
+            f"CAST({column(CHANGE_SEQ)} AS STRING) AS {CHANGE_SEQ}",
+            *[f"{_parquet_value(column(c.name), c.type)} AS {quote(c.name)}" for c in table.columns],
+            *[
+                f"{_parquet_value(column(b), key_type)} AS {quote(b)}"
+                for b, key_type in zip(before_image_columns(table, dms), key_types, strict=False)
+            ],
+            f"CAST(NULL AS STRING) AS {CORRUPT}",
+            f"_metadata.row_index AS {ROW}",
+            "_metadata",
         ],
-        F.lit(None).cast("string").alias(CORRUPT),
-        F.col("_metadata.row_index").alias(ROW),
-        F.col("_metadata"),
     )
     return typed_changes(frame, table, dms, full_load, [])
 
 
-def _parquet_value(value: Column, column_type: str) -> Column:
+def _parquet_value(value: str, column_type: str) -> str:
     # Parquet values are typed already; strings keep their text so a bad cast can be reported.
-    return value if column_type != "string" else value.cast("string")
+    return value if column_type != "string" else f"CAST({value} AS STRING)"
 
 
-def _problem(column: Column, fault: Column, value: Column) -> Column:
-    return F.struct(
-        column.alias("column"), fault.alias("fault"), F.substring(value.cast("string"), 1, 80).alias("value")
-    )
+def _problem(column: str, fault: str, value: str) -> str:
+    """SQL: the struct naming a bad row's column, its fault and (the start of) its value."""
+    return f"named_struct('column', {column}, 'fault', {fault}, 'value', substring(CAST({value} AS STRING), 1, 80))"
 
 
 def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
@@ -285,23 +291,17 @@ def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
     return fields + list(zip(before_image_columns(table, dms), dms.before_image_columns(table), strict=True))
 
 
-def typed_changes(
-    frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[Column]
-) -> DataFrame:
+def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[str]) -> DataFrame:
     """Cast each column of ``frame`` (the fields as read, ``raw_fields``, with ``_row`` and ``_metadata``) to its
-    configured type and flag the first fault of every row (``extra`` faults first). A table that quarantines bad
-    rows keeps the fields as read in ``_raw``."""
-    raw_map = F.create_map(
-        *[p for role, name in raw_fields(table, dms) for p in (F.lit(name), F.col(_quote(role)).cast("string"))]
-    )
-    checks: list[Column] = list(extra)
+    configured type and flag the first fault of every row (``extra`` faults first, as SQL). A table that
+    quarantines bad rows keeps the fields as read in ``_raw``."""
+    checks: list[str] = list(extra)
     valid_ops = ("I",) if full_load else OPS
-    checks.append(
-        F.when(
-            F.col(OP).isNull() | ~F.col(OP).isin(*valid_ops),
-            _problem(F.lit("Op"), F.lit(f"unknown Op; expected one of {'/'.join(valid_ops)}"), F.col(OP)),
-        )
-    )
+    expected_ops = sql_string(f"unknown Op; expected one of {'/'.join(valid_ops)}")
+    listed_ops = ", ".join(sql_string(op) for op in valid_ops)
+    op_label = sql_string("Op")
+    unknown_op = _problem(op_label, expected_ops, OP)
+    checks.append(f"CASE WHEN {OP} IS NULL OR {OP} NOT IN ({listed_ops}) THEN {unknown_op} END")
     typed_columns = []
     types = {c.name: c.type for c in table.columns}
     befores = list(
@@ -310,56 +310,54 @@ def typed_changes(
     if full_load:
         # Full-load rows change no key; a value here means the file lacks the before-image fields and a
         # table column was read in their place.
+        fault = sql_string("before-image value on a full-load row")
         checks += [
-            F.when(
-                F.col(_quote(role)).isNotNull(),
-                _problem(F.lit(label), F.lit("before-image value on a full-load row"), F.col(_quote(role))),
-            )
+            f"CASE WHEN {quote(role)} IS NOT NULL THEN {_problem(sql_string(label), fault, quote(role))} END"
             for role, label, _key in befores
         ]
-    casts: list[Column] = []
+    casts: list[str] = []
     for name, label, column_type in [
         *[(c.name, c.name, c.type) for c in table.columns],
         *[(role, label, types[key]) for role, label, key in befores],
     ]:
-        raw = F.col(_quote(name))
+        raw = quote(name)
         if isinstance(parse_type(column_type), T.StringType):
-            typed_columns.append(raw.alias(name))
+            typed_columns.append(raw)
         else:
             # Cast once, in a projection of its own: the value and its check both read the cast column.
             column_casts, typed, fault = staged_parse(name, column_type, f"{PARSED}{len(casts)}")
             casts += column_casts
-            typed_columns.append(typed.alias(name))
-            checks.append(F.when(fault, _problem(F.lit(label), F.lit(f"cannot parse as {column_type}"), raw)))
+            typed_columns.append(f"{typed} AS {raw}")
+            cannot = sql_string(f"cannot parse as {column_type}")
+            checks.append(f"CASE WHEN {fault} THEN {_problem(sql_string(label), cannot, raw)} END")
     if casts:
-        frame = frame.select("*", *casts)
+        frame = select_sql(frame, ["*", *casts])
     for spec in table.columns:
-        raw = F.col(_quote(spec.name))
+        raw, label = quote(spec.name), sql_string(spec.name)
         if spec.name in table.primary_key:
-            checks.append(F.when(raw.isNull(), _problem(F.lit(spec.name), F.lit("NULL primary key"), raw)))
+            checks.append(f"CASE WHEN {raw} IS NULL THEN {_problem(label, sql_string('NULL primary key'), raw)} END")
         elif not spec.nullable and not spec.dropped:
             # A delete may carry only the key (PostgreSQL's default REPLICA IDENTITY).
-            checks.append(
-                F.when(
-                    raw.isNull() & (F.col(OP) != "D"),
-                    _problem(F.lit(spec.name), F.lit("NULL in a NOT NULL column"), raw),
-                )
-            )
+            not_null = sql_string("NULL in a NOT NULL column")
+            checks.append(f"CASE WHEN {raw} IS NULL AND {OP} <> 'D' THEN {_problem(label, not_null, raw)} END")
     if not full_load and dms.change_sequence_column is not None:
+        not_number = sql_string("change sequence is not a number")
         checks.append(
-            F.when(
-                F.col(CHANGE_SEQ).isNull() | ~F.col(CHANGE_SEQ).rlike(r"^[0-9]+$"),
-                _problem(F.lit(CHANGE_SEQ), F.lit("change sequence is not a number"), F.col(CHANGE_SEQ)),
-            )
+            f"CASE WHEN {CHANGE_SEQ} IS NULL OR NOT {CHANGE_SEQ} RLIKE '^[0-9]+$' "
+            f"THEN {_problem(sql_string(CHANGE_SEQ), not_number, CHANGE_SEQ)} END"
         )
-    return frame.select(
-        F.lit(0 if full_load else 1).alias(PHASE),
-        F.col(OP),
-        F.col(DMS_TS),
-        F.col(CHANGE_SEQ),
-        *typed_columns,
-        F.col(ROW),
-        F.col("_metadata"),
-        F.coalesce(*checks).alias(PROBLEM) if len(checks) > 1 else checks[0].alias(PROBLEM),
-        *([raw_map.alias(RAW)] if table.on_bad_rows == "quarantine" else []),
+    raw_map = ", ".join(f"{sql_string(name)}, CAST({quote(role)} AS STRING)" for role, name in raw_fields(table, dms))
+    return select_sql(
+        frame,
+        [
+            f"{0 if full_load else 1} AS {PHASE}",
+            OP,
+            DMS_TS,
+            CHANGE_SEQ,
+            *typed_columns,
+            ROW,
+            "_metadata",
+            f"{_coalesce(checks)} AS {PROBLEM}",
+            *([f"map({raw_map}) AS {RAW}"] if table.on_bad_rows == "quarantine" else []),
+        ],
     )

@@ -1,12 +1,17 @@
-"""Configured column types as Spark types: the type a value is parsed as, and the type the lake stores."""
+"""Configured column types as Spark types (the type a value is parsed as, and the type the lake stores), and
+projections over them written as Spark SQL (``select_sql``)."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+import uuid
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import DECIMAL_TYPE
+from cdc_lake.core.sql import quote
 
 _SIMPLE: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),
@@ -52,13 +57,10 @@ def lake_type(column_type: str) -> T.DataType:
     return parse_type(column_type)
 
 
-def try_cast(column_name: str, target: T.DataType) -> Column:
-    """NULL when the value does not fit, whatever spark.sql.ansi.enabled says ("1.5" is no int, 300 no tinyint).
-
-    Only a configured column name and type go into the expression, never a value.
-    """
-    quoted = "`" + column_name.replace("`", "``") + "`"
-    return F.expr(f"try_cast({quoted} AS {target.simpleString()})")
+def try_cast(expression: str, target: T.DataType) -> str:
+    """SQL: NULL when the value does not fit, whatever spark.sql.ansi.enabled says ("1.5" is no int, 300 no
+    tinyint). Only configured names and types go into the text, never a value."""
+    return f"try_cast({expression} AS {target.simpleString()})"
 
 
 def strict_parse(column_name: str, column_type: str) -> tuple[Column, Column]:
@@ -67,27 +69,45 @@ def strict_parse(column_name: str, column_type: str) -> tuple[Column, Column]:
     A value is never silently truncated or rounded: "1.5" is no bigint, "1.005" no decimal(12,2).
     """
     _casts, value, fault = staged_parse(column_name, column_type, None)
-    return value, fault
+    return F.expr(value), F.expr(fault)
 
 
-def staged_parse(column_name: str, column_type: str, stem: str | None) -> tuple[list[Column], Column, Column]:
-    """``strict_parse`` in two steps, so that each value is cast once: the casts (to select first, named from
-    ``stem``), then the parsed value and whether parsing failed, both reading those columns.
+def staged_parse(column_name: str, column_type: str, stem: str | None) -> tuple[list[str], str, str]:
+    """``strict_parse`` as SQL, in two steps so that each value is cast once: the casts (to select first, named
+    from ``stem``), then the parsed value and whether parsing failed, both reading those columns.
 
     With ``stem`` None the casts are not named and the value and fault hold them inline (one step).
     """
-    quoted = "`" + column_name.replace("`", "``") + "`"
-    raw = F.col(quoted)
-    cast = try_cast(column_name, parse_type(column_type))
-    casts = [cast if stem is None else cast.alias(f"{stem}_value")]
-    value = cast if stem is None else F.col(f"`{stem}_value`")
-    fault = raw.isNotNull() & value.isNull()
+    raw = quote(column_name)
+    cast = try_cast(raw, parse_type(column_type))
+    casts = [cast if stem is None else f"{cast} AS {quote(stem + '_value')}"]
+    value = cast if stem is None else quote(stem + "_value")
+    fault = f"({raw} IS NOT NULL AND {value} IS NULL)"
     match = DECIMAL_TYPE.match(column_type)
     if match:
         # A cast rounds extra decimal places; parse with more of them too, so rounding shows up as a fault.
         precision, scale = int(match[1]), int(match[2])
-        wide_cast = try_cast(column_name, T.DecimalType(38, scale + 38 - precision))
-        casts.append(wide_cast if stem is None else wide_cast.alias(f"{stem}_wide"))
-        wide = wide_cast if stem is None else F.col(f"`{stem}_wide`")
-        fault = fault | (value.isNotNull() & (wide.isNull() | (wide != value)))
+        wide_cast = try_cast(raw, T.DecimalType(38, scale + 38 - precision))
+        casts.append(wide_cast if stem is None else f"{wide_cast} AS {quote(stem + '_wide')}")
+        wide = wide_cast if stem is None else quote(stem + "_wide")
+        fault = f"({fault} OR ({value} IS NOT NULL AND ({wide} IS NULL OR {wide} <> {value})))"
     return casts, value, fault
+
+
+def select_sql(frame: DataFrame, columns: Sequence[str], args: Mapping[str, object] | None = None) -> DataFrame:
+    """``frame.select`` of columns written as Spark SQL, sent in one statement.
+
+    A column built with ``pyspark.sql.functions`` costs a round trip to the JVM per function, and another when
+    Python drops it: a table's read came to about a thousand. A statement costs a few, whatever its columns.
+    Identifiers go in through ``quote``, configuration text through ``sql_string``, anything else (file names)
+    as bound ``args``. ``frame``'s own ``_metadata`` must be selected first: a view does not pass it through.
+    """
+    view = f"cdc_lake_select_{uuid.uuid4().hex}"
+    spark = frame.sparkSession
+    frame.createOrReplaceTempView(view)
+    try:
+        # A statement's frame is analysed at once, but a write (writeTo) analyses its text again; a frame made
+        # from it holds the analysed plan, so the view may go.
+        return spark.sql(f"SELECT {', '.join(columns)} FROM {view}", dict(args or {})).select("*")
+    finally:
+        spark.catalog.dropTempView(view)
