@@ -1,7 +1,13 @@
 # cdc-lake: `make demo` runs the local pipeline end to end, `make test` runs every test CI guards.
 # Both install what they need on first use through `make setup` (idempotent, fast when nothing changed).
 SHELL := /bin/bash
-VENV := .venv
+# GLUE_VERSION=6.0 runs a target on Glue 6.0's runtime (default 5.1): each has its own environment, made by
+# make setup, and the setting overrides the configuration's lake.glue_version.
+RUNTIME := $(or $(GLUE_VERSION),5.1)
+VENV := $(if $(filter 5.1,$(RUNTIME)),.venv,.venv-glue$(RUNTIME))
+ifneq ($(GLUE_VERSION),)
+export GLUE_VERSION
+endif
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # pytest-xdist workers for `make test`: each holds one warm Spark session; 2 fits this project's 2-core machines.
@@ -46,8 +52,9 @@ soak: setup ## longer checks: real PostgreSQL over SOAK_TRANSACTIONS (30000) in 
 	$(BIN)/pytest tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
 	tests/functional/test_quarantine.py -x
 
-lint: setup ## ruff lint and format check, mypy on the library and the Lambda
+lint: setup ## ruff lint and format check (also as Python 3.13, Glue 6.0's), mypy on the library and the Lambda
 	$(BIN)/ruff check .
+	$(BIN)/ruff check --target-version py313 --select E,F,PLE --quiet glue_jobs lambda
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 

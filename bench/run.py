@@ -7,7 +7,8 @@
 2. 50 busy tables: 50 x 4 CDC files land at once and drain through the Lambda's handler, one run per file
    against coalesced runs (bench.drain).
 3. One day on AWS for 1 to 1,000 busy tables, old design against new, through the real Lambda handler with a
-   simulated Glue (bench.simulate), fed with the batch time measured in 2.
+   simulated Glue (bench.simulate), fed with the batch time measured in 2., on the Glue version in force
+   (GLUE_VERSION, else lake.glue_version of bench.yaml); then 100 and 1,000 busy tables on each Glue version.
 4. The two lake paths (bench.paths, its own process and Spark session): small CDC runs on the Hadoop catalog
    and on the Glue catalog + S3 of a local AWS endpoint, and `cdc-lake demo` against `cdc-lake demo-aws`.
 5. Drift (bench.drift, its own process): `cdc-lake verify` on a PostgreSQL table of --rows rows with 10 drifted
@@ -33,8 +34,16 @@ from bench.drain import describe as describe_drain
 from bench.drain import run_drain_bench
 from bench.perf import OracleMismatch, run_perf
 from bench.perf import write_results as write_perf_results
-from bench.simulate import SimParams, print_table, simulate_all, write_results
-from cdc_lake.core.config import load_config
+from bench.simulate import (
+    VERSION_COLUMNS,
+    VERSIONS_TITLE,
+    SimParams,
+    print_table,
+    simulate_all,
+    simulate_versions,
+    write_results,
+)
+from cdc_lake.core.config import PipelineConfig, glue_version, load_config
 from cdc_lake.local.session import local_spark_session
 
 HERE = Path(__file__).parent
@@ -60,25 +69,27 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     spark = local_spark_session(work / "warehouse", app_name="cdc-lake-bench")
+    config = load_config(HERE / "bench.yaml")
 
     print(f"one table at scale: {args.rows:,} rows, {args.changes:,} changes …", flush=True)
     try:
-        perf = run_perf(spark, load_config(HERE / "bench.yaml"), work / "perf", args.rows, args.changes, progress)
+        perf = run_perf(spark, config, work / "perf", args.rows, args.changes, progress)
     except OracleMismatch as error:
         print(f"FAILED: {error}", file=sys.stderr)
         return 1
     perf_table = write_perf_results(perf, args.out)
     shutil.rmtree(work / "perf", ignore_errors=True)
-    drained = None if args.perf_only else many_tables(spark, work, args.out)
+    drained = None if args.perf_only else many_tables(spark, config, work, args.out)
     print()
     print("\n".join(perf_table))
     print(f"(also in {args.out / 'perf.md'}, {args.out / 'perf.json'}, {args.out / 'cdc_vs_table_size.png'})")
     if drained is not None:
-        drain, simulation = drained
+        drain, simulation, versions = drained
         print()
         print("\n".join(describe_drain(drain)))
         print()
         print_table(simulation)
+        print_table(versions, VERSION_COLUMNS, VERSIONS_TITLE)
         print(f"(also in {args.out / 'simulation.md'}; assumptions in docs/cost-simulation.md)")
     shutil.rmtree(work, ignore_errors=True)
     if not args.perf_only:
@@ -90,18 +101,31 @@ def main() -> int:
     return 0
 
 
-def many_tables(spark: SparkSession, work: Path, out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Parts 2 and 3: the drain of many busy tables, then the simulated day fed with its batch time."""
+def many_tables(
+    spark: SparkSession, config: PipelineConfig, work: Path, out: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Parts 2 and 3: the drain of many busy tables, then the simulated day fed with its batch time, on the Glue
+    version in force and the new design on each version."""
     print(f"draining {DRAIN_TABLES} tables x {DRAIN_FILES} CDC files, one run per file and coalesced …", flush=True)
     drain = run_drain_bench(spark, work, DRAIN_TABLES, DRAIN_FILES, progress)
     (out / "drain.json").write_text(json.dumps(drain, indent=2) + "\n")
     measured = drain["coalesced"]
-    params = SimParams(per_table_s=measured["batch_s_median"], check_s=measured["idle_check_s"], scale=GLUE_SCALE)
-    print(f"simulating one day on AWS (per-table batch {params.per_table_s:.2f}s x {GLUE_SCALE:g}) …", flush=True)
+    params = SimParams(
+        per_table_s=measured["batch_s_median"],
+        check_s=measured["idle_check_s"],
+        scale=GLUE_SCALE,
+        glue_version=glue_version(config),
+    )
+    print(
+        f"simulating one day on AWS Glue {params.glue_version} (per-table batch {params.per_table_s:.2f}s x "
+        f"{GLUE_SCALE:g}) …",
+        flush=True,
+    )
     started = time.perf_counter()
     simulation = simulate_all(params)
-    write_results(simulation, params, out, time.perf_counter() - started)
-    return drain, simulation
+    versions = simulate_versions(params, simulation)
+    write_results(simulation, params, out, time.perf_counter() - started, versions)
+    return drain, simulation, versions
 
 
 if __name__ == "__main__":

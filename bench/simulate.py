@@ -15,9 +15,12 @@ for the start-up time, RUNNING, SUCCEEDED), and the simulation plays each run's 
   ``idle_seconds`` (checking every ``poll_seconds``) when none are, then ends.
 
 Out: runs, DPU-hours and dollars per day and month, freshness lag (commit minus landing) per (tables,
-interval, design). Assumptions and defaults: docs/cost-simulation.md.
+interval, design), on one Glue version (``--glue-version``, default ``GLUE_VERSION`` or ``lake.glue_version``'s
+default); and the new design's 100 and 1,000 busy tables on every Glue version, each with its own price per
+DPU-hour and start-up time (``--usd-per-dpu-hour 6.0=0.308``, ``--startup-seconds 6.0=10``). Assumptions and
+defaults: docs/cost-simulation.md.
 
-Usage: python -m bench.simulate [--per-table-seconds 2.0] [--scale 1.0] [--out bench/results]
+Usage: python -m bench.simulate [--per-table-seconds 2.0] [--scale 1.0] [--glue-version 5.1] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -31,15 +34,16 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig, glue_version, parse_config
+from cdc_lake.core.names import GLUE_VERSION, GLUE_VERSIONS, GlueVersion
 from cdc_lake.engine.drain import LISTING_THREADS
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
@@ -73,6 +77,19 @@ class Sizing:
 
 
 @dataclass(frozen=True)
+class GlueCosts:
+    """What a run pays on one Glue version: the price of a DPU-hour, and the start-up (STARTING -> RUNNING, billed)."""
+
+    usd_per_dpu_hour: float
+    startup_s: float
+
+
+def published_costs() -> dict[GlueVersion, GlueCosts]:
+    """Each Glue version's costs as ``cdc_lake.core.names.GLUE_VERSIONS`` records them (sources: the doc)."""
+    return {version: GlueCosts(f.usd_per_dpu_hour, f.startup_seconds) for version, f in GLUE_VERSIONS.items()}
+
+
+@dataclass(frozen=True)
 class SimParams:
     """Every input of the simulation; the defaults are discussed in docs/cost-simulation.md."""
 
@@ -82,7 +99,9 @@ class SimParams:
     short_window_above_files: int = 200_000
     short_window_hours: float = 6.0
     jitter_fraction: float = 0.02  # each landing moves by up to ±2% of the interval
-    startup_s: float = 10.0  # STARTING -> RUNNING, billed
+    # The Glue version every case runs on, and each version's price and start-up (simulate_versions runs each).
+    glue_version: GlueVersion = GLUE_VERSION
+    glue_costs: Mapping[GlueVersion, GlueCosts] = field(default_factory=published_costs)
     per_table_s: float = 2.0  # one table's batch of one file (measured locally by the drain benchmark)
     scale: float = 1.0  # Glue's speed relative to the local measurement (multiplies per_table_s)
     extra_file_s: float = 0.2  # each further file in the same batch
@@ -96,7 +115,6 @@ class SimParams:
     # A run's first round checks every configured table (its recorded state, a listing) even when it has
     # nothing pending: check_s each, parallel_tables at a time.
     check_s: float = 0.3
-    usd_per_dpu_hour: float = 0.44
     min_billed_s: float = 60.0
     days_per_month: int = 30
     time_budget_s: int = 900
@@ -104,10 +122,16 @@ class SimParams:
     poll_s: float = 5.0
     new_sizing: tuple[Sizing, ...] = (Sizing(10, 2, 4), Sizing(100, 2, 4), Sizing(1000, 16, 32))
     tables: tuple[int, ...] = (1, 10, 100, 1000)
+    version_tables: tuple[int, ...] = (100, 1000)  # the new design's busy tables on every Glue version
     intervals_s: tuple[float, ...] = (60.0, 900.0)
     # After the window, land nothing more and let the runs finish (tests); off, files still unapplied at the
     # end of the window are the backlog.
     drain: bool = False
+
+    @property
+    def costs(self) -> GlueCosts:
+        """The price and start-up of ``glue_version``."""
+        return self.glue_costs[self.glue_version]
 
     def sizing(self, tables: int) -> Sizing:
         """The new design's sizing for this many tables: the first entry that holds them, else the largest."""
@@ -249,7 +273,8 @@ def build_config(tables: int, design: str, params: SimParams) -> PipelineConfig:
         "idle_seconds": params.idle_s,
         "poll_seconds": params.poll_s,
     }
-    return parse_config({"tables": specs, "runs": runs}, source=f"simulation of {tables} tables")
+    lake = {"glue_version": params.glue_version}
+    return parse_config({"lake": lake, "tables": specs, "runs": runs}, source=f"simulation of {tables} tables")
 
 
 def table_name(index: int) -> str:
@@ -300,7 +325,7 @@ class Simulation:
             hours = min(hours, params.short_window_hours)
         self.window_s = hours * 3600.0
         limit = NEW_MAX_CONCURRENT_RUNS if runs.coalesced else OLD_MAX_CONCURRENT_RUNS
-        self.glue = SimulatedGlue(self, {"full_load": limit, "cdc_replay": limit}, params.startup_s)
+        self.glue = SimulatedGlue(self, {"full_load": limit, "cdc_replay": limit}, params.costs.startup_s)
         self.starter = GlueJobStarter(self.glue, JOB_NAMES, sleep=lambda seconds: None)
 
         self.schedule = landing_schedule(tables, interval_s, self.window_s, params)
@@ -463,9 +488,12 @@ class Simulation:
                 stop = min(stop, end)
             dpu_hours += self.workers * max(self.params.min_billed_s, stop - run.starting_at) / 3600.0
         dpu_hours_per_day = dpu_hours * to_day
-        usd_per_day = dpu_hours_per_day * self.params.usd_per_dpu_hour
+        usd_per_day = dpu_hours_per_day * self.params.costs.usd_per_dpu_hour
         runs = self.config.runs
         return {
+            "glue_version": self.params.glue_version,
+            "usd_per_dpu_hour": self.params.costs.usd_per_dpu_hour,
+            "startup_s": self.params.costs.startup_s,
             "tables": self.tables,
             "interval_s": self.interval_s,
             "design": self.design,
@@ -519,7 +547,23 @@ def simulate_all(params: SimParams | None = None) -> list[dict[str, Any]]:
     return results
 
 
-COLUMNS = (
+def simulate_versions(params: SimParams | None = None, reuse: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The new design for ``version_tables`` busy tables at each interval, on every Glue version of ``glue_costs``
+    (its price and start-up). A case already among ``reuse`` (simulate_all's rows, same inputs) is not run again."""
+    params = params or SimParams()
+    done = {(r["glue_version"], r["tables"], r["interval_s"]): r for r in reuse if r["design"] == "new"}
+    rows = []
+    for version in sorted(params.glue_costs):
+        on_version = replace(params, glue_version=version)
+        for tables in params.version_tables:
+            for interval_s in params.intervals_s:
+                row = done.get((version, tables, interval_s)) if version == params.glue_version else None
+                rows.append(row or simulate(tables, interval_s, "new", on_version))
+    return rows
+
+
+Columns = tuple[tuple[str, str], ...]
+COLUMNS: Columns = (
     ("tables", "tables"),
     ("interval_s", "B (s)"),
     ("design", "design"),
@@ -535,6 +579,23 @@ COLUMNS = (
     ("old_over_new_cost", "old/new $"),
     ("window_hours", "window (h)"),
 )
+VERSION_COLUMNS: Columns = (
+    ("glue_version", "Glue"),
+    ("tables", "tables"),
+    ("interval_s", "B (s)"),
+    ("workers", "workers"),
+    ("parallel_tables", "parallel"),
+    ("startup_s", "start-up (s)"),
+    ("dpu_hours_per_day", "DPU-h/day"),
+    ("usd_per_dpu_hour", "$/DPU-h"),
+    ("usd_per_month", "$/month"),
+    ("lag_p50_s", "lag p50 (s)"),
+    ("lag_p95_s", "lag p95 (s)"),
+    ("window_hours", "window (h)"),
+)
+MAIN_TITLE = "One day of CDC on AWS: one run per file (old) vs coalesced runs (new)"
+VERSIONS_TITLE = "The coalesced design on each Glue version: its price per DPU-hour and its start-up"
+_TEXT_COLUMNS = {"design", "glue_version"}
 
 
 def _cell(row: dict[str, Any], name: str) -> str:
@@ -552,27 +613,34 @@ def _cell(row: dict[str, Any], name: str) -> str:
     return str(value)
 
 
-def render_markdown(results: Iterable[dict[str, Any]]) -> str:
+def render_markdown(results: Iterable[dict[str, Any]], columns: Columns = COLUMNS) -> str:
     lines = [
-        "| " + " | ".join(title for _, title in COLUMNS) + " |",
-        "|" + "|".join("---" if name == "design" else "---:" for name, _ in COLUMNS) + "|",
+        "| " + " | ".join(title for _, title in columns) + " |",
+        "|" + "|".join("---" if name in _TEXT_COLUMNS else "---:" for name, _ in columns) + "|",
     ]
-    lines += ["| " + " | ".join(_cell(row, name) for name, _ in COLUMNS) + " |" for row in results]
+    lines += ["| " + " | ".join(_cell(row, name) for name, _ in columns) + " |" for row in results]
     return "\n".join(lines) + "\n"
 
 
-def write_results(results: list[dict[str, Any]], params: SimParams, out: Path, wall_s: float) -> None:
-    """bench/results/simulation.json (inputs, wall time, rows) and simulation.md (the table and its inputs)."""
+def write_results(
+    results: list[dict[str, Any]],
+    params: SimParams,
+    out: Path,
+    wall_s: float,
+    versions: list[dict[str, Any]] | None = None,
+) -> None:
+    """bench/results/simulation.json (inputs, wall time, rows) and simulation.md (the tables and their inputs)."""
     out.mkdir(parents=True, exist_ok=True)
-    document = {"params": asdict(params), "wall_s": round(wall_s, 1), "results": results}
+    document = {"params": asdict(params), "wall_s": round(wall_s, 1), "results": results, "versions": versions or []}
     (out / "simulation.json").write_text(json.dumps(document, indent=2) + "\n")
     scaled = sorted({(r["tables"], r["interval_s"], r["window_hours"]) for r in results if r["scaled_to_day"]})
+    costs = params.costs
     notes = [
-        f"Inputs: per-table batch {params.per_table_s:g} s × scale {params.scale:g} "
-        f"+ {params.extra_file_s:g} s per further file, start-up {params.startup_s:g} s (billed), "
+        f"Inputs: Glue {params.glue_version}, per-table batch {params.per_table_s:g} s × scale {params.scale:g} "
+        f"+ {params.extra_file_s:g} s per further file, start-up {costs.startup_s:g} s (billed), "
         f"no-op script {params.noop_s:g} s, listing {params.list_page_s:g} s per 1,000 keys (old design: the "
         f"table's {params.retained_days:g} days of files per batch; new: one page from the listing window), "
-        f"first-round check {params.check_s:g} s per idle table, ${params.usd_per_dpu_hour:g}/DPU-hour, "
+        f"first-round check {params.check_s:g} s per idle table, ${costs.usd_per_dpu_hour:g}/DPU-hour, "
         f"{params.min_billed_s:g} s minimum per run, {params.days_per_month} days a month, seed {params.seed}; "
         f"new design: budget {params.time_budget_s} s, idle {params.idle_s} s, poll {params.poll_s:g} s.",
     ]
@@ -581,19 +649,57 @@ def write_results(results: list[dict[str, Any]], params: SimParams, out: Path, w
         for tables, interval, hours in scaled
     ]
     notes.append(f"Wall time of the whole simulation: {wall_s:.1f} s.")
-    (out / "simulation.md").write_text(render_markdown(results) + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+    text = render_markdown(results) + "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    if versions:
+        text += f"\n{VERSIONS_TITLE}:\n\n" + render_markdown(versions, VERSION_COLUMNS)
+    (out / "simulation.md").write_text(text)
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
+def print_table(results: list[dict[str, Any]], columns: Columns = COLUMNS, title: str = MAIN_TITLE) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="One day of CDC on AWS: one run per file (old) vs coalesced runs (new)")
-    for name, title in COLUMNS:
-        table.add_column(title, justify="left" if name == "design" else "right")
+    table = Table(title=title)
+    for name, heading in columns:
+        table.add_column(heading, justify="left" if name in _TEXT_COLUMNS else "right")
     for row in results:
-        table.add_row(*(_cell(row, name) for name, _ in COLUMNS))
+        table.add_row(*(_cell(row, name) for name, _ in columns))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def version_in_force() -> GlueVersion:
+    """The Glue version a run of the simulation takes by default: GLUE_VERSION (``make bench GLUE_VERSION=6.0``), else
+    the default of lake.glue_version."""
+    return glue_version(build_config(1, "new", SimParams()))
+
+
+def override_costs(
+    usd_per_dpu_hour: Mapping[str, float], startup_s: Mapping[str, float]
+) -> dict[GlueVersion, GlueCosts]:
+    """The published costs, with the given versions' price or start-up replaced."""
+    return {
+        version: GlueCosts(
+            usd_per_dpu_hour.get(version, costs.usd_per_dpu_hour), startup_s.get(version, costs.startup_s)
+        )
+        for version, costs in published_costs().items()
+    }
+
+
+def per_version(values: list[str], option: str) -> dict[str, float]:
+    """``VERSION=VALUE`` items as {version: value}; a bare VALUE sets every version. Raises ValueError naming
+    ``option`` for an unknown version or a value that is no number."""
+    settings: dict[str, float] = {}
+    for item in values:
+        version, equals, value = item.rpartition("=")
+        versions = [version] if equals else list(GLUE_VERSIONS)
+        if equals and version not in GLUE_VERSIONS:
+            raise ValueError(f"{option} {item!r}: Glue version {version!r} is not one of {', '.join(GLUE_VERSIONS)}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{option} {item!r}: {value!r} is not a number") from None
+        settings |= dict.fromkeys(versions, number)
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -601,25 +707,41 @@ def main(argv: list[str] | None = None) -> int:
     defaults = SimParams()
     parser.add_argument("--per-table-seconds", type=float, default=defaults.per_table_s)
     parser.add_argument("--scale", type=float, default=defaults.scale)
-    parser.add_argument("--startup-seconds", type=float, default=defaults.startup_s)
+    parser.add_argument("--glue-version", choices=sorted(GLUE_VERSIONS), default=version_in_force())
+    parser.add_argument(
+        "--startup-seconds", action="append", default=[], metavar="[VERSION=]SECONDS", help="repeat per version"
+    )
+    parser.add_argument(
+        "--usd-per-dpu-hour", action="append", default=[], metavar="[VERSION=]USD", help="repeat per version"
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(
         "--retained-days", type=float, default=defaults.retained_days, help="days of files listed; 0: new keys only"
     )
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
+    try:
+        costs = override_costs(
+            per_version(args.usd_per_dpu_hour, "--usd-per-dpu-hour"),
+            per_version(args.startup_seconds, "--startup-seconds"),
+        )
+    except ValueError as error:
+        parser.error(str(error))
     params = SimParams(
         per_table_s=args.per_table_seconds,
         scale=args.scale,
-        startup_s=args.startup_seconds,
+        glue_version=args.glue_version,
+        glue_costs=costs,
         seed=args.seed,
         retained_days=args.retained_days,
     )
     started = time.perf_counter()
     results = simulate_all(params)
+    versions = simulate_versions(params, results)
     wall_s = time.perf_counter() - started
     print_table(results)
-    write_results(results, params, args.out, wall_s)
+    print_table(versions, VERSION_COLUMNS, VERSIONS_TITLE)
+    write_results(results, params, args.out, wall_s, versions)
     print(f"simulated {len(results)} cases in {wall_s:.1f} s; wrote {args.out / 'simulation.json'} and .md")
     return 0
 

@@ -1,8 +1,9 @@
 """CDK entry point (``cdk.json``: ``.venv/bin/python -m infra.app``).
 
-Reads the context (infra.settings), loads the table configuration with ``cdc_lake.core.config.load_config``,
-builds the Glue/Lambda artifacts into a folder of its own (two synths at once never share one) and
-synthesizes one stack, checked by cdk-nag.
+Reads the context (infra.settings), loads the table configuration with ``cdc_lake.core.config.load_config``
+(its Glue version overridden by ``GLUE_VERSION`` when set, as ``make synth GLUE_VERSION=6.0`` does), builds the
+Glue/Lambda artifacts into a folder of its own (two synths at once never share one) and synthesizes one stack,
+checked by cdk-nag.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cdc_lake.core.config import load_config
+from cdc_lake.core.config import glue_version, load_config
 from infra.deployment import Deployment
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
@@ -43,7 +44,8 @@ def create_app(
         config_path = REPO_ROOT / config_path
     config = load_config(config_path)
     assets = build_assets(config, asset_dir, sources=sources)
-    stack = PipelineStack(app, settings.stack_name, deployment=Deployment(settings, config, assets))
+    deployment = Deployment(settings, config, assets, glue_version(config))
+    stack = PipelineStack(app, settings.stack_name, deployment=deployment)
     message = example_values_message(settings)
     if message:
         # Recorded in the cloud assembly too, so synth, diff and deploy all show it against the stack.

@@ -9,17 +9,20 @@ from aws_cdk import CfnOutput
 from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.names import GlueVersion
 from infra.packaging import PipelineAssets
 from infra.settings import DeploySettings
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """The stack's inputs: ``settings`` (context values), ``config`` (the tables), ``assets`` (code to upload)."""
+    """The stack's inputs: ``settings`` (context values), ``config`` (the tables), ``assets`` (code to upload), and
+    ``glue_version``, the jobs' Glue version (``core.config.glue_version``: the configuration's, or GLUE_VERSION's)."""
 
     settings: DeploySettings
     config: PipelineConfig
     assets: PipelineAssets
+    glue_version: GlueVersion
 
 
 def stack_output(scope: Construct, name: str, value: str, description: str) -> CfnOutput:

@@ -1,5 +1,5 @@
-"""Glue: the lake database, the full-load, CDC-replay and maintenance jobs (Glue 5.1, Iceberg on the Glue
-catalog), their security configuration, a role limited to the buckets, the database and its tables, and the
+"""Glue: the lake database, the full-load, CDC-replay and maintenance jobs (Glue 5.1 or 6.0 as configured, Iceberg on
+the Glue catalog), their security configuration, a role limited to the buckets, the database and its tables, and the
 maintenance job's schedule."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
     FULL_LOAD_TIMEOUT_MINUTES,
     GLUE_CATALOG,
-    GLUE_VERSION,
+    GLUE_VERSIONS,
     MAINTENANCE_TIMEOUT_MINUTES,
     METRICS_NAMESPACE,
     ORPHAN_DAYS,
@@ -31,7 +31,6 @@ from infra.deployment import Deployment, stack_output
 from infra.packaging import pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 
-WORKER_TYPE = "G.1X"
 PYDANTIC_FALLBACK = "pydantic==2.*"
 
 
@@ -176,6 +175,8 @@ class GlueJobs(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.storage, self.key = storage, key  # what the jobs in the source's network share (infra.source_check)
+        self.glue_version = deployment.glue_version
+        self.worker_type = GLUE_VERSIONS[deployment.glue_version].worker_type
         config, assets, settings = deployment.config, deployment.assets, deployment.settings
         name_prefix = settings.resource_prefix
         # The maintenance trigger's Glue cron expression; None for no trigger.
@@ -282,8 +283,8 @@ class GlueJobs(Construct):
         return job
 
     def job(self, scope: Construct, construct_id: str, definition: JobDefinition) -> glue.CfnJob:
-        """A Glue job in ``scope`` (Glue 5.1, G.1X, no retries, runs beyond the cap queued, this security
-        configuration)."""
+        """A Glue job in ``scope`` (the deployment's Glue version and its worker type, no retries, runs beyond the
+        cap queued, this security configuration)."""
         sizing = definition.sizing
         connections = None
         if definition.connection is not None:
@@ -297,8 +298,8 @@ class GlueJobs(Construct):
             command=glue.CfnJob.JobCommandProperty(
                 name="glueetl", python_version="3", script_location=definition.script.s3_object_url
             ),
-            glue_version=GLUE_VERSION,
-            worker_type=WORKER_TYPE,
+            glue_version=self.glue_version,
+            worker_type=self.worker_type,
             number_of_workers=sizing.workers,
             timeout=sizing.timeout_minutes,
             max_retries=0,

@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
-VENV=.venv
+# The Glue version whose Spark the environment runs: 5.1 in .venv, another beside it in .venv-glue<version>.
+GLUE_VERSION=${GLUE_VERSION:-5.1}
+[ -f "requirements-glue$GLUE_VERSION.txt" ] || { echo "setup: GLUE_VERSION=$GLUE_VERSION: no such runtime (5.1, 6.0)" >&2; exit 1; }
+if [ "$GLUE_VERSION" = 5.1 ]; then VENV=.venv; else VENV=.venv-glue$GLUE_VERSION; fi
 
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -34,19 +37,19 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 stamp=$VENV/.requirements.sha
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt "requirements-glue$GLUE_VERSION.txt" pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages (log: $VENV/pip.log)"
   {
     "$VENV/bin/pip" install --disable-pip-version-check --upgrade pip &&
-    "$VENV/bin/pip" install --disable-pip-version-check -r requirements.txt &&
+    "$VENV/bin/pip" install --disable-pip-version-check -r requirements.txt -r "requirements-glue$GLUE_VERSION.txt" &&
     "$VENV/bin/pip" install --disable-pip-version-check --no-deps -e .
   } > "$VENV/pip.log" 2>&1 || { tail -n 40 "$VENV/pip.log" >&2; echo "setup: pip failed" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 
 # Iceberg's Spark runtime and AWS bundle at Glue's version, and S3A for s3:// (cdc_lake.local.jars pins them).
-"$VENV/bin/python" -m cdc_lake.local.jars --install >/dev/null
+"$VENV/bin/python" -m cdc_lake.local.jars --install --glue-version "$GLUE_VERSION" >/dev/null
 
 if [ -f package.json ]; then
   pstamp=node_modules/.package.sha

@@ -14,10 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cdc_lake.local.jars import installed_glue_version as _installed_glue_version
+
 if TYPE_CHECKING:
     from cdc_lake.core.config import PipelineConfig
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# The stacks the tests synthesize and run (aws-replay, glue-run) are on the Glue version this environment runs.
+os.environ.setdefault("GLUE_VERSION", _installed_glue_version())
 os.environ.setdefault("CDC_LAKE_SHUFFLE_PARTITIONS", "4")
 # Every JVM the tests start (this session's, and the CLI's in subprocesses) compiles with C1 alone: on tiny
 # tables the C2 compiler's work never pays back and took about a third of the JVM's CPU. Results are the same.

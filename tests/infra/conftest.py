@@ -1,5 +1,6 @@
 """Fixtures for the CDK tests: two synthesized stacks shared by the whole session (jsii start-up and synth
-are slow), built through ``infra.app.create_app`` exactly as ``cdk synth`` builds them."""
+are slow), built through ``infra.app.create_app`` exactly as ``cdk synth`` builds them. Each takes its Glue version
+from its configuration, never from ``GLUE_VERSION``, so ``make test GLUE_VERSION=6.0`` checks the same templates."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
 from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.names import GLUE_VERSION_ENV
 from infra.app import cdk_json_context, create_app
 from infra.packaging import REPO_ROOT, SourceLayout
 from infra.pipeline_stack import PipelineStack
@@ -67,7 +69,9 @@ class Synthesized:
 
 def synthesize(tmp: Path, overrides: dict[str, str]) -> Synthesized:
     context = {**cdk_json_context(), **DEPLOY_CONTEXT, **overrides}
-    _app, stack = create_app(context, asset_dir=tmp / "assets", sources=SourceLayout(), outdir=str(tmp / "out"))
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv(GLUE_VERSION_ENV, raising=False)
+        _app, stack = create_app(context, asset_dir=tmp / "assets", sources=SourceLayout(), outdir=str(tmp / "out"))
     config = load_config(REPO_ROOT / context["tableConfig"])
     return Synthesized(stack=stack, template=Template.from_stack(stack), config=config)
 

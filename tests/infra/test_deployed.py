@@ -29,7 +29,7 @@ from cdc_lake.local.deployed import (
     load_template,
     provision,
 )
-from infra.glue import GLUE_VERSION, MAINTENANCE, WORKER_TYPE
+from infra.glue import MAINTENANCE
 from infra.packaging import LAMBDA_HANDLER, REPO_ROOT, config_json_text
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX
 from tests.infra.conftest import Synthesized
@@ -232,8 +232,8 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
     }
     for job in stack.jobs.values():
         raw = synth.json["Resources"][job.logical_id]["Properties"]
-        assert job.glue_version == GLUE_VERSION
-        assert job.worker_type == WORKER_TYPE
+        assert job.glue_version == raw["GlueVersion"] == synth.stack.glue.glue_version
+        assert job.worker_type == raw["WorkerType"] == "G.1X"
         assert job.number_of_workers == raw["NumberOfWorkers"]
         assert job.timeout == raw["Timeout"]
         assert job.max_concurrent_runs == raw["ExecutionProperty"]["MaxConcurrentRuns"]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
+import yaml
 
-from cdc_lake.core.config import load_config, parse_config, parse_config_text
+from cdc_lake.core.config import PipelineConfig, glue_version, load_config, parse_config, parse_config_text
 from cdc_lake.core.exceptions import ConfigError, UnknownTableError
+from cdc_lake.core.names import GLUE_VERSION, GLUE_VERSION_ENV, GLUE_VERSIONS, GlueVersion
 from cdc_lake.local.demo import demo_config_path
 
 MINIMAL = {
@@ -92,3 +95,56 @@ def test_unknown_table_lists_the_configured_ones():
         UnknownTableError, match=r"'shop\.nope' is not in the configuration \(configured: shop\.orders\)"
     ):
         parse_config(MINIMAL).table("shop.nope")
+
+
+def with_lake(**lake: Any) -> PipelineConfig:
+    return parse_config({**MINIMAL, "lake": lake})
+
+
+def test_glue_version_defaults_to_the_stack_default_and_takes_each_supported_version():
+    assert parse_config(MINIMAL).lake.glue_version == GLUE_VERSION == "5.1"
+    assert with_lake(glue_version="6.0").lake.glue_version == "6.0"
+    assert set(GLUE_VERSIONS) == set(get_args(GlueVersion)) == {"5.1", "6.0"}
+
+
+@pytest.mark.parametrize(("written", "version"), [(6.0, "6.0"), (5.1, "5.1")])
+def test_glue_version_written_unquoted_in_yaml_is_read_as_text(written: float, version: str):
+    text = yaml.safe_dump({**MINIMAL, "lake": {"glue_version": written}})
+    assert f"glue_version: {written}" in text  # a YAML number, not a string
+    assert parse_config_text(text, "tables.yaml").lake.glue_version == version
+
+
+@pytest.mark.parametrize("value", ["5.0", "6", 6, "4.0", ""])
+def test_other_glue_versions_are_refused_naming_the_field(value: Any):
+    with pytest.raises(ConfigError, match=r"lake\.glue_version: Input should be '5\.1' or '6\.0'"):
+        with_lake(glue_version=value)
+
+
+@pytest.mark.parametrize(
+    ("configured", "environ", "expected"),
+    [
+        ("5.1", {}, "5.1"),
+        ("6.0", {}, "6.0"),
+        ("5.1", {GLUE_VERSION_ENV: "6.0"}, "6.0"),
+        ("6.0", {GLUE_VERSION_ENV: "5.1"}, "5.1"),
+        ("6.0", {GLUE_VERSION_ENV: ""}, "6.0"),  # `make test GLUE_VERSION=` is no override
+        ("5.1", {GLUE_VERSION_ENV: " 6.0\n"}, "6.0"),
+    ],
+)
+def test_glue_version_from_the_environment_overrides_the_configuration(
+    configured: str, environ: dict[str, str], expected: str
+):
+    assert glue_version(with_lake(glue_version=configured), environ) == expected
+
+
+@pytest.mark.parametrize("value", ["6", "5.0", "latest"])
+def test_glue_version_from_the_environment_must_be_a_supported_one(value: str):
+    with pytest.raises(ConfigError, match=rf"^GLUE_VERSION='{value}' is not a Glue version .* 5\.1, 6\.0"):
+        glue_version(parse_config(MINIMAL), {GLUE_VERSION_ENV: value})
+
+
+def test_glue_version_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(GLUE_VERSION_ENV, "6.0")
+    assert glue_version(parse_config(MINIMAL)) == "6.0"
+    monkeypatch.delenv(GLUE_VERSION_ENV)
+    assert glue_version(parse_config(MINIMAL)) == "5.1"

@@ -14,14 +14,22 @@ from bench.simulate import (
     NEW_MAX_CONCURRENT_RUNS,
     OLD_MAX_CONCURRENT_RUNS,
     OLD_WORKERS,
+    VERSION_COLUMNS,
+    GlueCosts,
     SimParams,
     Simulation,
     Sizing,
+    main,
+    override_costs,
+    per_version,
+    published_costs,
     render_markdown,
     simulate,
     simulate_all,
+    simulate_versions,
 )
 from cdc_lake.core.config import RunSettings
+from cdc_lake.core.names import GLUE_VERSION_ENV
 
 # Short windows keep the suite fast; retained_days=0 makes listings one page, so times are easy to check.
 QUICK = SimParams(hours=2.0, retained_days=0.0)
@@ -39,7 +47,7 @@ def test_old_design_one_table_every_minute_is_one_run_per_file() -> None:
     assert 1438 <= result["runs_per_day"] <= 1441
     assert result["runs_per_day"] == result["files_landed"]
     # Every file: start-up, the script's fixed part, one listing page, one batch; nothing queues.
-    expected = params.startup_s + params.noop_s + params.list_page_s + params.per_table_s
+    expected = params.costs.startup_s + params.noop_s + params.list_page_s + params.per_table_s
     assert result["lag_p50_s"] == pytest.approx(expected, abs=0.1)
     assert result["lag_p95_s"] == pytest.approx(expected, abs=0.1)
     # Each run is billed the one-minute minimum on 2 workers.
@@ -167,3 +175,89 @@ def test_simulate_all_pairs_designs_with_a_cost_ratio() -> None:
         assert old["old_over_new_cost"] == pytest.approx(old["usd_per_day"] / new["usd_per_day"], rel=0.01)
     table = render_markdown(results)
     assert table.count("\n") == 2 + len(results)
+
+
+def test_each_glue_version_has_its_published_price_and_start_up() -> None:
+    assert published_costs() == {"5.1": GlueCosts(0.44, 10.0), "6.0": GlueCosts(0.308, 10.0)}
+    assert SimParams().costs == GlueCosts(0.44, 10.0)  # the default version, 5.1
+    assert SimParams(glue_version="6.0").costs == GlueCosts(0.308, 10.0)
+
+
+def test_the_price_follows_the_glue_version_and_the_work_does_not() -> None:
+    on_5 = simulate(10, 900, "new", QUICK)
+    on_6 = simulate(10, 900, "new", replace(QUICK, glue_version="6.0"))
+    assert (on_5["glue_version"], on_6["glue_version"]) == ("5.1", "6.0")
+    assert on_6["dpu_hours_per_day"] == on_5["dpu_hours_per_day"] > 0
+    assert on_5["usd_per_day"] == pytest.approx(on_5["dpu_hours_per_day"] * 0.44, abs=0.01)
+    assert on_6["usd_per_day"] == pytest.approx(on_6["dpu_hours_per_day"] * 0.308, abs=0.01)
+
+
+def test_the_start_up_follows_the_glue_version() -> None:
+    costs = {"5.1": GlueCosts(0.44, 10.0), "6.0": GlueCosts(0.44, 40.0)}
+    params = replace(QUICK, retained_days=0.0, glue_costs=costs)
+    on_5 = simulate(1, 900, "old", params)
+    on_6 = simulate(1, 900, "old", replace(params, glue_version="6.0"))
+    assert on_6["startup_s"] == 40.0
+    assert on_6["lag_p50_s"] - on_5["lag_p50_s"] == pytest.approx(30.0, abs=0.2)  # each file waits for a start-up
+
+
+def test_simulate_versions_runs_the_new_design_on_each_version_and_reuses_what_was_run() -> None:
+    params = replace(QUICK, hours=1.0, version_tables=(1, 10), intervals_s=(900.0,))
+    main_rows = [simulate(10, 900, "new", params) | {"marker": True}]
+    rows = simulate_versions(params, main_rows)
+    assert [(r["glue_version"], r["tables"], r["design"]) for r in rows] == [
+        ("5.1", 1, "new"),
+        ("5.1", 10, "new"),
+        ("6.0", 1, "new"),
+        ("6.0", 10, "new"),
+    ]
+    assert rows[1] is main_rows[0]  # the same inputs: not run again
+    assert "marker" not in rows[3]  # the other version's run is its own
+    assert [r["usd_per_dpu_hour"] for r in rows] == [0.44, 0.44, 0.308, 0.308]
+    table = render_markdown(rows, VERSION_COLUMNS)
+    assert table.splitlines()[0].startswith("| Glue | tables |")
+    assert "| 6.0 | 10 | 900 |" in table
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([], {}),
+        (["6.0=0.3"], {"6.0": 0.3}),
+        (["12"], {"5.1": 12.0, "6.0": 12.0}),
+        (["12", "6.0=20"], {"5.1": 12.0, "6.0": 20.0}),
+    ],
+)
+def test_per_version_settings(values: list[str], expected: dict[str, float]) -> None:
+    assert per_version(values, "--startup-seconds") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"), [("7.0=1", "Glue version '7.0'"), ("6.0=fast", "'fast' is not a number")]
+)
+def test_per_version_settings_refuse_what_they_cannot_read(value: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        per_version([value], "--startup-seconds")
+
+
+def test_overridden_costs_keep_the_published_ones_not_given() -> None:
+    assert override_costs({"6.0": 0.25}, {"5.1": 20.0}) == {"5.1": GlueCosts(0.44, 20.0), "6.0": GlueCosts(0.25, 10.0)}
+
+
+def test_the_command_line_takes_the_glue_version_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    seen: list[SimParams] = []
+
+    def fake_simulate_all(params: SimParams) -> list[dict[str, Any]]:
+        seen.append(params)
+        return []
+
+    monkeypatch.setattr(simulate_module, "simulate_all", fake_simulate_all)
+    monkeypatch.setattr(simulate_module, "simulate_versions", lambda params, reuse: [])
+    monkeypatch.setenv(GLUE_VERSION_ENV, "6.0")
+    assert main(["--out", str(tmp_path), "--usd-per-dpu-hour", "6.0=0.3"]) == 0
+    monkeypatch.delenv(GLUE_VERSION_ENV)
+    assert main(["--out", str(tmp_path)]) == 0
+    assert [(p.glue_version, p.costs.usd_per_dpu_hour) for p in seen] == [("6.0", 0.3), ("5.1", 0.44)]
+    assert "Glue 5.1" in (tmp_path / "simulation.md").read_text()

@@ -8,10 +8,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -19,8 +21,12 @@ from cdc_lake.core.exceptions import ConfigError, UnknownTableError
 from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
     FULL_LOAD_TIMEOUT_MINUTES,
+    GLUE_VERSION,
+    GLUE_VERSION_ENV,
+    GLUE_VERSIONS,
     LAST_ROUND_MINUTES,
     MAINTENANCE_TIMEOUT_MINUTES,
+    GlueVersion,
 )
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
@@ -257,6 +263,17 @@ class LakeSettings(_Model):
         description="evolve: files' new columns and widenings alter the lake tables; refuse: only configured ones do",
     )
     commit_retries: int = Field(default=4, ge=0, le=20)
+    glue_version: GlueVersion = Field(
+        default=GLUE_VERSION,
+        description="The AWS Glue version of the stack's jobs and of the local runtime; GLUE_VERSION overrides it "
+        "for make targets (glue_version())",
+    )
+
+    @field_validator("glue_version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        # YAML reads an unquoted 6.0 as a number.
+        return str(value) if isinstance(value, float) else value
 
 
 class RunSettings(_Model):
@@ -343,6 +360,21 @@ class PipelineConfig(_Model):
         """Key prefix under which DMS writes this table's files."""
         folder = f"{self.dms.bucket_folder}/" if self.dms.bucket_folder else ""
         return f"{folder}{table.schema_name}/{table.table_name}/"
+
+
+def glue_version(config: PipelineConfig, environ: Mapping[str, str] | None = None) -> GlueVersion:
+    """The Glue version in force: ``GLUE_VERSION`` from the environment when set (``make test GLUE_VERSION=6.0``
+    switches a whole make target without editing the file), else ``lake.glue_version``. A value that is no
+    supported version is refused rather than ignored, so a typo never runs the other runtime unnoticed."""
+    override = (os.environ if environ is None else environ).get(GLUE_VERSION_ENV, "").strip()
+    if not override:
+        return config.lake.glue_version
+    if override not in GLUE_VERSIONS:
+        raise ConfigError(
+            f"{GLUE_VERSION_ENV}={override!r} is not a Glue version the stack runs: use one of "
+            f"{', '.join(GLUE_VERSIONS)}, or unset it to follow lake.glue_version"
+        )
+    return cast(GlueVersion, override)
 
 
 def parse_config(data: Any, source: str = "<config>") -> PipelineConfig:

@@ -8,6 +8,7 @@ that makes it.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -221,6 +222,9 @@ def merge_update(spark: SparkSession, table: TableSpec, last_changes: DataFrame,
     source = select_sql(last_changes, [*lake_columns(table), OP])
 
     def merge(target: str) -> None:
+        if hasattr(DataFrame, "mergeInto"):
+            _merge_into(source, target, table, keys)
+            return
         view = f"cdc_lake_changes_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         try:
@@ -230,6 +234,27 @@ def merge_update(spark: SparkSession, table: TableSpec, last_changes: DataFrame,
             spark.catalog.dropTempView(view)
 
     return Update("merged", merge)
+
+
+def _merge_into(source: DataFrame, target: str, table: TableSpec, keys: ChangedKeys) -> None:
+    """``merge_update``'s MERGE through Spark 4's DataFrame API, the key range as literal columns: Iceberg 1.11's
+    SQL extensions leave a statement's bound parameters unbound on Spark 4.1 (apache/iceberg#16625)."""
+    named = target.rsplit(".", 1)[-1]  # the branch part, quoted: it qualifies the target's columns
+
+    def t(column: str) -> Column:
+        return F.col(f"{named}.{quote(column)}")
+
+    def s(column: str) -> Column:
+        return F.col(f"s.{quote(column)}")
+
+    condition = functools.reduce(Column.__and__, [t(k) == s(k) for k in table.primary_key])
+    for key, (low, high) in keys.bounds.items():
+        condition = condition & t(key).between(F.lit(low), F.lit(high))
+    aliased: Any = source.alias("s")  # mergeInto is Spark 4's: not in the 3.5 stubs mypy reads
+    merge = aliased.mergeInto(target, condition).whenMatched(s(OP) == "D").delete()
+    if table.value_columns:
+        merge = merge.whenMatched().update({quote(c): s(c) for c in table.value_columns})
+    merge.whenNotMatched(s(OP) != "D").insert({quote(c): s(c) for c in table.column_names}).merge()
 
 
 def lake_columns(table: TableSpec) -> list[str]:

@@ -56,8 +56,11 @@ VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
 ICEBERG_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
 SPARK_TABLE_EXISTS = "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException"
 _SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
-# Spark's error conditions for a CREATE TABLE or an ADD COLUMN of what is already there.
-_ALREADY_EXISTS_CONDITIONS = frozenset({"TABLE_OR_VIEW_ALREADY_EXISTS", "FIELDS_ALREADY_EXISTS"})
+# Spark's error conditions for a CREATE TABLE or an ADD COLUMN of what is already there (Spark 4 names the
+# second FIELD_ALREADY_EXISTS).
+_ALREADY_EXISTS_CONDITIONS = frozenset(
+    {"TABLE_OR_VIEW_ALREADY_EXISTS", "FIELDS_ALREADY_EXISTS", "FIELD_ALREADY_EXISTS"}
+)
 _AWS_SERVICE_EXCEPTION = "software.amazon.awssdk.awscore.exception.AwsServiceException"
 _FILE_ACCESS_DENIED = "java.nio.file.AccessDeniedException"  # S3A's translation of S3's 403
 _AWS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})

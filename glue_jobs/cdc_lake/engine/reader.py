@@ -101,17 +101,17 @@ def read_changes(
         for group in group_by_layout(files, layouts)
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
-    # Each file's place in the batch and its key, looked up by name in two arrays bound as one value each.
-    place = "CAST(array_position(from_json(:names, 'array<string>'), `_metadata`.file_name) AS INT)"
-    names, keys = json.dumps([f.name for f in files]), json.dumps([f.key for f in files])
+    # Each file's place in the batch and its key, looked up by name in two arrays: the batch's file names and keys
+    # are text of DMS's making, each array one JSON string literal (sql_string escapes it).
+    names, keys = (sql_string(json.dumps(values)) for values in ([f.name for f in files], [f.key for f in files]))
+    place = f"CAST(array_position(from_json({names}, 'array<string>'), `_metadata`.file_name) AS INT)"
     return select_sql(
         frame,
         [
             "*",
             f"{place} - 1 AS {FILE_SEQ}",
-            f"element_at(from_json(:keys, 'array<string>'), {place}) AS {FILE}",
+            f"element_at(from_json({keys}, 'array<string>'), {place}) AS {FILE}",
         ],
-        {"names": names, "keys": keys},
     )
 
 

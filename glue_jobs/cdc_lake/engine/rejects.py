@@ -33,7 +33,7 @@ from cdc_lake.core.config import DmsSettings, LakeSettings, PipelineConfig, Tabl
 from cdc_lake.core.dms_files import DmsFile, parse_key
 from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.core.plan import ReplayState
-from cdc_lake.core.sql import quote
+from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.changes import describe_problems, dms_order
 from cdc_lake.engine.commit import branch_head
 from cdc_lake.engine.iceberg_java import branch_lineage
@@ -296,9 +296,9 @@ def resolve_rejects(
     try:
         spark.sql(
             f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row AND t.resolution IS NULL "
-            "WHEN MATCHED THEN UPDATE SET resolution = CASE WHEN t.status = :rejected THEN :bad ELSE :held END, "
-            "resolved_at = current_timestamp()",
-            {"rejected": REJECTED, "bad": resolutions[0], "held": resolutions[1]},
+            f"WHEN MATCHED THEN UPDATE SET resolution = CASE WHEN t.status = {sql_string(REJECTED)} "
+            f"THEN {sql_string(resolutions[0])} ELSE {sql_string(resolutions[1])} END, "
+            "resolved_at = current_timestamp()"
         )
     finally:
         spark.catalog.dropTempView(view)
@@ -309,8 +309,10 @@ def reopen_rejects(spark: SparkSession, location: LakeLocation, table: TableSpec
     resolved them, so their keys are frozen at their state before them again."""
     if not table_exists(spark, location, rejects_name(table)):
         return
+    # Written out, not bound: Iceberg 1.11's SQL extensions leave bound parameters unbound on Spark 4.1
+    # (apache/iceberg#16625). The time is the rollback's own, never a row's value; sessions run in UTC.
+    moment = sql_string(since.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f"))
     spark.sql(
         f"UPDATE {location.named(rejects_name(table))} SET resolution = NULL, resolved_at = NULL "
-        "WHERE resolved_at >= :since",
-        {"since": since},
+        f"WHERE resolved_at >= TIMESTAMP {moment}"
     )

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV, endpoint_conf
 from cdc_lake.core.names import GLUE_CATALOG
 
-__all__ = ["GLUE_CATALOG", "glue_spark_session", "import_pyspark_short_names"]
+__all__ = ["CODING_ERRORS_REPLACED", "GLUE_CATALOG", "glue_spark_session", "import_pyspark_short_names"]
 
 # Classes PySpark reaches by short name on every column expression (``functions``) or conversion. A short name is
 # looked up as a class in each package PySpark imports with ``.*``, and every miss searches all the classpath's jars
@@ -20,6 +20,11 @@ _PYSPARK_SHORT_NAMES = (
     "org.apache.spark.sql.SparkSession",
     "org.apache.spark.api.python.PythonUtils",
 )
+
+
+# Spark 4 refuses bytes that are no UTF-8 in decode(); the reader decodes them to U+FFFD, as Spark 3.5 does, to
+# name the bad value's file, row and column itself (a setting Spark 3.5 does not know, and ignores).
+CODING_ERRORS_REPLACED = "spark.sql.legacy.codingErrorAction"
 
 
 def glue_spark_session(catalog: str = GLUE_CATALOG) -> SparkSession:
@@ -32,6 +37,7 @@ def glue_spark_session(catalog: str = GLUE_CATALOG) -> SparkSession:
     import_pyspark_short_names(spark)
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     spark.conf.set("spark.sql.ansi.enabled", "false")
+    spark.conf.set(CODING_ERRORS_REPLACED, "true")
     endpoint = os.environ.get(AWS_ENDPOINT_ENV)
     if endpoint:
         for key, value in endpoint_conf(endpoint, [catalog]).items():

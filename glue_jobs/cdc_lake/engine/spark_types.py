@@ -4,7 +4,7 @@ projections over them written as Spark SQL (``select_sql``)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -94,13 +94,13 @@ def staged_parse(column_name: str, column_type: str, stem: str | None) -> tuple[
     return casts, value, fault
 
 
-def select_sql(frame: DataFrame, columns: Sequence[str], args: Mapping[str, object] | None = None) -> DataFrame:
+def select_sql(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
     """``frame.select`` of columns written as Spark SQL, sent in one statement.
 
     A column built with ``pyspark.sql.functions`` costs a round trip to the JVM per function, and another when
     Python drops it: a table's read came to about a thousand. A statement costs a few, whatever its columns.
-    Identifiers go in through ``quote``, configuration text through ``sql_string``, anything else (file names)
-    as bound ``args``. ``frame``'s own ``_metadata`` must be selected first: a view does not pass it through.
+    Identifiers go in through ``quote``, text through ``sql_string``; never a row's value. ``frame``'s own
+    ``_metadata`` must be selected first: a view does not pass it through.
     """
     view = f"cdc_lake_select_{uuid.uuid4().hex}"
     spark = frame.sparkSession
@@ -108,6 +108,6 @@ def select_sql(frame: DataFrame, columns: Sequence[str], args: Mapping[str, obje
     try:
         # A statement's frame is analysed at once, but a write (writeTo) analyses its text again; a frame made
         # from it holds the analysed plan, so the view may go.
-        return spark.sql(f"SELECT {', '.join(columns)} FROM {view}", dict(args or {})).select("*")
+        return spark.sql(f"SELECT {', '.join(columns)} FROM {view}").select("*")
     finally:
         spark.catalog.dropTempView(view)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.config import PipelineConfig, glue_version, load_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.local.progress import live_status
@@ -275,7 +275,7 @@ def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> LocalPipeline
     from cdc_lake.local.runtime import LocalPipeline
     from cdc_lake.local.session import local_spark_session
 
-    spark = local_spark_session(args.warehouse)
+    spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
     return LocalPipeline(config, args.landing, spark, database=args.database, on_run=_print_run)
 
 
@@ -509,7 +509,7 @@ def _lake(args: argparse.Namespace, config: PipelineConfig) -> tuple[SparkSessio
     from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
 
-    spark = local_spark_session(args.warehouse)
+    spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
     return spark, LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
 
 
@@ -671,7 +671,7 @@ def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayC
         raise CdcLakeError(f"{args.warehouse}: no such warehouse folder; give the one `cdc-lake run` wrote")
     if not args.landing.is_dir():
         raise CdcLakeError(f"{args.landing}: no such landing folder; give the one DMS files land in")
-    spark = local_spark_session(args.warehouse)
+    spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
     return ReplayContext(spark, config, LakeLocation(LOCAL_CATALOG, database), LocalFolderStore(args.landing))
 
 

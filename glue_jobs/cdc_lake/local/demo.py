@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.core.config import PipelineConfig, TableSpec, glue_version, load_config
 from cdc_lake.core.jsonl import read_jsonl
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
     generated, (load_keys, *cdc_batches) = _generate(config, workdir, rows, batches, ("landing", "warehouse"))
 
     print("2/5 starting a local Spark session with Iceberg …")
-    spark = local_spark_session(workdir / "warehouse", app_name="cdc-lake-demo")
+    spark = local_spark_session(workdir / "warehouse", app_name="cdc-lake-demo", glue_version=glue_version(config))
     tally = _Tally()
     pipeline = LocalPipeline(config, workdir / "landing", spark, on_run=tally.record)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -90,7 +91,50 @@ GLUE_RUNTIMES: dict[str, GlueRuntime] = {
             ),
         ),
     ),
+    "6.0": GlueRuntime(
+        glue_version="6.0",
+        spark_version="4.1.1",
+        iceberg_version="1.11.0",
+        jars=(
+            MavenJar(
+                "org.apache.iceberg",
+                "iceberg-spark-runtime-4.1_2.13",
+                "1.11.0",
+                "d6ea6c5d099288daeb7d5a92061bd3d7d8f296492632b42378e5f2f0e3066242",
+            ),
+            MavenJar(
+                "org.apache.iceberg",
+                "iceberg-aws-bundle",
+                "1.11.0",
+                "38f01da7e96850cdd05e6616d758b77b43314b712a8808e3f9a824d56976162f",
+            ),
+            # pyspark 4.1.1 ships Hadoop 3.4.2's client, whose S3A runs on the AWS SDK v2: the Iceberg AWS bundle
+            # carries that SDK (2.44.4) but for its transfer manager, which S3A needs too, at the bundle's version.
+            MavenJar(
+                "org.apache.hadoop",
+                "hadoop-aws",
+                "3.4.2",
+                "d2d24e6b715b5656b9d238bf13b6682a07e2004dd36aad74a73aeb854319f4d9",
+            ),
+            MavenJar(
+                "software.amazon.awssdk",
+                "s3-transfer-manager",
+                "2.44.4",
+                "dbcad736b19f6eb8471f9edf027d9fffe994228f25f415894efd01fd80cb6c02",
+            ),
+        ),
+    ),
 }
+
+
+def installed_glue_version() -> str:
+    """The Glue version whose Spark this environment's ``pyspark`` is (``make setup GLUE_VERSION=…`` chose it)."""
+    spark_version = importlib.metadata.version("pyspark")
+    for glue_runtime in GLUE_RUNTIMES.values():
+        if glue_runtime.spark_version == spark_version:
+            return glue_runtime.glue_version
+    known = ", ".join(f"Glue {r.glue_version}: pyspark {r.spark_version}" for r in GLUE_RUNTIMES.values())
+    raise CdcLakeError(f"pyspark {spark_version} matches no Glue runtime ({known}); run `make setup`")
 
 
 def runtime(glue_version: str = GLUE_VERSION) -> GlueRuntime:

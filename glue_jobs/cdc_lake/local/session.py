@@ -12,10 +12,10 @@ from typing import TypedDict, Unpack
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.catalogs import endpoint_conf, glue_catalogs
-from cdc_lake.core.names import GLUE_VERSION
-from cdc_lake.engine.session import import_pyspark_short_names
+from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.engine.session import CODING_ERRORS_REPLACED, import_pyspark_short_names
 from cdc_lake.local.aws_endpoint import aws_region
-from cdc_lake.local.jars import spark_jars
+from cdc_lake.local.jars import installed_glue_version, spark_jars
 
 LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
@@ -24,7 +24,7 @@ SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
 class SessionOptions(TypedDict, total=False):
     """A local session's options: its ``app_name`` (default ``cdc-lake``), ``cores`` (default all), the catalogs
     of ``conf`` (a Glue job's ``--conf`` settings) and the ``aws_endpoint`` their clients reach, and the
-    ``glue_version`` whose jars it loads (default the stack's)."""
+    ``glue_version`` it runs (default: the one this environment's pyspark is; another is refused)."""
 
     app_name: str
     cores: int | str
@@ -53,7 +53,13 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         return active
     # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = spark_jars(options.get("glue_version", GLUE_VERSION))
+    glue_version = options.get("glue_version") or installed_glue_version()
+    if glue_version != installed_glue_version():
+        raise CdcLakeError(
+            f"this environment runs Glue {installed_glue_version()}'s Spark, not Glue {glue_version}'s: "
+            f"run with GLUE_VERSION={glue_version} (make setup installs that runtime beside this one)"
+        )
+    jars = spark_jars(glue_version)
     settings = {
         "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -67,6 +73,7 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         # it compile the same code again and again.
         "spark.sql.codegen.cache.maxEntries": "2000",
         "spark.sql.ansi.enabled": "false",
+        CODING_ERRORS_REPLACED: "true",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
     }
     if warehouse_uri is not None:

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from cdc_lake.core.config import TableSpec
+from cdc_lake.core.config import TableSpec, glue_version
 from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.core.names import GLUE_DPU_HOUR_USD
+from cdc_lake.core.names import GLUE_VERSIONS
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_java import table_properties, timed_lineage
@@ -113,9 +113,14 @@ def table_status(context: ReplayContext, table: TableSpec, now: dt.datetime) -> 
         rows_24h=sum(int(f.get("rows") or 0) for _, f in day),
         files_24h=sum(int(f.get("files") or 0) for _, f in day),
         batch_seconds_24h=round(seconds, 1),
-        cost_24h_usd=round(seconds * context.config.runs.workers / 3600 * GLUE_DPU_HOUR_USD, 4),
+        cost_24h_usd=round(seconds * context.config.runs.workers / 3600 * _dpu_hour_usd(context), 4),
         lags=[LagPoint(at, f.get("landed_lag_s"), f.get("change_lag_s")) for at, f in reversed(day)],
     )
+
+
+def _dpu_hour_usd(context: ReplayContext) -> float:
+    """The price of one DPU-hour on the configured Glue version: the replay job's workers are G.1X, one DPU each."""
+    return GLUE_VERSIONS[glue_version(context.config)].usd_per_dpu_hour
 
 
 def _lineage(
