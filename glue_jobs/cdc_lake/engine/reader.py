@@ -197,9 +197,7 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
 
     text_columns = [c.name for c in table.columns if isinstance(parse_type(c.type), T.StringType)]
     invalid = [
-        f"CASE WHEN {_not_utf8(quote(c))} THEN {_problem(sql_string(c), sql_string(UTF8_FAULT), _utf8(quote(c)))} END"
-        for c in text_columns
-        if layout.field(c) is not None
+        _flag(_not_utf8(quote(c)), c, UTF8_FAULT, _utf8(quote(c))) for c in text_columns if layout.field(c) is not None
     ]
     frame = select_sql(
         raw,
@@ -215,9 +213,8 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
             "_metadata",
         ],
     )
-    expected = sql_string(f"malformed CSV row: expected {len(layout.names)} fields")
-    problem = _problem(sql_string("(row)"), expected, CORRUPT)
-    malformed = f"CASE WHEN {CORRUPT} IS NOT NULL THEN {problem} END"
+    expected = f"malformed CSV row: expected {len(layout.names)} fields"
+    malformed = _flag(f"{CORRUPT} IS NOT NULL", "(row)", expected, CORRUPT)
     return typed_changes(frame, table, dms, full_load, [malformed, UTF8_PROBLEM] if invalid else [malformed])
 
 
@@ -276,9 +273,12 @@ def _parquet_value(value: str, column_type: str) -> str:
     return value if column_type != "string" else f"CAST({value} AS STRING)"
 
 
-def _problem(column: str, fault: str, value: str) -> str:
-    """SQL: the struct naming a bad row's column, its fault and (the start of) its value."""
-    return f"named_struct('column', {column}, 'fault', {fault}, 'value', substring(CAST({value} AS STRING), 1, 80))"
+def _flag(condition: str, column: str, fault: str, value: str) -> str:
+    """SQL: when ``condition`` holds, the struct naming the bad row's column and fault (configuration text) and the
+    start of its ``value``; else NULL."""
+    shown = f"substring(CAST({value} AS STRING), 1, 80)"
+    problem = f"named_struct('column', {sql_string(column)}, 'fault', {sql_string(fault)}, 'value', {shown})"
+    return f"CASE WHEN {condition} THEN {problem} END"
 
 
 def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
@@ -297,11 +297,9 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
     quarantines bad rows keeps the fields as read in ``_raw``."""
     checks: list[str] = list(extra)
     valid_ops = ("I",) if full_load else OPS
-    expected_ops = sql_string(f"unknown Op; expected one of {'/'.join(valid_ops)}")
     listed_ops = ", ".join(sql_string(op) for op in valid_ops)
-    op_label = sql_string("Op")
-    unknown_op = _problem(op_label, expected_ops, OP)
-    checks.append(f"CASE WHEN {OP} IS NULL OR {OP} NOT IN ({listed_ops}) THEN {unknown_op} END")
+    expected_ops = f"unknown Op; expected one of {'/'.join(valid_ops)}"
+    checks.append(_flag(f"{OP} IS NULL OR {OP} NOT IN ({listed_ops})", "Op", expected_ops, OP))
     typed_columns = []
     types = {c.name: c.type for c in table.columns}
     befores = list(
@@ -310,11 +308,8 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
     if full_load:
         # Full-load rows change no key; a value here means the file lacks the before-image fields and a
         # table column was read in their place.
-        fault = sql_string("before-image value on a full-load row")
-        checks += [
-            f"CASE WHEN {quote(role)} IS NOT NULL THEN {_problem(sql_string(label), fault, quote(role))} END"
-            for role, label, _key in befores
-        ]
+        fault = "before-image value on a full-load row"
+        checks += [_flag(f"{quote(role)} IS NOT NULL", label, fault, quote(role)) for role, label, _key in befores]
     casts: list[str] = []
     for name, label, column_type in [
         *[(c.name, c.name, c.type) for c in table.columns],
@@ -328,24 +323,19 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
             column_casts, typed, fault = staged_parse(name, column_type, f"{PARSED}{len(casts)}")
             casts += column_casts
             typed_columns.append(f"{typed} AS {raw}")
-            cannot = sql_string(f"cannot parse as {column_type}")
-            checks.append(f"CASE WHEN {fault} THEN {_problem(sql_string(label), cannot, raw)} END")
+            checks.append(_flag(fault, label, f"cannot parse as {column_type}", raw))
     if casts:
         frame = select_sql(frame, ["*", *casts])
     for spec in table.columns:
-        raw, label = quote(spec.name), sql_string(spec.name)
+        raw = quote(spec.name)
         if spec.name in table.primary_key:
-            checks.append(f"CASE WHEN {raw} IS NULL THEN {_problem(label, sql_string('NULL primary key'), raw)} END")
+            checks.append(_flag(f"{raw} IS NULL", spec.name, "NULL primary key", raw))
         elif not spec.nullable and not spec.dropped:
             # A delete may carry only the key (PostgreSQL's default REPLICA IDENTITY).
-            not_null = sql_string("NULL in a NOT NULL column")
-            checks.append(f"CASE WHEN {raw} IS NULL AND {OP} <> 'D' THEN {_problem(label, not_null, raw)} END")
+            checks.append(_flag(f"{raw} IS NULL AND {OP} <> 'D'", spec.name, "NULL in a NOT NULL column", raw))
     if not full_load and dms.change_sequence_column is not None:
-        not_number = sql_string("change sequence is not a number")
-        checks.append(
-            f"CASE WHEN {CHANGE_SEQ} IS NULL OR NOT {CHANGE_SEQ} RLIKE '^[0-9]+$' "
-            f"THEN {_problem(sql_string(CHANGE_SEQ), not_number, CHANGE_SEQ)} END"
-        )
+        not_number = f"{CHANGE_SEQ} IS NULL OR NOT {CHANGE_SEQ} RLIKE '^[0-9]+$'"
+        checks.append(_flag(not_number, CHANGE_SEQ, "change sequence is not a number", CHANGE_SEQ))
     raw_map = ", ".join(f"{sql_string(name)}, CAST({quote(role)} AS STRING)" for role, name in raw_fields(table, dms))
     return select_sql(
         frame,

@@ -41,6 +41,13 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
     second call returns the first session, whose warehouse and ``conf`` must match.
     """
     conf, aws_endpoint = options.get("conf"), options.get("aws_endpoint")
+    installed = installed_glue_version()
+    glue_version = options.get("glue_version") or installed
+    if glue_version != installed:
+        raise CdcLakeError(
+            f"this environment runs Glue {installed}'s Spark, not Glue {glue_version}'s: "
+            f"run with GLUE_VERSION={glue_version} (make setup installs that runtime beside this one)"
+        )
     warehouse_uri = Path(warehouse).resolve().as_posix() if warehouse is not None else None
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -53,12 +60,6 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         return active
     # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    glue_version = options.get("glue_version") or installed_glue_version()
-    if glue_version != installed_glue_version():
-        raise CdcLakeError(
-            f"this environment runs Glue {installed_glue_version()}'s Spark, not Glue {glue_version}'s: "
-            f"run with GLUE_VERSION={glue_version} (make setup installs that runtime beside this one)"
-        )
     jars = spark_jars(glue_version)
     settings = {
         "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
