@@ -148,3 +148,18 @@ def test_glue_version_reads_the_process_environment(monkeypatch: pytest.MonkeyPa
     assert glue_version(parse_config(MINIMAL)) == "6.0"
     monkeypatch.delenv(GLUE_VERSION_ENV)
     assert glue_version(parse_config(MINIMAL)) == "5.1"
+
+
+def test_every_glue_version_has_one_local_runtime_and_its_pinned_pyspark():
+    """The versions the stack runs (core.names), the runtimes that reproduce them (local.jars) and the pyspark pins
+    make setup installs (requirements-glue<version>.txt) are three lists; they must name the same versions."""
+    from pathlib import Path
+
+    from cdc_lake.core.names import GLUE_VERSIONS
+    from cdc_lake.local.jars import GLUE_RUNTIMES
+
+    root = Path(__file__).resolve().parents[2]
+    pins = {p.stem.removeprefix("requirements-glue"): p.read_text() for p in root.glob("requirements-glue*.txt")}
+    assert set(GLUE_VERSIONS) == set(GLUE_RUNTIMES) == set(pins)
+    for version, glue_runtime in GLUE_RUNTIMES.items():
+        assert f"pyspark=={glue_runtime.spark_version}\n" in pins[version], version
