@@ -4,12 +4,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3.11}
-command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
-# The Glue version whose Spark the environment runs: 5.1 in .venv, another beside it in .venv-glue<version>.
+# The Glue version whose Spark the environment runs: 5.1 in .venv, another beside it in .venv-glue<version>,
+# each on that Glue's Python (5.1: 3.11, 6.0: 3.13).
 GLUE_VERSION=${GLUE_VERSION:-5.1}
-[ -f "requirements-glue$GLUE_VERSION.txt" ] || { echo "setup: GLUE_VERSION=$GLUE_VERSION: no such runtime (5.1, 6.0)" >&2; exit 1; }
-if [ "$GLUE_VERSION" = 5.1 ]; then VENV=.venv; else VENV=.venv-glue$GLUE_VERSION; fi
+case "$GLUE_VERSION" in
+  5.1) VENV=.venv; GLUE_PYTHON=3.11 ;;
+  6.0) VENV=.venv-glue6.0; GLUE_PYTHON=3.13 ;;
+  *) echo "setup: GLUE_VERSION=$GLUE_VERSION: no such runtime (5.1, 6.0)" >&2; exit 1 ;;
+esac
+# The first interpreter of that version that runs: on PATH, in /usr/bin, or one of pyenv's (whose shim on PATH
+# refuses versions that are not selected).
+find_python() {
+  local candidate
+  for candidate in "python$1" "/usr/bin/python$1" \
+    $(command -v pyenv >/dev/null 2>&1 && ls -d "$(pyenv root)/versions/$1".*/bin/"python$1" 2>/dev/null); do
+    "$candidate" -c '' >/dev/null 2>&1 && { echo "$candidate"; return 0; }
+  done
+  return 0
+}
+PYTHON=${PYTHON:-$(find_python "$GLUE_PYTHON")}
+if [ -z "$PYTHON" ]; then
+  PYTHON=python3
+  echo "setup: no Python $GLUE_PYTHON on this machine: $VENV runs $($PYTHON -V), not Glue $GLUE_VERSION's Python" >&2
+fi
 
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -31,8 +48,14 @@ compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || missing+=(postgresql
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
+# An environment made by another Python (an earlier setup, or a machine that lacked this one) is made again.
+want_python=$("$PYTHON" -c 'import sys; print(sys.version_info[:2])')
+if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print(sys.version_info[:2])')" != "$want_python" ]; then
+  echo "setup: $VENV runs another Python than $PYTHON; making it again"
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "setup: creating $VENV"
+  echo "setup: creating $VENV ($("$PYTHON" -V))"
   "$PYTHON" -m venv "$VENV"
 fi
 
