@@ -34,6 +34,10 @@ docs: setup ## rewrite docs/architecture.md from the code (rooms, imports, bundl
 	$(PY) scripts/architecture.py
 
 test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK), on TEST_WORKERS workers
+ifneq ($(RUNTIME),5.1)
+	@# the upgrade test starts the lake on Glue 5.1, in its environment
+	@GLUE_VERSION=5.1 bash scripts/setup.sh
+endif
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 test-unit: setup ## pure tests only (no Spark, no CDK)

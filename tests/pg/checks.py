@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
@@ -65,14 +66,12 @@ def hadoop_reader(warehouse: Path) -> IcebergReader:
     return read
 
 
-def glue_reader(endpoint: str) -> IcebergReader:
-    """pyiceberg's own Glue catalog on the AWS endpoint: the table as Athena would find it."""
-    from pyiceberg.catalog.glue import GlueCatalog
-
+def glue_catalog(endpoint: str) -> GlueCatalog:
+    """pyiceberg's own Glue catalog on the AWS endpoint: the tables as Athena would find them."""
     from cdc_lake.local.aws_endpoint import DUMMY_CREDENTIAL
 
     region = "us-east-1"
-    catalog = GlueCatalog(
+    return GlueCatalog(
         "second-reader",
         **{
             "glue.endpoint": endpoint,
@@ -85,6 +84,11 @@ def glue_reader(endpoint: str) -> IcebergReader:
             "s3.secret-access-key": DUMMY_CREDENTIAL,
         },
     )
+
+
+def glue_reader(endpoint: str) -> IcebergReader:
+    """Each table's rows through :func:`glue_catalog`."""
+    catalog = glue_catalog(endpoint)
 
     def read(location: LakeLocation, table: TableSpec) -> list[Row]:
         return catalog.load_table((location.database, table.lake_table)).scan().to_arrow().to_pylist()
