@@ -225,7 +225,7 @@ def _coalesce(expressions: Sequence[str]) -> str:
 def _utf8(text: str) -> str:
     """A value read as bytes (BYTES_AS_TEXT) as the UTF-8 text it holds; invalid bytes become U+FFFD."""
     # A value of ASCII bytes alone (as many UTF-8 bytes as characters) is its own decoding: most values skip
-    # the round trip, which cost a full load a fifth of its time on Spark 3.5 and more on Spark 4.1.
+    # the round trip, which cost a full load a sixth of its time on Spark 3.5 and a third on Spark 4.1.
     decoded = f"decode(encode({text}, '{BYTES_AS_TEXT}'), 'UTF-8')"
     return f"IF(octet_length({text}) = char_length({text}), {text}, {decoded})"
 
