@@ -30,7 +30,7 @@ from cdc_lake.engine.commit import (
     Update,
     changed_keys,
     commit_transaction,
-    merge_update,
+    merge_updates,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW, raw_fields, typed_changes
@@ -91,14 +91,14 @@ def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[Rej
     dropped = rows.where(F.col("status") == REJECTED).count() if accept else 0
     kept = rows.where(F.col("status") == HELD) if accept else rows
     applied = kept.count()
-    update, keys = Update("record"), ChangedKeys(0, {})  # all dropped: the commit only clears the mark
+    updates, keys = [Update("record")], ChangedKeys(0, {})  # all dropped: the commit only clears the mark
     if applied:
         last, keys = _last_changes(context, table, kept)
-        update = merge_update(spark, table, last, keys)
+        updates = merge_updates(spark, table, last, keys)
     summary = {"applied": applied, "dropped": dropped, "keys": keys.count, "accepted": accept}
     # No DIVERGED mark: nothing this replay read stays outstanding; rows held meanwhile mark their own commit.
     properties = {REJECTS_REPLAYED: json.dumps(summary, separators=(",", ":"))}
-    transaction = Transaction(table.lake_table, base, [update], lambda: Properties(properties))
+    transaction = Transaction(table.lake_table, base, updates, lambda: Properties(properties))
     committed = commit_transaction(spark, location, transaction)
     assert committed is not None  # a merge has no check that could give the commit up
     log.info("%s: replayed %d quarantined row(s) over %d key(s); dropped %d", table.name, applied, keys.count, dropped)

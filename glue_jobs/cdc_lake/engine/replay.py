@@ -60,7 +60,7 @@ from cdc_lake.engine.commit import (
     base_snapshot,
     changed_keys,
     commit_transaction,
-    merge_update,
+    merge_updates,
     remove_dead_run_branches,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
@@ -421,7 +421,7 @@ def commit_batch(
     load = read.load
     updates = [load.update()] if load is not None else []
     if reduced.last_changes is not None:
-        updates.append(merge_update(context.spark, table, reduced.last_changes, reduced.keys))
+        updates += merge_updates(context.spark, table, reduced.last_changes, reduced.keys)
     else:
         updates.append(Update("record"))
 

@@ -32,7 +32,7 @@ from cdc_lake.engine.commit import (
     base_snapshot,
     changed_keys,
     commit_transaction,
-    merge_update,
+    merge_updates,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import REPAIR
@@ -120,9 +120,9 @@ def _repair_table(
         diff = spark.createDataFrame(records, schema).localCheckpoint(eager=True)
         deleted = sum(1 for r in records if r[-1] == "D")
         detail = {"keys": len(keys), "upserted": len(keys) - deleted, "deleted": deleted, "position": position}
-        merge = merge_update(spark, table, diff.withColumn(OP, F.col(OP)), changed_keys(diff, table))
+        merge = merge_updates(spark, table, diff.withColumn(OP, F.col(OP)), changed_keys(diff, table))
         properties = {REPAIR: json.dumps(detail, separators=(",", ":"))}
-        transaction = Transaction(table.lake_table, base, [merge], lambda: Properties(properties))
+        transaction = Transaction(table.lake_table, base, merge, lambda: Properties(properties))
         committed = commit_transaction(spark, location, transaction)
         assert committed is not None  # a merge has no check that could give the commit up
         return TableRepair(table.name, len(keys), len(keys) - deleted, deleted, position, committed.snapshot_id,
