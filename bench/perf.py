@@ -7,6 +7,9 @@
   "recent" (the newest 1 % of keys). Each run is checked against a naive whole-table rebuild in plain Spark
   (current rows + the CDC rows, newest row per key, deletes dropped, Parquet overwritten), which is also timed:
   the rebuild is the oracle and the cost the replay avoids.
+- The peer: the same CDC file into the biggest table with uniform keys, as a user would apply it without cdc-lake
+  (each key's last row, one ``MERGE INTO`` a plain Iceberg table of the same rows), in merge-on-read and in
+  copy-on-write (Iceberg's default), each checked against the rebuild too.
 - Small runs: 10 changes into a 10k-row table (median of 5 warm runs, each a new CDC file), and the wall time
   of ``cdc-lake demo`` in a fresh process.
 - Iceberg metadata commits per run (the Hadoop catalog's version-hint.text before and after), and the driver
@@ -240,6 +243,50 @@ def rebuild(spark: SparkSession, table: TableSpec, current: Path, cdc_file: Path
     return seconds
 
 
+PEER_MODES = ("merge-on-read", "copy-on-write")  # copy-on-write is Iceberg's default
+
+
+def peer_table(spark: SparkSession, table: TableSpec, current: Path, mode: str) -> str:
+    """A plain Iceberg table of the current rows, as a user would make it (CTAS, Iceberg's defaults but the
+    write mode), for the peer MERGE; returns its name."""
+    name = f"{LOCAL_CATALOG}.peer.{mode.replace('-', '_')}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {LOCAL_CATALOG}.peer")
+    spark.sql(f"DROP TABLE IF EXISTS {name} PURGE")
+    modes = ", ".join(f"'write.{op}.mode'='{mode}'" for op in ("merge", "update", "delete"))
+    spark.read.parquet(str(current)).createOrReplaceTempView("peer_current")
+    spark.sql(f"CREATE TABLE {name} USING iceberg TBLPROPERTIES ('format-version'='2', {modes}) "
+              "AS SELECT * FROM peer_current")  # fmt: skip
+    return name
+
+
+def peer_merge(spark: SparkSession, table: TableSpec, name: str, cdc_file: Path) -> float:
+    """What a user writes instead of cdc-lake (AWS's "CDC UPSERT with Iceberg and Glue" pattern): the CDC file
+    reduced to each key's last row, then one MERGE INTO the plain table."""
+    columns = table.column_names
+    on = " AND ".join(f"t.{k} = s.{k}" for k in table.primary_key)
+    values = ", ".join(f"s.{c}" for c in columns)
+    assignments = ", ".join(f"t.{c} = s.{c}" for c in columns)
+
+    def run() -> None:
+        changes = (
+            spark.read.schema(typed_schema(table, with_op=True))
+            .options(**DMS_CSV_READ)
+            .csv(str(cdc_file))
+            .select("Op", F.monotonically_increasing_id().alias(POSITION), *columns)  # file order
+        )
+        newest = Window.partitionBy(*table.primary_key).orderBy(F.col(POSITION).desc())
+        last = changes.withColumn(RANK, F.row_number().over(newest)).filter(F.col(RANK) == 1)
+        last.localCheckpoint(eager=True).createOrReplaceTempView("peer_changes")  # MERGE needs a fixed source
+        spark.sql(
+            f"MERGE INTO {name} t USING peer_changes s ON {on} WHEN MATCHED AND s.Op = 'D' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {assignments} "
+            f"WHEN NOT MATCHED AND s.Op <> 'D' THEN INSERT ({', '.join(columns)}) VALUES ({values})"
+        )
+
+    seconds, _ = timed(run)
+    return seconds
+
+
 def fingerprint(frame: DataFrame, columns: Sequence[str]) -> tuple[int, Decimal]:
     """Row count and an order-independent checksum of the rows' values (as text, NULL marked)."""
     texts: list[Column] = [F.coalesce(F.col(c).cast("string"), F.lit("\x00NULL")) for c in columns]
@@ -376,8 +423,9 @@ class PerfBench:
             plain_csv_to_parquet(self.spark, self.table, [self.load_data(rows).single], out)
         return out
 
-    def cdc_run(self, database: str, rows: int, changes: int, pattern: str) -> dict[str, Any]:
-        """One CDC file into a freshly loaded table, checked against (and timed with) the naive rebuild."""
+    def cdc_run(self, database: str, rows: int, changes: int, pattern: str, *, peers: bool = False) -> dict[str, Any]:
+        """One CDC file into a freshly loaded table, checked against (and timed with) the naive rebuild; with
+        ``peers``, the same file merged by plain ``MERGE INTO`` into plain tables of the same rows, checked too."""
         key, _ = self.land_cdc(database, rows, changes, pattern, CDC_START)
         before = self.metadata_version(database)
         cdc_s = self.apply(database, key)
@@ -385,6 +433,7 @@ class PerfBench:
         rebuilt = self.work / "rebuilt" / database
         rebuild_s = rebuild(self.spark, self.table, self.current_rows(rows), self.landing(database) / key, rebuilt)
         rows_after, _ = self.check(database, rebuilt)
+        peer_s = self.peers(rows, self.landing(database) / key, rebuilt) if peers else {}
         shutil.rmtree(rebuilt, ignore_errors=True)
         return {
             "rows": rows,
@@ -396,8 +445,24 @@ class PerfBench:
             "metadata_commits": commits,
             "rows_after": rows_after,
             "equals_rebuild": True,
+            **({"peer_merge_s": peer_s} if peers else {}),
             **self.table_files(database),
         }
+
+    def peers(self, rows: int, cdc_file: Path, rebuilt: Path) -> dict[str, float]:
+        """``peer_merge`` in each write mode, on a plain table of the same ``rows``, each checked against the
+        rebuild; the tables are dropped after."""
+        seconds = {}
+        oracle = fingerprint(self.spark.read.parquet(str(rebuilt)), self.table.column_names)
+        for mode in PEER_MODES:
+            self.progress(f"the same changes by plain MERGE INTO a {mode} table of {short_count(rows)} rows …")
+            name = peer_table(self.spark, self.table, self.current_rows(rows), mode)
+            seconds[mode] = round(peer_merge(self.spark, self.table, name, cdc_file), 3)
+            merged = fingerprint(self.spark.table(name), self.table.column_names)
+            self.spark.sql(f"DROP TABLE {name} PURGE")
+            if merged != oracle:
+                raise OracleMismatch(f"plain MERGE INTO ({mode}) differs from the rebuild: {merged} against {oracle}")
+        return seconds
 
     def warm_up(self) -> None:
         """Every code path once on a small table: JIT, class loading, Iceberg and Spark caches."""
@@ -443,7 +508,8 @@ class PerfBench:
                 if database is None:
                     database = f"cdc_{short_count(rows).replace('.', '_')}_{pattern}"
                     self.full_load(database, rows, 1)
-                runs.append(self.cdc_run(database, rows, changes, pattern))
+                peers = rows == sizes[-1] and pattern == "uniform"
+                runs.append(self.cdc_run(database, rows, changes, pattern, peers=peers))
         return runs
 
     def small_runs(self) -> dict[str, Any]:
@@ -560,6 +626,15 @@ def describe(figures: dict[str, Any]) -> list[str]:
             f"| rebuild vs CDC, {pattern} ({big} rows) | rebuild {_seconds(run['rebuild_s'])} | "
             f"CDC {_seconds(run['cdc_s'])} | {_faster(run['rebuild_vs_cdc'])} |"
         )
+    uniform = runs[rows, "uniform"]
+    peer = uniform["peer_merge_s"]
+    mor, cow = peer["merge-on-read"], peer["copy-on-write"]
+    lines.append(
+        f"| {short_count(changes)} uniform changes into {big} rows against plain `MERGE INTO` (last row per key, "
+        f"one MERGE on a plain Iceberg table) | {_seconds(uniform['cdc_s'])} | merge-on-read {_seconds(mor)}, "
+        f"copy-on-write {_seconds(cow)} | {mor / uniform['cdc_s']:.2f}× faster than merge-on-read, "
+        f"{cow / uniform['cdc_s']:.2f}× than copy-on-write |"
+    )
     small_run = figures["small_run"]
     lines.append(
         f"| small run: {small_run['changes']} rows into {short_count(small_run['rows'])} rows "

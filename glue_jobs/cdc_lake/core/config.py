@@ -263,6 +263,13 @@ class LakeSettings(_Model):
         description="evolve: files' new columns and widenings alter the lake tables; refuse: only configured ones do",
     )
     commit_retries: int = Field(default=4, ge=0, le=20)
+    split_merge_from_rows: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="From this many rows in a lake table, a batch is merged as a delete of its keys (broadcast to "
+        "the scan) and an append of their new rows, rather than one MERGE whose outer join shuffles every scanned "
+        "key; below it the MERGE's shuffle costs less than the second write (docs/performance.md)",
+    )
     glue_version: GlueVersion = Field(
         default=GLUE_VERSION,
         description="The AWS Glue version of the stack's jobs and of the local runtime; GLUE_VERSION overrides it "

@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.core.config import TableSpec
+from cdc_lake.core.config import LakeSettings, TableSpec
 from cdc_lake.core.names import RUN_BRANCH_PREFIX
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.iceberg_java import (
@@ -33,6 +33,7 @@ from cdc_lake.engine.iceberg_java import (
     empty_commit,
     fast_forward,
     remove_branch,
+    snapshot_summary,
 )
 from cdc_lake.engine.reader import OP
 from cdc_lake.engine.record import PART, RUN_ID
@@ -206,27 +207,39 @@ def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
     return ChangedKeys(int(row["keys"]), bounds if row["keys"] else {}, int(row["upserts"]))
 
 
-def merge_updates(spark: SparkSession, table: TableSpec, last_changes: DataFrame, keys: ChangedKeys) -> list[Update]:
-    """One row per key (``_op`` = I/U/D) applied as a commit's updates: every changed key's row deleted, then the
-    new rows of the keys whose last change is not a delete appended.
+def merge_updates(
+    spark: SparkSession, table: TableSpec, last_changes: DataFrame, keys: ChangedKeys, *, split: bool
+) -> list[Update]:
+    """One row per key (``_op`` = I/U/D) merged as a commit's updates: one MERGE, or with ``split`` (``splits``)
+    two updates.
 
-    This writes what a MERGE with all three clauses writes (position deletes, one data file), without its outer
-    join: a NOT MATCHED clause keeps the batch's rows that match nothing, and Spark cannot broadcast a side it
-    keeps, so that MERGE shuffles every key the scan reads. A MERGE that only deletes joins inner, and a batch
-    of up to ``BROADCAST_KEYS`` keys is broadcast to the tasks that scan the table: a uniform batch into a
-    10M-row table took 1.6 s instead of 3.9 s. Both land on the run's branch, which main moves to at once.
+    Split, every changed key's row is deleted, then the new rows of the keys whose last
+    change is not a delete are appended. That writes what a three-clause MERGE writes (position deletes, one data
+    file), without its outer join: a NOT MATCHED clause keeps the batch's rows that match nothing, and Spark
+    cannot broadcast a side it keeps, so that MERGE shuffles every key the scan reads. A MERGE that only deletes
+    joins inner, and a batch of up to ``BROADCAST_KEYS`` keys is broadcast to the tasks that scan the table: a
+    uniform batch into a 10M-row table took 1.6 s instead of 3.9 s. Both land on the run's branch, which main
+    moves to at once.
 
     The batch's key range joins the match condition (as bound parameters, never pasted into the text): a
     target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
     outside it, so changes to recent keys read the newest files only (tables are written in key order).
     """
-    key_columns = select_sql(last_changes, lake_columns(table, table.primary_key))
-    if keys.count <= BROADCAST_KEYS:
-        key_columns = F.broadcast(key_columns)
+    source = select_sql(last_changes, lake_columns(table, table.primary_key) if split else [*lake_columns(table), OP])
+    if split and keys.count <= BROADCAST_KEYS:
+        source = F.broadcast(source)
+    clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"] if not split else ["WHEN MATCHED THEN DELETE"]
+    if table.value_columns and not split:
+        assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table.value_columns)
+        clauses.append(f"WHEN MATCHED THEN UPDATE SET {assignments}")
+    if not split:
+        names = ", ".join(quote(c) for c in table.column_names)
+        values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
+        clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
 
-    def delete(target: str) -> None:
+    def merge(target: str) -> None:
         if hasattr(DataFrame, "mergeInto"):
-            _delete_matched(key_columns, target, table, keys)
+            _merge_into(source, target, table, keys, split=split)
             return
         conditions = [f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key]
         arguments: dict[str, Any] = {}
@@ -234,10 +247,10 @@ def merge_updates(spark: SparkSession, table: TableSpec, last_changes: DataFrame
             conditions.append(f"t.{quote(key)} BETWEEN :low{index} AND :high{index}")
             arguments |= {f"low{index}": low, f"high{index}": high}
         view = f"cdc_lake_changes_{uuid.uuid4().hex}"
-        key_columns.createOrReplaceTempView(view)
+        source.createOrReplaceTempView(view)
         try:
             on = " AND ".join(conditions)
-            spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN DELETE", arguments)
+            spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses), arguments)
         finally:
             spark.catalog.dropTempView(view)
 
@@ -245,12 +258,13 @@ def merge_updates(spark: SparkSession, table: TableSpec, last_changes: DataFrame
         rows = last_changes.where(f"{OP} <> 'D'")
         select_sql(rows, lake_columns(table)).writeTo(target).append()
 
-    upserted = Update("upserted", append if keys.upserts != 0 else None)
-    return [Update("deleted", delete), upserted]
+    if not split:
+        return [Update("merged", merge)]
+    return [Update("deleted", merge), Update("upserted", append if keys.upserts != 0 else None)]
 
 
-def _delete_matched(key_columns: DataFrame, target: str, table: TableSpec, keys: ChangedKeys) -> None:
-    """``merge_updates``'s delete through Spark 4's DataFrame API, the key range as literal columns: Iceberg 1.11's
+def _merge_into(source: DataFrame, target: str, table: TableSpec, keys: ChangedKeys, *, split: bool) -> None:
+    """``merge_updates``'s MERGE through Spark 4's DataFrame API, the key range as literal columns: Iceberg 1.11's
     SQL extensions leave a statement's bound parameters unbound on Spark 4.1 (apache/iceberg#16625)."""
     named = target.rsplit(".", 1)[-1]  # the branch part, quoted: it qualifies the target's columns
 
@@ -263,14 +277,27 @@ def _delete_matched(key_columns: DataFrame, target: str, table: TableSpec, keys:
     condition = functools.reduce(Column.__and__, [t(k) == s(k) for k in table.primary_key])
     for key, (low, high) in keys.bounds.items():
         condition = condition & t(key).between(F.lit(low), F.lit(high))
-    aliased: Any = key_columns.alias("s")  # mergeInto is Spark 4's: not in the 3.5 stubs mypy reads
-    aliased.mergeInto(target, condition).whenMatched().delete().merge()
+    aliased: Any = source.alias("s")  # mergeInto is Spark 4's: not in the 3.5 stubs mypy reads
+    if split:
+        aliased.mergeInto(target, condition).whenMatched().delete().merge()
+        return
+    merge = aliased.mergeInto(target, condition).whenMatched(s(OP) == "D").delete()
+    if table.value_columns:
+        merge = merge.whenMatched().update({quote(c): s(c) for c in table.value_columns})
+    merge.whenNotMatched(s(OP) != "D").insert({quote(c): s(c) for c in table.column_names}).merge()
 
 
 def lake_columns(table: TableSpec, names: Sequence[str] | None = None) -> list[str]:
     """The table's columns (those ``names`` when given) as the lake table types them, as SQL for ``select_sql``."""
     columns = [c for c in table.columns if names is None or c.name in names]
     return [f"CAST({quote(c.name)} AS {lake_type(c.type).simpleString()}) AS {quote(c.name)}" for c in columns]
+
+
+def splits(spark: SparkSession, location: LakeLocation, lake: LakeSettings, table_name: str, snapshot_id: int) -> bool:
+    """Whether a batch merged into the table at ``snapshot_id`` is split into a delete and an append: from
+    ``lake.split_merge_from_rows`` rows, as its summary counts them (a table whose summary has no count: split)."""
+    total = snapshot_summary(spark, location.dotted(table_name), snapshot_id).get("total-records")
+    return not str(total).isdigit() or int(str(total)) >= lake.split_merge_from_rows
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:

@@ -122,6 +122,12 @@ def branch_lineage(
         snapshot = table.snapshot(parent) if parent is not None else None
 
 
+def snapshot_summary(spark: SparkSession, dotted_name: str, snapshot_id: int) -> dict[str, str]:
+    """One snapshot's summary (empty when expired)."""
+    snapshot = _load(spark, dotted_name).snapshot(snapshot_id)
+    return _as_dict(spark, snapshot.summary()) if snapshot is not None else {}
+
+
 def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, int, Mapping[str, str]]]:
     """``branch_lineage`` of main with each snapshot's commit time: (id, epoch ms, summary), newest first."""
     table = _load(spark, dotted_name)

@@ -31,6 +31,7 @@ from cdc_lake.engine.commit import (
     changed_keys,
     commit_transaction,
     merge_updates,
+    splits,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW, raw_fields, typed_changes
@@ -94,7 +95,8 @@ def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[Rej
     updates, keys = [Update("record")], ChangedKeys(0, {})  # all dropped: the commit only clears the mark
     if applied:
         last, keys = _last_changes(context, table, kept)
-        updates = merge_updates(spark, table, last, keys)
+        split = splits(spark, location, config.lake, table.lake_table, base)
+        updates = merge_updates(spark, table, last, keys, split=split)
     summary = {"applied": applied, "dropped": dropped, "keys": keys.count, "accepted": accept}
     # No DIVERGED mark: nothing this replay read stays outstanding; rows held meanwhile mark their own commit.
     properties = {REJECTS_REPLAYED: json.dumps(summary, separators=(",", ":"))}

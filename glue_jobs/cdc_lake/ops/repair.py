@@ -33,6 +33,7 @@ from cdc_lake.engine.commit import (
     changed_keys,
     commit_transaction,
     merge_updates,
+    splits,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import REPAIR
@@ -120,7 +121,8 @@ def _repair_table(
         diff = spark.createDataFrame(records, schema).localCheckpoint(eager=True)
         deleted = sum(1 for r in records if r[-1] == "D")
         detail = {"keys": len(keys), "upserted": len(keys) - deleted, "deleted": deleted, "position": position}
-        merge = merge_updates(spark, table, diff.withColumn(OP, F.col(OP)), changed_keys(diff, table))
+        split = splits(spark, location, context.config.lake, table.lake_table, base)
+        merge = merge_updates(spark, table, diff.withColumn(OP, F.col(OP)), changed_keys(diff, table), split=split)
         properties = {REPAIR: json.dumps(detail, separators=(",", ":"))}
         transaction = Transaction(table.lake_table, base, merge, lambda: Properties(properties))
         committed = commit_transaction(spark, location, transaction)
