@@ -365,6 +365,9 @@ class PerfBench:
         landed = [folder / load_file_name(counter) for counter in range(1, len(sources) + 1)]
         for source, path in zip(sources, landed, strict=True):
             os.link(source, path)
+        # S3 gives each object's ETag in the listing; the local store computes it (MD5, 1.2 s for a 10M-row file)
+        # once per file and keeps it, so it is computed here, as S3 does when the object lands.
+        LocalFolderStore(self.landing(database)).list(self.key(database, folder))
         return self.key(database, landed[-1])
 
     def land_cdc(self, database: str, max_key: int, changes: int, pattern: str, moment: dt.datetime) -> tuple[str, int]:
