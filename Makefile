@@ -16,7 +16,7 @@ TEST_WORKERS ?= 2
 DRIFT_ROWS ?= 10000000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-config bench-drift synth clean
+.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-config bench-drift synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ format: setup ## apply ruff's formatting and safe fixes
 bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths; verify against export + reconcile
 	$(PY) -m bench.run
 
+bench-large: setup ## part 1 of make bench up to a 100M-row table (10k..100M rows: growth of a CDC run; about 30 GB of disk, an hour), into bench/results-large
+	$(PY) -m bench.run --perf-only --rows 100000000 --out bench/results-large
+
 bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
 	$(PY) -m bench.catalog
 
@@ -79,4 +82,4 @@ synth: setup ## synthesize offline into cdk.out; required values not in cdk.json
 	npx cdk synth --quiet -c exampleValues=true
 
 clean: ## remove generated data and caches (keeps .venv)
-	rm -rf demo-output demo-output-aws cdk.out bench/results .pytest_cache .ruff_cache .mypy_cache
+	rm -rf demo-output demo-output-aws cdk.out bench/results bench/results-large .pytest_cache .ruff_cache .mypy_cache

@@ -154,6 +154,27 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str
     return code, out.out + out.err
 
 
+def aws_replay_environment(endpoint: str) -> dict[str, str]:
+    """The environment of a ``cdc-lake aws-replay`` process against the local endpoint (few shuffle partitions:
+    the test's tables are small)."""
+    from cdc_lake.local.aws_endpoint import endpoint_environment
+
+    return {**os.environ, **endpoint_environment(endpoint), "CDC_LAKE_SHUFFLE_PARTITIONS": "4"}
+
+
+def aws_replay(
+    python: str | Path, config: Path, landing: Path, workdir: Path, environment: dict[str, str], timeout: int = 900
+) -> tuple[int, str]:
+    """``cdc-lake aws-replay`` of ``landing`` in its own process (``python``'s environment); its exit code and
+    output."""
+    import subprocess
+
+    command = [str(python), "-m", "cdc_lake.local.cli", "aws-replay", "-c", str(config), "-l", str(landing)]
+    command += ["--workdir", str(workdir)]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
 def assert_lake_equals_oracle(pipeline: Any, expected: Path, out: Path) -> None:
     """Every table of the pipeline, exported to ``out``, equals the generator's expected table in ``expected``."""
     from cdc_lake.core.jsonl import read_jsonl

@@ -5,8 +5,6 @@ by a second reader (pyiceberg's Glue catalog) against the generator's expected t
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,10 +20,9 @@ from cdc_lake.core.names import (
     TABLE_FAILURES_METRIC,
 )
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.local.aws_endpoint import endpoint_environment
 from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
-from tests.conftest import aws_client
+from tests.conftest import aws_client, aws_replay, aws_replay_environment
 from tests.pg.checks import glue_reader
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -43,13 +40,10 @@ def test_a_landing_folder_through_the_deployed_path(aws_endpoint: str, tmp_path:
     (landing / "dms/shop/unconfigured/LOAD00000001.csv").parent.mkdir(parents=True)
     (landing / "dms/shop/unconfigured/LOAD00000001.csv").write_text("1\n")
 
-    environment = {**os.environ, **endpoint_environment(aws_endpoint), "CDC_LAKE_SHUFFLE_PARTITIONS": "4"}
-    command = [sys.executable, "-m", "cdc_lake.local.cli", "aws-replay", "-c", str(demo_config_path())]
-    command += ["-l", str(landing), "--workdir", str(tmp_path / "work")]
-    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600, check=False)
-    output = done.stdout + done.stderr
+    environment = aws_replay_environment(aws_endpoint)
+    code, output = aws_replay(sys.executable, demo_config_path(), landing, tmp_path / "work", environment, timeout=600)
 
-    assert done.returncode == 1, output
+    assert code == 1, output
     assert f"{BAD_KEY}: row 1, column amount: cannot parse as decimal(12,2) (value 'oops')" in output
     assert "not a DMS file of a configured table: dms/shop/unconfigured/LOAD00000001.csv" in output
     orders_files = [k for k in land_order(generated) if k.startswith("dms/shop/orders/")]

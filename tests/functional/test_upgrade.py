@@ -6,8 +6,6 @@ environment, on one local AWS endpoint that holds the stack, the raw files and t
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,11 +16,11 @@ from cdc_lake.core.config import load_config
 from cdc_lake.core.jsonl import write_jsonl
 from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint
+from cdc_lake.local.aws_endpoint import local_aws_endpoint
 from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.jars import installed_glue_version
-from tests.conftest import aws_client
+from tests.conftest import aws_client, aws_replay, aws_replay_environment
 from tests.pg.checks import glue_catalog, glue_reader
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -47,16 +45,6 @@ def _config(tmp_path: Path, version: str) -> Path:
     return path
 
 
-def _replay(python: Path, config: Path, landing: Path, workdir: Path, environment: dict[str, str]) -> str:
-    command = [str(python), "-m", "cdc_lake.local.cli", "aws-replay", "-c", str(config), "-l", str(landing)]
-    done = subprocess.run(
-        [*command, "--workdir", str(workdir)], env=environment, capture_output=True, text=True, timeout=900, check=False
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
-    return output
-
-
 def test_a_lake_written_on_glue_5_1_is_continued_on_glue_6_0_and_back(tmp_path: Path) -> None:
     assert OLD_PYTHON.exists(), f"{OLD_PYTHON} is missing: run `make setup` (Glue 5.1's environment) first"
     config = load_config(demo_config_path())
@@ -73,7 +61,7 @@ def test_a_lake_written_on_glue_5_1_is_continued_on_glue_6_0_and_back(tmp_path: 
     ]
 
     with local_aws_endpoint() as endpoint:
-        environment = {**os.environ, **endpoint_environment(endpoint), "CDC_LAKE_SHUFFLE_PARTITIONS": "4"}
+        environment = aws_replay_environment(endpoint)
         # The setting decides, as in a deployment; each step's Spark workers run its own environment's Python.
         for name in ("GLUE_VERSION", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
             environment.pop(name, None)
@@ -81,7 +69,10 @@ def test_a_lake_written_on_glue_5_1_is_continued_on_glue_6_0_and_back(tmp_path: 
         for number, (version, python, landed) in enumerate(steps):
             landing = tmp_path / f"landed-{number}"
             land(generated.landing, landing, landed)
-            output = _replay(python, _config(tmp_path, version), landing, tmp_path / f"work-{number}", environment)
+            code, output = aws_replay(
+                python, _config(tmp_path, version), landing, tmp_path / f"work-{number}", environment
+            )
+            assert code == 0, output
             assert {job["GlueVersion"] for job in glue.get_jobs()["Jobs"]} == {version}, output
 
         read, catalog = glue_reader(endpoint), glue_catalog(endpoint)
