@@ -215,6 +215,16 @@ def plain_csv_to_parquet(spark: SparkSession, table: TableSpec, files: Sequence[
     return seconds
 
 
+def cdc_rows(spark: SparkSession, table: TableSpec, cdc_file: Path) -> DataFrame:
+    """The CDC file's rows as plain Spark reads them: Op, the file order as ``POSITION``, the columns."""
+    return (
+        spark.read.schema(typed_schema(table, with_op=True))
+        .options(**DMS_CSV_READ)
+        .csv(str(cdc_file))
+        .select("Op", F.monotonically_increasing_id().alias(POSITION), *table.column_names)  # file order
+    )
+
+
 def rebuild(spark: SparkSession, table: TableSpec, current: Path, cdc_file: Path, out: Path) -> float:
     """The naive alternative to replay: rewrite the whole table from its current rows and the CDC rows."""
     shutil.rmtree(out, ignore_errors=True)
@@ -224,12 +234,7 @@ def rebuild(spark: SparkSession, table: TableSpec, current: Path, cdc_file: Path
         rows = spark.read.parquet(str(current)).select(
             F.lit("I").alias("Op"), F.lit(-1).cast("long").alias(POSITION), *columns
         )
-        changes = (
-            spark.read.schema(typed_schema(table, with_op=True))
-            .options(**DMS_CSV_READ)
-            .csv(str(cdc_file))
-            .select("Op", F.monotonically_increasing_id().alias(POSITION), *columns)  # file order
-        )
+        changes = cdc_rows(spark, table, cdc_file)
         newest = Window.partitionBy(*table.primary_key).orderBy(F.col(POSITION).desc())
         result = (
             rows.unionByName(changes)
@@ -268,12 +273,7 @@ def peer_merge(spark: SparkSession, table: TableSpec, name: str, cdc_file: Path)
     assignments = ", ".join(f"t.{c} = s.{c}" for c in columns)
 
     def run() -> None:
-        changes = (
-            spark.read.schema(typed_schema(table, with_op=True))
-            .options(**DMS_CSV_READ)
-            .csv(str(cdc_file))
-            .select("Op", F.monotonically_increasing_id().alias(POSITION), *columns)  # file order
-        )
+        changes = cdc_rows(spark, table, cdc_file)
         newest = Window.partitionBy(*table.primary_key).orderBy(F.col(POSITION).desc())
         last = changes.withColumn(RANK, F.row_number().over(newest)).filter(F.col(RANK) == 1)
         last.localCheckpoint(eager=True).createOrReplaceTempView("peer_changes")  # MERGE needs a fixed source

@@ -154,6 +154,36 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str
     return code, out.out + out.err
 
 
+def apply_at_once(lake: Lake, config: Any, keys: list[str]) -> list[BaseException]:
+    """Runs triggered by each of ``keys`` at once, one thread each (the newest first); what they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def trigger(key: str) -> None:
+        try:
+            lake.apply(config, key)
+        except BaseException as error:  # returned to the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=trigger, args=(k,)) for k in reversed(keys)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def run_parts(lake: Lake, table: str) -> list[str]:
+    """The parts of runs (snapshots a run wrote before its last, ``PART``) in the lake table's lineage, oldest
+    first: main's history shows only where runs moved it."""
+    from cdc_lake.engine.iceberg_java import branch_lineage
+    from cdc_lake.engine.record import PART
+
+    lineage = branch_lineage(lake.spark, lake.location.dotted(table))
+    return [summary[PART] for _, summary in reversed(list(lineage)) if PART in summary]
+
+
 def aws_replay_environment(endpoint: str) -> dict[str, str]:
     """The environment of a ``cdc-lake aws-replay`` process against the local endpoint (few shuffle partitions:
     the test's tables are small)."""

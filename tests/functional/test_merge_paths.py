@@ -1,17 +1,13 @@
 """A batch merged as a delete of its keys and an append of their new rows (``split_merge_from_rows``): the same
-semantics as the one MERGE, chosen by the table's size, and as safe under concurrent runs."""
+semantics as the one MERGE, chosen by the table's size (concurrent runs: test_replay_semantics)."""
 
 from __future__ import annotations
 
-import json
-import threading
 from typing import Any
 
 import pytest
 
-from cdc_lake.engine.iceberg_java import branch_lineage
-from cdc_lake.engine.record import APPLIED, PART, snapshot_summaries
-from tests.conftest import Lake, items_config, on_both_paths, write_file
+from tests.conftest import Lake, items_config, on_both_paths, run_parts, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -24,9 +20,7 @@ def rows(lake: Lake) -> list[tuple[Any, ...]]:
 
 
 def parts(lake: Lake, config: Any) -> list[str]:
-    """The parts of runs (snapshots a run wrote before its last) in the table's lineage, oldest first."""
-    lineage = branch_lineage(lake.spark, lake.location.dotted(config.tables[0].lake_table))
-    return [summary[PART] for _, summary in reversed(list(lineage)) if PART in summary]
+    return run_parts(lake, config.tables[0].lake_table)
 
 
 @on_both_paths
@@ -69,37 +63,3 @@ def test_the_table_size_chooses_the_split(spark, lake, landing):
     lake.apply(config, large)
     assert parts(lake, config) == [*loaded, "deleted"]
     assert rows(lake) == [(1, "a1"), (2, "b1"), (3, "c"), (4, "d")]
-
-
-@on_both_paths
-def test_concurrent_split_runs_never_lose_or_double_apply(spark, lake, landing):
-    config = items_config(lake={**SPLIT, "commit_retries": 20})
-    write_file(landing, T + "LOAD00000001.csv", "".join(f"{i},v0\n" for i in range(40)))
-    keys = [
-        write_file(landing, T + f"20250301-1200{n:02d}000.csv", "".join(f"U,{i},v{n}\n" for i in range(n, 40, 2)))
-        for n in range(1, 5)
-    ]
-    errors: list[BaseException] = []
-
-    def trigger(key: str) -> None:
-        try:
-            lake.apply(config, key)
-        except BaseException as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=trigger, args=(k,)) for k in reversed(keys)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
-    expected = {i: "v0" for i in range(40)}
-    for n in range(1, 5):
-        for i in range(n, 40, 2):
-            expected[i] = f"v{n}"
-    assert rows(lake) == sorted(expected.items())
-    commits = [[f["key"] for f in json.loads((s["summary"] or {}).get(APPLIED, "[]"))]
-               for s in snapshot_summaries(spark, lake.location, config.tables[0])]  # fmt: skip
-    assert sorted(key for keys_ in commits for key in keys_) == sorted([T + "LOAD00000001.csv", *keys])  # each once
-    with_changes = sum(1 for applied in commits if set(applied) & set(keys))
-    assert parts(lake, config).count("deleted") == with_changes  # every commit of changes was split

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import threading
 import time
 from decimal import Decimal
 
@@ -16,7 +15,7 @@ import pytest
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
 from cdc_lake.engine.record import FRESHNESS, snapshot_summaries
-from tests.conftest import Lake, items_config, on_both_paths, write_file
+from tests.conftest import Lake, apply_at_once, items_config, on_both_paths, run_parts, write_file
 
 # The deployed path (Glue catalog, S3FileIO, files through S3A) runs the order, overlap, duplicate, refusal,
 # concurrency and split-read cases; value parsing is the same code on both, so it runs on the Hadoop path.
@@ -230,37 +229,28 @@ def test_types_nulls_and_empty_strings(spark, lake, landing):
 
 
 @on_both_paths
-def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing):
+@pytest.mark.parametrize("split", [False, True], ids=["one-merge", "delete-append"])
+def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split):
     # Six runs of one table at once, each commit beaten by up to five others: on a loaded machine the default
     # four retries can run out before the last one's turn (a safe refusal, not what this test is about).
-    cfg = items_config(lake={"commit_retries": 20})
+    # Split: every batch is merged as a delete and an append, as into a large table.
+    cfg = items_config(lake={"commit_retries": 20, "split_merge_from_rows": 0 if split else 1_000_000})
     write_file(landing, T + "LOAD00000001.csv", "".join(f"{i},v0\n" for i in range(50)))
     keys = [
         write_file(landing, T + f"20250301-1200{n:02d}000.csv", "".join(f"U,{i},v{n}\n" for i in range(n, 50, 3)))
         for n in range(1, 7)
     ]
-    errors: list[BaseException] = []
-
-    def trigger(key: str) -> None:
-        try:
-            lake.apply(cfg, key)
-        except BaseException as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=trigger, args=(k,)) for k in reversed(keys)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = apply_at_once(lake, cfg, keys)
     assert not errors, errors
     expected = {i: "v0" for i in range(50)}
     for n in range(1, 7):
         for i in range(n, 50, 3):
             expected[i] = f"v{n}"
     assert rows(lake) == sorted(expected.items())
-    applied = [key for s in snapshot_summaries(spark, lake.location, cfg.tables[0])
-               for key in _applied(s)]  # fmt: skip
-    assert sorted(applied) == sorted([T + "LOAD00000001.csv", *keys])
+    commits = [_applied(s) for s in snapshot_summaries(spark, lake.location, cfg.tables[0])]
+    assert sorted(key for applied in commits for key in applied) == sorted([T + "LOAD00000001.csv", *keys])
+    with_changes = sum(1 for applied in commits if set(applied) & set(keys))
+    assert run_parts(lake, "shop_items").count("deleted") == (with_changes if split else 0)
 
 
 def _applied(summary: dict) -> list[str]:
