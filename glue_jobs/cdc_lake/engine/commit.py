@@ -213,26 +213,27 @@ def merge_updates(
     """One row per key (``_op`` = I/U/D) merged as a commit's updates: one MERGE, or with ``split`` (``splits``)
     two updates.
 
-    Split, every changed key's row is deleted, then the new rows of the keys whose last
-    change is not a delete are appended. That writes what a three-clause MERGE writes (position deletes, one data
-    file), without its outer join: a NOT MATCHED clause keeps the batch's rows that match nothing, and Spark
-    cannot broadcast a side it keeps, so that MERGE shuffles every key the scan reads. A MERGE that only deletes
-    joins inner, and a batch of up to ``BROADCAST_KEYS`` keys is broadcast to the tasks that scan the table: a
-    uniform batch into a 10M-row table took 1.6 s instead of 3.9 s. Both land on the run's branch, which main
-    moves to at once.
+    Split, every changed key's row is deleted, then the new rows of the keys whose last change is not a delete
+    are appended. That writes what a three-clause MERGE writes (position deletes, one data file), without its
+    outer join: a NOT MATCHED clause keeps the batch's rows that match nothing, and Spark cannot broadcast a side
+    it keeps, so that MERGE shuffles every key the scan reads. A MERGE that only deletes joins inner, and a batch
+    of up to ``BROADCAST_KEYS`` keys is broadcast to the tasks that scan the table: a uniform batch into a
+    10M-row table took 1.6 s instead of 3.9 s. Both land on the run's branch, which main moves to at once.
 
     The batch's key range joins the match condition (as bound parameters, never pasted into the text): a
     target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
     outside it, so changes to recent keys read the newest files only (tables are written in key order).
     """
-    source = select_sql(last_changes, lake_columns(table, table.primary_key) if split else [*lake_columns(table), OP])
-    if split and keys.count <= BROADCAST_KEYS:
-        source = F.broadcast(source)
-    clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"] if not split else ["WHEN MATCHED THEN DELETE"]
-    if table.value_columns and not split:
-        assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table.value_columns)
-        clauses.append(f"WHEN MATCHED THEN UPDATE SET {assignments}")
-    if not split:
+    if split:
+        source = select_sql(last_changes, lake_columns(table, table.primary_key))
+        source = F.broadcast(source) if keys.count <= BROADCAST_KEYS else source
+        clauses = ["WHEN MATCHED THEN DELETE"]
+    else:
+        source = select_sql(last_changes, [*lake_columns(table), OP])
+        clauses = [f"WHEN MATCHED AND s.{OP} = 'D' THEN DELETE"]
+        if table.value_columns:
+            assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table.value_columns)
+            clauses.append(f"WHEN MATCHED THEN UPDATE SET {assignments}")
         names = ", ".join(quote(c) for c in table.column_names)
         values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
         clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
