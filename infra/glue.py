@@ -149,6 +149,20 @@ def iceberg_spark_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> str:
     return render_conf(glue_catalog_conf(warehouse_uri, catalog))
 
 
+def glue_role(scope: Construct, construct_id: str, description: str) -> iam.Role:
+    """A role the Glue service assumes; its policies are attached statement by statement."""
+    return iam.Role(scope, construct_id, assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description=description)
+
+
+def read_assets_statement(assets: list[s3_assets.Asset]) -> iam.PolicyStatement:
+    """Reading a job's own assets (script, library, configuration), not the rest of the assets bucket."""
+    return iam.PolicyStatement(
+        sid="ReadJobAssets",
+        actions=["s3:GetObject"],
+        resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
+    )
+
+
 def job_log_statements(stack: Stack, key: kms.IKey, encrypt_sid: str) -> list[iam.PolicyStatement]:
     """A Glue job's continuous logs under /aws-glue/, encrypted with the security configuration's key."""
     log_groups = stack.format_arn(
@@ -318,18 +332,11 @@ class GlueJobs(Construct):
         folder = self.bucket_folder
         dms_objects = f"{folder}/*" if folder else "*"
         catalog_arn = stack.format_arn(service="glue", resource="catalog")
-        role = iam.Role(
-            self,
-            "JobRole",
-            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
-            description="cdc-lake Glue jobs: read DMS files, write the Iceberg warehouse, update the lake tables",
+        role = glue_role(
+            self, "JobRole", "cdc-lake Glue jobs: read DMS files, write the Iceberg warehouse, update the lake tables"
         )
         statements = [
-            iam.PolicyStatement(
-                sid="ReadJobAssets",
-                actions=["s3:GetObject"],
-                resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
-            ),
+            read_assets_statement(assets),
             iam.PolicyStatement(
                 sid="ListBuckets",
                 actions=["s3:ListBucket", "s3:GetBucketLocation"],

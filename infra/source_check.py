@@ -28,7 +28,9 @@ from infra.glue import (
     JobDefinition,
     JobSizing,
     Schedule,
+    glue_role,
     job_log_statements,
+    read_assets_statement,
     scheduled_trigger,
 )
 from infra.packaging import pinned_requirement
@@ -121,19 +123,12 @@ class SourceCheck(Construct):
 
     def _role(self, stack: Stack, deployment: Deployment, jobs: GlueJobs, key: kms.IKey) -> iam.Role:
         settings = deployment.settings
-        role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
-            description="cdc-lake source check: read the source secret and the job's assets, put one metric",
+        role = glue_role(
+            self, "Role", "cdc-lake source check: read the source secret and the job's assets, put one metric"
         )
         assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["source_check"]]
         statements = [
-            iam.PolicyStatement(
-                sid="ReadJobAssets",
-                actions=["s3:GetObject"],
-                resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
-            ),
+            read_assets_statement(assets),
             *source_access_statements(stack, settings),
             *job_log_statements(stack, key, "EncryptLogs"),
             iam.PolicyStatement(
@@ -150,12 +145,8 @@ class SourceCheck(Construct):
     def _drift_job(self, deployment: Deployment, jobs: GlueJobs, storage: Storage, modules: str) -> glue.CfnJob:
         """The drift job: the lake jobs' own policy (lake, raw files, catalog, logs, metrics), plus the source."""
         settings, stack = deployment.settings, Stack.of(self)
-        role = iam.Role(
-            self,
-            "DriftRole",
-            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
-            description="cdc-lake drift job: the lake jobs' access, and the source secret and network",
-        )
+        description = "cdc-lake drift job: the lake jobs' access, and the source secret and network"
+        role = glue_role(self, "DriftRole", description)
         jobs.policy.attach_to_role(role)
         access = iam.Policy(self, "DriftPolicy", statements=source_access_statements(stack, settings), roles=[role])
         NagSuppressions.add_resource_suppressions(access, wildcard_reasons(with_logs=False))

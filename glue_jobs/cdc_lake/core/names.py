@@ -66,6 +66,15 @@ SOURCE_DIFFERENCES_METRIC = "SourceDifferences"  # configuration vs the source's
 DRIFTED_KEYS_METRIC = "DriftedKeys"  # keys differing from the live source after a drift job (ops.drift_job)
 # The trigger Lambda's metric (Powertools, dimension service): files of tables the configuration lacks.
 UNKNOWN_TABLE_OBJECTS_METRIC = "UnknownTableObjects"
+# What each committed batch publishes: its freshness field -> (metric, unit).
+BATCH_METRICS = {
+    "change_lag_s": (CHANGE_LAG_METRIC, "Seconds"),
+    "landed_lag_s": (LANDED_LAG_METRIC, "Seconds"),
+    "files": (FILES_APPLIED_METRIC, "Count"),
+    "rows": (ROWS_APPLIED_METRIC, "Count"),
+    "bytes": (BYTES_APPLIED_METRIC, "Bytes"),
+    "seconds": (BATCH_SECONDS_METRIC, "Seconds"),
+}
 TRIGGER_SERVICE_NAME = "cdc-lake-trigger"
 
 # The Glue jobs' timeouts (minutes); a coalesced replay run's is its time budget plus LAST_ROUND_MINUTES, for the

@@ -21,9 +21,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lake.core.config import LakeSettings, TableSpec
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.names import RUN_BRANCH_PREFIX
 from cdc_lake.core.sql import quote
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.iceberg_java import (
     BranchHead,
     branch_lineage,
@@ -210,7 +211,7 @@ def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
 def merge_updates(
     spark: SparkSession, table: TableSpec, last_changes: DataFrame, keys: ChangedKeys, *, split: bool
 ) -> list[Update]:
-    """One row per key (``_op`` = I/U/D) merged as a commit's updates: one MERGE, or with ``split`` (``splits``)
+    """One row per key (``_op`` = I/U/D) merged as a commit's updates: one MERGE, or with ``split`` (``batch_updates``)
     two updates.
 
     Split, every changed key's row is deleted, then the new rows of the keys whose last change is not a delete
@@ -294,11 +295,17 @@ def lake_columns(table: TableSpec, names: Sequence[str] | None = None) -> list[s
     return [f"CAST({quote(c.name)} AS {lake_type(c.type).simpleString()}) AS {quote(c.name)}" for c in columns]
 
 
-def splits(spark: SparkSession, location: LakeLocation, lake: LakeSettings, table_name: str, snapshot_id: int) -> bool:
-    """Whether a batch merged into the table at ``snapshot_id`` is split into a delete and an append: from
-    ``lake.split_merge_from_rows`` rows, as its summary counts them (a table whose summary has no count: split)."""
-    total = snapshot_summary(spark, location.dotted(table_name), snapshot_id).get("total-records")
-    return not str(total).isdigit() or int(str(total)) >= lake.split_merge_from_rows
+def batch_updates(
+    context: LakeContext, table: TableSpec, last_changes: DataFrame, base: int, keys: ChangedKeys | None = None
+) -> list[Update]:
+    """``merge_updates`` of a batch into the table at snapshot ``base``, split from ``lake.split_merge_from_rows``
+    rows as its summary counts them (a table whose summary has no count: split). ``keys``: the batch's
+    ``changed_keys`` when the caller has them already."""
+    spark, location = context.spark, context.location
+    total = snapshot_summary(spark, location.dotted(table.lake_table), base).get("total-records")
+    split = not str(total).isdigit() or int(str(total)) >= context.config.lake.split_merge_from_rows
+    keys = changed_keys(last_changes, table) if keys is None else keys
+    return merge_updates(spark, table, last_changes, keys, split=split)
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:

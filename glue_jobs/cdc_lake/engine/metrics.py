@@ -11,30 +11,15 @@ import logging
 from typing import Any
 
 from cdc_lake.core.names import (
-    BATCH_SECONDS_METRIC,
-    BYTES_APPLIED_METRIC,
-    CHANGE_LAG_METRIC,
-    FILES_APPLIED_METRIC,
+    BATCH_METRICS,
     INPUT_NOTICES_METRIC,
-    LANDED_LAG_METRIC,
     METRICS_NAMESPACE,
     PIPELINE_DIMENSION,
-    ROWS_APPLIED_METRIC,
     TABLE_FAILURES_METRIC,
 )
 from cdc_lake.engine.replay import RunResult
 
 log = logging.getLogger(__name__)
-
-# freshness() field -> (metric, unit)
-_BATCH_METRICS = {
-    "change_lag_s": (CHANGE_LAG_METRIC, "Seconds"),
-    "landed_lag_s": (LANDED_LAG_METRIC, "Seconds"),
-    "files": (FILES_APPLIED_METRIC, "Count"),
-    "rows": (ROWS_APPLIED_METRIC, "Count"),
-    "bytes": (BYTES_APPLIED_METRIC, "Bytes"),
-    "seconds": (BATCH_SECONDS_METRIC, "Seconds"),
-}
 
 
 class CloudWatchPublisher:
@@ -50,7 +35,7 @@ class CloudWatchPublisher:
         now = dt.datetime.now(dt.UTC)
         data = [
             {"MetricName": name, "Dimensions": self._dimensions, "Timestamp": now, "Value": float(value), "Unit": unit}
-            for field, (name, unit) in _BATCH_METRICS.items()
+            for field, (name, unit) in BATCH_METRICS.items()
             if (value := facts.get(field)) is not None
         ]
         self._put(data)

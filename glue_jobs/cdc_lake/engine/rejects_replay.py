@@ -23,16 +23,7 @@ from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, DmsInputError
 from cdc_lake.engine.changes import describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.engine.commit import (
-    ChangedKeys,
-    Properties,
-    Transaction,
-    Update,
-    changed_keys,
-    commit_transaction,
-    merge_updates,
-    splits,
-)
+from cdc_lake.engine.commit import Properties, Transaction, Update, batch_updates, changed_keys, commit_transaction
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW, raw_fields, typed_changes
 from cdc_lake.engine.record import REJECTS_REPLAYED, recorded_state
@@ -92,22 +83,22 @@ def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[Rej
     dropped = rows.where(F.col("status") == REJECTED).count() if accept else 0
     kept = rows.where(F.col("status") == HELD) if accept else rows
     applied = kept.count()
-    updates, keys = [Update("record")], ChangedKeys(0, {})  # all dropped: the commit only clears the mark
+    updates, key_count = [Update("record")], 0  # all dropped: the commit only clears the mark
     if applied:
-        last, keys = _last_changes(context, table, kept)
-        split = splits(spark, location, config.lake, table.lake_table, base)
-        updates = merge_updates(spark, table, last, keys, split=split)
-    summary = {"applied": applied, "dropped": dropped, "keys": keys.count, "accepted": accept}
+        last = _last_changes(context, table, kept)
+        keys = changed_keys(last, table)
+        updates, key_count = batch_updates(context, table, last, base, keys), keys.count
+    summary = {"applied": applied, "dropped": dropped, "keys": key_count, "accepted": accept}
     # No DIVERGED mark: nothing this replay read stays outstanding; rows held meanwhile mark their own commit.
     properties = {REJECTS_REPLAYED: json.dumps(summary, separators=(",", ":"))}
     transaction = Transaction(table.lake_table, base, updates, lambda: Properties(properties))
     committed = commit_transaction(spark, location, transaction)
     assert committed is not None  # a merge has no check that could give the commit up
-    log.info("%s: replayed %d quarantined row(s) over %d key(s); dropped %d", table.name, applied, keys.count, dropped)
-    return RejectsReplayed(table.name, applied, dropped, keys.count, committed.snapshot_id), rows
+    log.info("%s: replayed %d quarantined row(s) over %d key(s); dropped %d", table.name, applied, key_count, dropped)
+    return RejectsReplayed(table.name, applied, dropped, key_count, committed.snapshot_id), rows
 
 
-def _last_changes(context: ReplayContext, table: TableSpec, rows: DataFrame) -> tuple[DataFrame, ChangedKeys]:
+def _last_changes(context: ReplayContext, table: TableSpec, rows: DataFrame) -> DataFrame:
     """Each key's last change among ``rows``, parsed again; refused, naming them, if any is still bad."""
     dms = context.config.dms
     changes = _parsed(context, table, rows)
@@ -115,8 +106,7 @@ def _last_changes(context: ReplayContext, table: TableSpec, rows: DataFrame) -> 
     if problems:
         raise DmsInputError(table.name, [f"{p} [{rejects_name(table)}]" for p in problems], total)
     changes = split_key_updates(changes, table, dms)
-    last = last_change_per_key(changes, table, dms.change_sequence_column is not None).localCheckpoint(eager=True)
-    return last, changed_keys(last, table)
+    return last_change_per_key(changes, table, dms.change_sequence_column is not None).localCheckpoint(eager=True)
 
 
 def _parsed(context: ReplayContext, table: TableSpec, rows: DataFrame) -> DataFrame:

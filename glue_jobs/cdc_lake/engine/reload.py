@@ -31,10 +31,8 @@ from cdc_lake.engine.commit import (
     Properties,
     Transaction,
     base_snapshot,
-    changed_keys,
+    batch_updates,
     commit_transaction,
-    merge_updates,
-    splits,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.history import history_name, versions_update
@@ -126,8 +124,7 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
         history_properties = {**record, **run_properties(plan.run_plan(), None)}
         history_snapshot, history_counts = _commit_history(context, table, last, history_base, history_properties)
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)
-    split = splits(spark, location, context.config.lake, table.lake_table, base)
-    merge = merge_updates(spark, table, diff, changed_keys(diff, table), split=split)
+    merge = batch_updates(context, table, diff, base)
     snapshot_id = _commit(context, Transaction(table.lake_table, base, merge, lambda: Properties(properties)))
     if quarantines(table):  # rebuilt from the source: its quarantined rows are superseded
         resolve_rejects(spark, location, table, None, ("reloaded", "reloaded"))

@@ -58,11 +58,10 @@ from cdc_lake.engine.commit import (
     Transaction,
     Update,
     base_snapshot,
+    batch_updates,
     changed_keys,
     commit_transaction,
-    merge_updates,
     remove_dead_run_branches,
-    splits,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name, lake_tables
@@ -422,8 +421,7 @@ def commit_batch(
     load = read.load
     updates = [load.update()] if load is not None else []
     if reduced.last_changes is not None:
-        split = splits(context.spark, context.location, context.config.lake, table.lake_table, plan.base_snapshot_id)
-        updates += merge_updates(context.spark, table, reduced.last_changes, reduced.keys, split=split)
+        updates += batch_updates(context, table, reduced.last_changes, plan.base_snapshot_id, reduced.keys)
     else:
         updates.append(Update("record"))
 

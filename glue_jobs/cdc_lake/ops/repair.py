@@ -30,10 +30,8 @@ from cdc_lake.engine.commit import (
     Properties,
     Transaction,
     base_snapshot,
-    changed_keys,
+    batch_updates,
     commit_transaction,
-    merge_updates,
-    splits,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import REPAIR
@@ -121,8 +119,7 @@ def _repair_table(
         diff = spark.createDataFrame(records, schema).localCheckpoint(eager=True)
         deleted = sum(1 for r in records if r[-1] == "D")
         detail = {"keys": len(keys), "upserted": len(keys) - deleted, "deleted": deleted, "position": position}
-        split = splits(spark, location, context.config.lake, table.lake_table, base)
-        merge = merge_updates(spark, table, diff.withColumn(OP, F.col(OP)), changed_keys(diff, table), split=split)
+        merge = batch_updates(context, table, diff.withColumn(OP, F.col(OP)), base)
         properties = {REPAIR: json.dumps(detail, separators=(",", ":"))}
         transaction = Transaction(table.lake_table, base, merge, lambda: Properties(properties))
         committed = commit_transaction(spark, location, transaction)
