@@ -36,6 +36,27 @@ def test_check_config_lists_tables():
     assert "shop.orders -> shop_lake.shop_orders" in done.stdout
 
 
+def test_check_config_shows_lake_names_and_refuses_two_of_one(tmp_path: Path):
+    oracle = tmp_path / "oracle.yaml"
+    oracle.write_text(
+        "tables: [{name: HR.EMPLOYEES, primary_key: [EMPLOYEE_ID], columns: "
+        "[{name: EMPLOYEE_ID, type: int}, {name: 'SALARY$', type: 'decimal(8,2)'}, {name: note, type: string}]}]\n"
+    )
+    done = cdc_lake("check-config", "--config", oracle)
+    assert done.returncode == 0, done.stderr
+    assert "HR.EMPLOYEES -> cdc_lake.hr_employees  key ['employee_id']" in done.stdout
+    assert "lake column names: EMPLOYEE_ID -> employee_id, SALARY$ -> salary_\n" in done.stdout
+    clash = tmp_path / "clash.yaml"
+    clash.write_text(
+        "tables: [{name: dbo.People, primary_key: [Id], columns: "
+        "[{name: Id, type: int}, {name: Name, type: string}, {name: NAME, type: string}]}]\n"
+    )
+    done = cdc_lake("check-config", "--config", clash)
+    assert done.returncode == 2
+    assert "columns 'Name' and 'NAME' both map to the lake column 'name'" in done.stderr
+    assert "set `lake_name` on one of them" in done.stderr
+
+
 def test_invalid_config_exits_2_with_the_field(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("tables: [{name: shop.items, primary_key: [id], columns: [{name: id, type: blob}]}]\n")

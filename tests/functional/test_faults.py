@@ -14,11 +14,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import (
     AccessDeniedError,
     LakeDatabaseMissingError,
+    LakeTableCreateError,
     LakeTableMissingError,
     LandedFileChangedError,
 )
@@ -26,7 +27,7 @@ from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
 from cdc_lake.engine.iceberg_java import is_commit_conflict
 from cdc_lake.engine.replay import apply_up_to
 from cdc_lake.engine.tables import LakeLocation
-from tests.conftest import Lake, aws_client, items_config, on_both_paths, write_file
+from tests.conftest import ITEMS_COLUMNS, Lake, aws_client, items_config, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -416,6 +417,22 @@ def test_a_table_dropped_during_a_run_is_refused_and_the_next_run_rebuilds_it(sp
     apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
     assert rows(lake) == [(1, "a1")]
     assert applied_keys(lake) == [CDC1, CDC2, LOAD]
+
+
+@on_both_paths
+def test_a_lake_table_the_catalog_will_not_create_is_refused_with_the_catalogs_reason(spark, lake, landing):
+    table = {"name": "shop.items", "primary_key": ["id"], "columns": ITEMS_COLUMNS, "partition_by": ["bucket(0, id)"]}
+    cfg = parse_config({"dms": {"bucket_folder": "dms"}, "tables": [table]})
+    write_file(landing, LOAD, "1,a\n")
+    with pytest.raises(LakeTableCreateError) as refused:
+        apply_up_to(spark, cfg, lake.location, lake.store(), parse_key(LOAD, cfg))
+    message = str(refused.value)
+    # Not "dropped": the table never was; the catalog's own reason is kept.
+    assert message.startswith(f"{lake.location.dotted('shop_items')}: the lake table could not be found or created: ")
+    assert "IllegalArgumentException: Unsupported width for transform: bucket(0, id)" in message
+    assert "Nothing was applied and no file was removed" in message
+    assert not spark.catalog.tableExists(lake.location.dotted("shop_items"))
+    assert landed(lake, lake.store()) == [LOAD]
 
 
 # --- commits refused because another run committed first --------------------------------------------------------

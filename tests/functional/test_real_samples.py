@@ -95,10 +95,11 @@ def lake_table(spark, config: PipelineConfig, database: str, name: str) -> dict[
     """The lake table as {key: row}; a single-column key is the bare value, a composite one a tuple."""
     table = config.table(name)
     frame = spark.table(f"lake.{database}.{table.lake_table}")
-    assert [c.lower() for c in frame.columns] == [c.lower() for c in table.column_names]
+    # The lake's names are the configuration's mapping of the source's; rows are compared by the source's.
+    assert frame.columns == table.column_names
     rows: dict[Any, Row] = {}
     for record in frame.collect():
-        row = {spec.name: _python_value(record[i], spec.type) for i, spec in enumerate(table.columns)}
+        row = {spec.source: _python_value(record[i], spec.type) for i, spec in enumerate(table.columns)}
         key = _key(table, row)
         assert key not in rows, f"{name}: key {key!r} twice in the lake"
         rows[key] = row
@@ -115,7 +116,7 @@ def _python_value(value: Any, column_type: str) -> Any:
 
 
 def _key(table: TableSpec, row: Row) -> Any:
-    key = tuple(row[k] for k in table.primary_key)
+    key = tuple(row[k] for k in table.source_primary_key)
     return key[0] if len(key) == 1 else key
 
 

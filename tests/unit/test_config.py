@@ -69,7 +69,8 @@ def test_types_are_normalized():
         (lambda d: d["dms"].update(extra_setting=1), "dms.extra_setting: Extra inputs are not permitted"),
         (lambda d: d["tables"].append(dict(d["tables"][0])), "appear more than once"),
         (lambda d: d["tables"][0]["columns"].append({"name": "dms_timestamp", "type": "string"}), "clash"),
-        (lambda d: d["tables"][0]["columns"].append({"name": "bad name", "type": "string"}), "column name"),
+        (lambda d: d["tables"][0]["columns"].append({"name": "bad\tname", "type": "string"}), "control character"),
+        (lambda d: d["tables"][0]["columns"].append({"name": "Amount", "type": "string"}), "both map to the lake"),
     ],
 )
 def test_invalid_configuration_names_the_field(change, message):

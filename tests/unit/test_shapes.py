@@ -50,8 +50,10 @@ def test_named_layout_matches_case_blind_and_flags_a_rename():
     cfg = items_config(add_column_name=True, timestamp_column="ts")
     table = cfg.tables[0]
     layout = named_layout(["OP", "TS", "ID", "LABEL", "Colour"], [None] * 5, parse_key(CDC, cfg), table, cfg.dms)
-    assert layout.names == (OP, "_dms_ts", "id", "label", "Colour")
-    assert layout.unknown(table) == ["Colour"]
+    # A column the configuration lacks plays its lake name; the file's own name stays the field's.
+    assert layout.names == (OP, "_dms_ts", "id", "label", "colour")
+    assert layout.unknown(table) == ["colour"]
+    assert layout.field("colour") == "Colour"
     with pytest.raises(SchemaChangeError, match=r"\['label'\] are missing and \['title'\] are new"):
         named_layout(["Op", "id", "title"], [None] * 3, parse_key(CDC, cfg), table, cfg.dms)
     with pytest.raises(SchemaChangeError, match=r"no field for the primary key column\(s\) \['id'\]"):

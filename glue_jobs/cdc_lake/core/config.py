@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc_lake.core.exceptions import ConfigError, UnknownTableError
+from cdc_lake.core.identifiers import lake_name, lake_name_problem
 from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
     FULL_LOAD_TIMEOUT_MINUTES,
@@ -43,6 +44,27 @@ def _identifier(message: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _lake(what: str) -> AfterValidator:
+    """A validator for a name the lake uses as it is (a database, a table or column override)."""
+
+    def check(value: str) -> str:
+        problem = lake_name_problem(value)
+        if problem:
+            raise ValueError(f"{what} {problem}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _source_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a source column's name as DMS writes it, or None."""
+    if not isinstance(name, str) or not name.strip():
+        return f"column name {name!r} is empty"
+    if any(ord(char) < 32 for char in name):
+        return f"column name {name!r} holds a control character"
+    return None
+
+
 # A column DMS adds to every row (its timestamp, the change sequence), named in the configuration.
 DmsColumnName = Annotated[str, _identifier("{!r} is not a plain column name (letters, digits, _ and $)")]
 
@@ -57,6 +79,23 @@ PARTITION_TRANSFORM = re.compile(
     r"|(?P<fn>years|months|days|hours)\(\s*(?P<tcol>[A-Za-z_][A-Za-z0-9_$]*)\s*\)"
     r"|(?P<nfn>bucket|truncate)\(\s*(?P<n>\d+)\s*,\s*(?P<ncol>[A-Za-z_][A-Za-z0-9_$]*)\s*\))$"
 )
+
+
+def _column_lake_name(column: Mapping[str, Any]) -> str:
+    """The lake name of a configured column (``name``: the source's), its ``lake_name`` when set."""
+    override = column.get("lake_name")
+    return str(override) if override is not None else lake_name(column["name"])
+
+
+def _partition_in_lake(transform: Any, lake_of: Mapping[str, str]) -> Any:
+    """A partition transform whose column is named by its source name, named by its lake name."""
+    match = PARTITION_TRANSFORM.match(transform.strip()) if isinstance(transform, str) else None
+    if not match:
+        return transform  # refused with the reason by TableSpec
+    group = next(g for g in ("col", "tcol", "ncol") if match[g])
+    start, end = match.span(group)
+    text = transform.strip()
+    return text[:start] + lake_of.get(match[group], match[group]) + text[end:]
 
 
 def normalize_type(type_name: str) -> str:
@@ -139,7 +178,7 @@ class DmsSettings(_Model):
         """The before-image columns of ``table`` in file order (after every other column), or none."""
         if self.before_image is None:
             return []
-        return [self.before_image.column_prefix + key for key in table.primary_key]
+        return [self.before_image.column_prefix + table.source_name(key) for key in table.primary_key]
 
     @field_validator("csv_delimiter")
     @classmethod
@@ -153,13 +192,36 @@ SchemaChanges = Literal["evolve", "refuse"]
 
 
 class ColumnSpec(_Model):
-    name: Annotated[str, _identifier("column name {!r} must be letters, digits, _ and $, not starting with a digit")]
+    """A source column and the lake column that holds it.
+
+    In the configuration ``name`` is the source's name, as DMS writes it (a CSV header, a Parquet field), and
+    ``lake_name`` may set the lake's name; otherwise it is ``identifiers.lake_name`` of the source's. Validated,
+    ``name`` is the lake's name, which the engine uses everywhere, and ``source`` the source's, which only what
+    reads DMS files or the source database uses.
+    """
+
+    name: Annotated[str, _lake("column")]
+    source: str
     type: str
     nullable: bool = True
     dropped: bool = Field(
         default=False,
         description="The source dropped this column: files written after the drop lack it; the lake keeps it",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "source" in data:
+            return data  # already validated once: names are the lake's (a dumped configuration)
+        source, override = data.get("name"), data.get("lake_name")
+        problem = _source_problem(source)
+        if problem:
+            raise ValueError(problem)
+        if override is not None and (problem := lake_name_problem(str(override))):
+            raise ValueError(f"lake_name of {source!r}: {problem}")
+        named = {k: v for k, v in data.items() if k != "lake_name"}
+        return named | {"source": source, "name": _column_lake_name(data)}
 
     @field_validator("type")
     @classmethod
@@ -168,12 +230,15 @@ class ColumnSpec(_Model):
 
 
 class TableSpec(_Model):
+    """A source table and its lake table. ``primary_key`` and ``partition_by`` may name columns by the source's
+    name or the lake's; validated, they hold the lake's."""
+
     name: str = Field(description="<schema>.<table> exactly as DMS names the folders")
     primary_key: list[str] = Field(min_length=1)
     columns: list[ColumnSpec] = Field(min_length=1)
     partition_by: list[str] = Field(default_factory=list)
-    target: Annotated[str, _identifier("target {!r} must be letters, digits, _ and $")] | None = Field(
-        default=None, description="Lake table name; default <schema>_<table>"
+    target: Annotated[str, _lake("target")] | None = Field(
+        default=None, description="Lake table name; default the lake name of <schema>_<table>"
     )
     history: bool = Field(default=False, description="Keep an SCD2 <target>_history companion table")
     schema_changes: SchemaChanges | None = Field(
@@ -184,6 +249,24 @@ class TableSpec(_Model):
         description="refuse: a bad row refuses its batch; quarantine: rows whose key is known go to <target>_rejects, "
         "with every later change of their keys, until `cdc-lake rejects replay` (docs/bad-input.md#quarantine)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lake_references(cls, data: Any) -> Any:
+        """Key and partition columns named by their source names, as the file has them, turned to lake names."""
+        columns = data.get("columns") if isinstance(data, dict) else None
+        if not isinstance(columns, list) or not all(isinstance(c, dict) and "source" not in c for c in columns):
+            return data
+        lake_of: dict[str, str] = {}
+        for column in columns:
+            if not _source_problem(column.get("name")):
+                lake_of.setdefault(column["name"], _column_lake_name(column))
+        data = dict(data)
+        if isinstance(data.get("primary_key"), list):
+            data["primary_key"] = [lake_of.get(k, k) if isinstance(k, str) else k for k in data["primary_key"]]
+        if isinstance(data.get("partition_by"), list):
+            data["partition_by"] = [_partition_in_lake(t, lake_of) for t in data["partition_by"]]
+        return data
 
     @field_validator("name")
     @classmethod
@@ -196,13 +279,20 @@ class TableSpec(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> TableSpec:
         names = [c.name for c in self.columns]
-        lowered = [n.lower() for n in names]
-        duplicates = sorted({n for n in names if lowered.count(n.lower()) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate column(s) {duplicates}")
+        sources = [c.source for c in self.columns]
+        twice = sorted({s for s in sources if sources.count(s) > 1})
+        if twice:
+            raise ValueError(f"duplicate column(s) {twice}")
+        for lake in sorted({n for n in names if names.count(n) > 1}):
+            same = [c.source for c in self.columns if c.name == lake]
+            raise ValueError(
+                f"columns {' and '.join(repr(s) for s in same)} both map to the lake column {lake!r} (Glue and "
+                f"Athena take lower-case names only): set `lake_name` on one of them, e.g. "
+                f"{{name: {same[-1]!r}, lake_name: {lake}_2, ...}}"
+            )
         missing = [k for k in self.primary_key if k not in names]
         if missing:
-            raise ValueError(f"primary_key column(s) {missing} are not among the columns {names}")
+            raise ValueError(f"primary_key column(s) {missing} are not among the columns {sources}")
         if len(set(self.primary_key)) != len(self.primary_key):
             raise ValueError("primary_key lists a column twice")
         dropped_keys = [c.name for c in self.columns if c.dropped and c.name in self.primary_key]
@@ -223,8 +313,8 @@ class TableSpec(_Model):
                 "on_bad_rows: quarantine cannot be combined with history: true (a replayed row's versions would reach "
                 "the history table after later ones); keep history with on_bad_rows: refuse"
             )
-        if self.target is None and not IDENTIFIER.match(self.default_target):
-            raise ValueError(f"{self.name!r} does not make a valid lake table name; set target")
+        if self.target is None and (problem := lake_name_problem(self.default_target)):
+            raise ValueError(f"{self.name!r} does not make a lake table name ({problem}); set target")
         return self
 
     @property
@@ -237,7 +327,14 @@ class TableSpec(_Model):
 
     @property
     def default_target(self) -> str:
-        return f"{self.schema_name}_{self.table_name}"
+        return lake_name(f"{self.schema_name}_{self.table_name}")
+
+    @property
+    def legacy_target(self) -> str | None:
+        """The lake table's name before lake names were mapped (``<schema>_<table>`` as DMS spells it), when it
+        differs: a local lake made then may hold it."""
+        legacy = f"{self.schema_name}_{self.table_name}"
+        return legacy if self.target is None and legacy != self.default_target else None
 
     @property
     def lake_table(self) -> str:
@@ -246,7 +343,21 @@ class TableSpec(_Model):
 
     @property
     def column_names(self) -> list[str]:
+        """The lake's column names."""
         return [c.name for c in self.columns]
+
+    @property
+    def source_column_names(self) -> list[str]:
+        """The columns as the source, and so DMS, names them."""
+        return [c.source for c in self.columns]
+
+    def source_name(self, column: str) -> str:
+        """The source's name of the lake column ``column`` (itself for a column the configuration lacks)."""
+        return next((c.source for c in self.columns if c.name == column), column)
+
+    @property
+    def source_primary_key(self) -> list[str]:
+        return [self.source_name(k) for k in self.primary_key]
 
     @property
     def value_columns(self) -> list[str]:
@@ -254,7 +365,7 @@ class TableSpec(_Model):
 
 
 class LakeSettings(_Model):
-    database: Annotated[str, _identifier("database {!r} must be letters, digits and _")] = Field(
+    database: Annotated[str, _lake("database")] = Field(
         default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables"
     )
     write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
@@ -332,14 +443,20 @@ class PipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _unique(self) -> PipelineConfig:
-        for attribute, label in (("name", "table"), ("lake_table", "lake table")):
-            values = [getattr(t, attribute).lower() for t in self.tables]
-            twice = sorted({v for v in values if values.count(v) > 1})
-            if twice:
-                raise ValueError(f"{label} name(s) {twice} appear more than once")
+        names = [t.name for t in self.tables]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"table name(s) {twice} appear more than once")
+        lake_tables = [t.lake_table for t in self.tables]
+        for lake in sorted({n for n in lake_tables if lake_tables.count(n) > 1}):
+            same = [t.name for t in self.tables if t.lake_table == lake]
+            raise ValueError(
+                f"tables {' and '.join(repr(s) for s in same)} both map to the lake table {lake!r} (Glue and Athena "
+                f"take lower-case names only): set `target` on one of them, e.g. target: {lake}_2"
+            )
         reserved = {c for c in (self.dms.timestamp_column, self.dms.change_sequence_column) if c}
         for table in self.tables:
-            clash = reserved.union(self.dms.before_image_columns(table)).intersection(table.column_names)
+            clash = reserved.union(self.dms.before_image_columns(table)).intersection(table.source_column_names)
             if clash:
                 raise ValueError(f"table {table.name}: column(s) {sorted(clash)} clash with the DMS extra columns")
         return self

@@ -148,6 +148,14 @@ class LakeTableMissingError(CdcLakeError):
     """Raised when the lake table disappeared (dropped, or its database) while a run applied it."""
 
 
+class LakeTableCreateError(CdcLakeError):
+    """Raised when the catalog refuses to create a lake table; carries the catalog's own error."""
+
+
+class LegacyLakeTableError(CdcLakeError):
+    """Raised when a local lake holds a table under its name from before lake names were lower case."""
+
+
 class DeployedStackError(CdcLakeError):
     """Raised when a cloud assembly cannot be read as the cdc-lake stack (missing file, stack or resource)."""
 

@@ -7,8 +7,8 @@ names can come from. A file's layout is resolved from its first record (or its P
 row is read, so files of several shapes can be read in one batch, each by its own layout.
 
 Field roles in a layout: the DMS columns (``_op``, ``_dms_ts``, ``_change_seq``, ``_before_<i>`` for the
-i-th key column's before-image), the table's columns by their configured name, and columns the
-configuration does not know, by the file's own name.
+i-th key column's before-image), the table's columns by their lake name, and columns the configuration does
+not know, by the lake name of the file's own name (``identifiers.lake_name``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from cdc_lake.core.config import DmsSettings, TableSpec
 from cdc_lake.core.dms_files import DmsFile
 from cdc_lake.core.exceptions import SchemaChangeError
+from cdc_lake.core.identifiers import lake_name
 
 OP = "_op"
 DMS_TS = "_dms_ts"
@@ -58,11 +59,16 @@ class FileLayout:
     def unknown(self, table: TableSpec) -> list[str]:
         """Table columns in this file that the configuration does not name."""
         known = {*table.column_names}
-        return [n for n in self.names if not n.startswith("_") and n not in known]
+        return [n for n in self.names if not is_dms_role(n) and n not in known]
 
 
 def before_role(index: int) -> str:
     return f"{BEFORE}{index}"
+
+
+def is_dms_role(name: str) -> bool:
+    """Whether a layout's role is a DMS field rather than a table column (which may start with _ too)."""
+    return name in (OP, DMS_TS, CHANGE_SEQ) or (name.startswith(BEFORE) and name[len(BEFORE) :].isdigit())
 
 
 def has_op(dms: DmsSettings, full_load: bool) -> bool:
@@ -108,7 +114,7 @@ def headerless_layout(field_count: int, dms_file: DmsFile, table: TableSpec, dms
     shapes = {tuple(cols[:width]) for cols in (everything, kept) if 0 < width <= len(cols)}
     shapes = {s for s in shapes if set(table.primary_key) <= set(s)}
     shown = {role: name for name, role in _dms_names(dms, table).items()}
-    layout_text = ", ".join([*(shown[r] for r in before), *everything, *(shown[r] for r in after)])
+    layout_text = ", ".join([*(shown[r] for r in before), *table.source_column_names, *(shown[r] for r in after)])
     if len(shapes) == 1:
         (columns,) = shapes
         names = (*before, *columns, *after)
@@ -141,14 +147,23 @@ def headerless_layout(field_count: int, dms_file: DmsFile, table: TableSpec, dms
 def named_layout(
     names: Sequence[str], types: Sequence[str | None], dms_file: DmsFile, table: TableSpec, dms: DmsSettings
 ) -> FileLayout:
-    """The layout of a file that names its fields (Parquet, or CSV with a header); names match case-blind."""
+    """The layout of a file that names its fields (Parquet, or CSV with a header); names match case-blind, and
+    a field the configuration lacks plays its lake name."""
     dms_names = _dms_source_names(dms, table)
-    configured = {c.lower(): c for c in table.column_names}
+    configured = {c.source.lower(): c.name for c in table.columns}
     roles = []
     for name in names:
         lowered = name.lower()
-        roles.append(dms_names.get(lowered) or configured.get(lowered) or name)
-    missing_keys = [k for k in table.primary_key if k not in roles]
+        roles.append(dms_names.get(lowered) or configured.get(lowered) or lake_name(name))
+    for role in {r for r in roles if roles.count(r) > 1}:
+        fields = [n for n, r in zip(names, roles, strict=True) if r == role]
+        raise SchemaChangeError(
+            f"{dms_file.key}: fields {' and '.join(repr(f) for f in fields)} both map to the lake column {role!r} "
+            f"of {table.name} (Glue and Athena take lower-case names only). Declare them in its `columns` with "
+            f"a `lake_name` each, e.g. {{name: {fields[-1]!r}, lake_name: {role}_2, type: ...}}, then run the "
+            "file again"
+        )
+    missing_keys = [table.source_name(k) for k in table.primary_key if k not in roles]
     if missing_keys:
         raise SchemaChangeError(
             f"{dms_file.key}: no field for the primary key column(s) {missing_keys} of {table.name} "

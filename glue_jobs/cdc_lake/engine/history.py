@@ -32,7 +32,13 @@ from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
 from cdc_lake.engine.record import run_properties
 from cdc_lake.engine.rejects import quarantines, rejects_name
 from cdc_lake.engine.spark_types import lake_type
-from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
+from cdc_lake.engine.tables import (
+    LakeLocation,
+    TableDefinition,
+    column_docs,
+    create_iceberg_table,
+    table_exists,
+)
 
 VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
     ("op", T.StringType()),
@@ -71,6 +77,7 @@ def ensure_history_table(spark: SparkSession, location: LakeLocation, table: Tab
         {"cdc-lake.history-of": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
         identifier_fields=None,
         sort_by=[*table.primary_key, "version"],
+        docs=column_docs(table),
     )
     create_iceberg_table(spark, location, definition, settings)
 

@@ -202,9 +202,11 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
     def decode(token: str) -> str:
         return _decode_csv_value(_utf8(token), dms.csv_null_value)
 
-    text_columns = [c.name for c in table.columns if isinstance(parse_type(c.type), T.StringType)]
+    text_columns = [c for c in table.columns if isinstance(parse_type(c.type), T.StringType)]
     invalid = [
-        _flag(_not_utf8(quote(c)), c, UTF8_FAULT, _utf8(quote(c))) for c in text_columns if layout.field(c) is not None
+        _flag(_not_utf8(quote(c.name)), c.source, UTF8_FAULT, _utf8(quote(c.name)))
+        for c in text_columns
+        if layout.field(c.name) is not None
     ]
     frame = select_sql(
         raw,
@@ -297,7 +299,7 @@ def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
     fields = [(OP, "Op")]
     fields += [(CHANGE_SEQ, dms.change_sequence_column)] if dms.change_sequence_column else []
     fields += [(DMS_TS, dms.timestamp_column)] if dms.timestamp_column else []
-    fields += [(c, c) for c in table.column_names]
+    fields += [(c.name, c.source) for c in table.columns]
     return fields + list(zip(before_image_columns(table, dms), dms.before_image_columns(table), strict=True))
 
 
@@ -322,7 +324,7 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
         checks += [_flag(f"{quote(role)} IS NOT NULL", label, fault, quote(role)) for role, label, _key in befores]
     casts: list[str] = []
     for name, label, column_type in [
-        *[(c.name, c.name, c.type) for c in table.columns],
+        *[(c.name, c.source, c.type) for c in table.columns],
         *[(role, label, types[key]) for role, label, key in befores],
     ]:
         raw = quote(name)
@@ -339,10 +341,10 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
     for spec in table.columns:
         raw = quote(spec.name)
         if spec.name in table.primary_key:
-            checks.append(_flag(f"{raw} IS NULL", spec.name, "NULL primary key", raw))
+            checks.append(_flag(f"{raw} IS NULL", spec.source, "NULL primary key", raw))
         elif not spec.nullable and not spec.dropped:
             # A delete may carry only the key (PostgreSQL's default REPLICA IDENTITY).
-            checks.append(_flag(f"{raw} IS NULL AND {OP} <> 'D'", spec.name, "NULL in a NOT NULL column", raw))
+            checks.append(_flag(f"{raw} IS NULL AND {OP} <> 'D'", spec.source, "NULL in a NOT NULL column", raw))
     if not full_load and dms.change_sequence_column is not None:
         not_number = f"{CHANGE_SEQ} IS NULL OR NOT {CHANGE_SEQ} RLIKE '^[0-9]+$'"
         checks.append(_flag(not_number, CHANGE_SEQ, "change sequence is not a number", CHANGE_SEQ))

@@ -34,6 +34,7 @@ from cdc_lake.core.exceptions import (
     CommitConflictError,
     ConcurrentCommitError,
     DmsInputError,
+    LakeTableCreateError,
     LakeTableMissingError,
     LandedFileChangedError,
     ReplayOrderError,
@@ -87,7 +88,7 @@ from cdc_lake.engine.rejects import (
     write_rejects,
 )
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
-from cdc_lake.engine.tables import LakeLocation, ensure_table, table_exists
+from cdc_lake.engine.tables import LakeLocation, ensure_table, refuse_legacy_table, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
                 return RunResult(table.name)
     else:
         table, upto = context.config.table(trigger.table), trigger
+    refuse_legacy_table(context.spark, context.location, table)
     unused = [landed] if landed is not None else []  # a listing serves one attempt: a retry lists anew
 
     def attempt() -> RunResult:
@@ -466,12 +468,14 @@ def committed_with_retries(
         with conflicts_raised():
             return attempt()
 
+    seen = False  # whether the lake tables were found or made: only then can a failure mean one vanished
     try:
         ensure_table(spark, location, table, config.lake)
         if table.history:
             ensure_history_table(spark, location, table, config.lake)
         if quarantines(table):
             ensure_rejects_table(spark, location, table, config.lake)
+        seen = True
         for name in lake_tables(table):
             remove_dead_run_branches(spark, location, name, config.runs.longest_run)
         return retried(
@@ -485,7 +489,7 @@ def committed_with_retries(
             f"{table.name}: still conflicting with concurrent commits after {policy.attempts} attempts"
         ) from error
     except (Py4JJavaError, PySparkException) as error:
-        refusal = _refusal(context, table, error)
+        refusal = _refusal(context, table, error, seen)
         if refusal is None:
             raise
         raise refusal from None
@@ -519,13 +523,25 @@ def _confirm_listed(context: ReplayContext, batch: Batch) -> None:
         raise changed
 
 
-def _refusal(context: ReplayContext, table: TableSpec, error: Py4JJavaError | PySparkException) -> CdcLakeError | None:
-    """What a run's failure means for its user, when it is AWS refusing the job's role, or the lake table gone."""
+def _refusal(
+    context: ReplayContext, table: TableSpec, error: Py4JJavaError | PySparkException, seen: bool
+) -> CdcLakeError | None:
+    """What a run's failure means for its user: AWS refusing the job's role, the catalog refusing to make the lake
+    table (its own error kept), or a table the run had seen gone; None when it is none of these."""
     denial = aws_denial(error)
     lake_table = context.location.dotted(table.lake_table)
     if denial is not None:
         resource = denial.resource or (lake_table if denial.action.startswith("glue:") else f"{lake_table}'s files")
         return AccessDeniedError(resource, denial.action)
+    if not seen:
+        causes = java_causes(error)
+        cause = str(causes[-1].toString()) if causes else f"{type(error).__name__}: {error}"
+        return LakeTableCreateError(
+            f"{lake_table}: the lake table could not be found or created: {cause.splitlines()[0][:500]}. Nothing "
+            f"was applied and no file was removed. Fix what the catalog names (the lake names, types or "
+            f"partitioning of {table.name} in the configuration, or the catalog's settings), then trigger the run "
+            "again"
+        )
     try:
         gone = not table_exists(context.spark, context.location, table)
     except Exception:  # the run's own failure says more

@@ -24,12 +24,13 @@ from pyspark.sql import types as T
 
 from cdc_lake.core.config import ColumnSpec, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import SchemaChangeError
+from cdc_lake.core.identifiers import lake_name
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.shapes import FileLayout
-from cdc_lake.core.sql import quote
+from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.iceberg_java import is_already_exists
 from cdc_lake.engine.spark_types import config_type, lake_type
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import LakeLocation, source_doc
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +146,15 @@ def _follow_file(key: str, layout: FileLayout, table: TableSpec, columns: dict[s
         if name in columns:
             continue
         found = layout.type_of(name) or "string"
+        source = layout.field(name) or name
         if not evolve:
             raise SchemaChangeError(
-                f"{key}: new column {name!r} ({found}) is not in the configuration of {table.name}, whose "
+                f"{key}: new column {source!r} ({found}) is not in the configuration of {table.name}, whose "
                 "schema_changes is 'refuse'. Add it at the end of its `columns` "
-                f"(- {{name: {name}, type: {found}}}) or set schema_changes: evolve, then run the file again"
+                f"(- {{name: {source}, type: {found}}}) or set schema_changes: evolve, then run the file again"
             )
         log.info("%s: %s brings new column %s (%s)", table.name, key, name, found)
-        columns[name] = ColumnSpec(name=name, type=found)
+        columns[name] = ColumnSpec(name=name, source=source, type=found)
     for name in table.column_names:
         found_type = layout.type_of(name)
         if found_type is None:
@@ -195,8 +197,9 @@ def _keep_lake_columns(
             "table (docs/schema-changes.md)"
         )
     for field in extra_in_lake:
-        if field.name not in columns:
-            columns[field.name] = ColumnSpec(name=field.name, type=config_type(field.dataType))
+        name = lake_name(field.name)
+        if name not in columns:
+            columns[name] = ColumnSpec(name=name, source=field.name, type=config_type(field.dataType))
 
 
 def lake_fields(spark: SparkSession, location: LakeLocation, table_name: str) -> list[T.StructField]:
@@ -218,8 +221,9 @@ def align_lake_table(
         wanted = lake_type(spec.type)
         current = present.get(spec.name.lower())
         if current is None:
+            added = f"{quote(spec.name)} {wanted.simpleString()} COMMENT {sql_string(source_doc(spec.source))}"
             try:
-                spark.sql(f"ALTER TABLE {target} ADD COLUMN {quote(spec.name)} {wanted.simpleString()}")
+                spark.sql(f"ALTER TABLE {target} ADD COLUMN {added}")
             except AnalysisException as error:
                 if not is_already_exists(error):
                     raise  # a concurrent run adding the same column is fine; anything else is not

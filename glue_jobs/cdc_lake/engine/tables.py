@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
@@ -11,7 +11,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType
 
 from cdc_lake.core.config import LakeSettings, TableSpec
-from cdc_lake.core.exceptions import LakeDatabaseMissingError
+from cdc_lake.core.exceptions import LakeDatabaseMissingError, LegacyLakeTableError
+from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.core.retry import retried
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.iceberg_java import (
@@ -75,8 +76,36 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
         {"cdc-lake.source-table": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
         identifier_fields=table.primary_key,
         sort_by=table.primary_key,
+        docs=column_docs(table),
     )
     create_iceberg_table(spark, location, definition, settings)
+
+
+def refuse_legacy_table(spark: SparkSession, location: LakeLocation, table: TableSpec) -> None:
+    """Refuse to replay into a new lake table while a local lake holds the table under its name from before lake
+    names were lower case: replay would start it over beside the old one, unannounced. ``cdc-lake reload``
+    builds the new one from the landed files; the Glue catalog never took the old names."""
+    legacy = table.legacy_target
+    if legacy is None or location.catalog == GLUE_CATALOG or not table_exists(spark, location, legacy):
+        return
+    if table_exists(spark, location, table):
+        return
+    raise LegacyLakeTableError(
+        f"{location.dotted(legacy)}: this lake table was made before lake names were lower case (Glue and Athena "
+        f"take no other); {table.name} now replays into {location.dotted(table.lake_table)}, which does not exist "
+        f"yet. Nothing was applied and no file was removed. Build it from every landed file, as the old one was, "
+        f"with `cdc-lake reload -t {table.name} --since 19700101-000000` (and this run's -c, -l and -w); the old "
+        "table stays for you to read, then drop"
+    )
+
+
+def column_docs(table: TableSpec) -> dict[str, str]:
+    """Each lake column's doc: the source column it holds, as DMS names it, so a reader sees where it came from."""
+    return {c.name: source_doc(c.source) for c in table.columns}
+
+
+def source_doc(source: str) -> str:
+    return f"source column {source}"
 
 
 def ensure_database(spark: SparkSession, location: LakeLocation) -> None:
@@ -105,6 +134,7 @@ class TableDefinition:
     properties: Mapping[str, str]
     identifier_fields: Sequence[str] | None
     sort_by: Sequence[str]
+    docs: Mapping[str, str] = field(default_factory=dict)  # column -> its doc (COMMENT)
 
 
 def create_iceberg_table(
@@ -119,7 +149,9 @@ def create_iceberg_table(
     """
     name, partition_by = definition.name, definition.partition_by
     rendered_columns = ", ".join(
-        f"{quote(column)} {data_type.simpleString()}" + (" NOT NULL" if not_null else "")
+        f"{quote(column)} {data_type.simpleString()}"
+        + (" NOT NULL" if not_null else "")
+        + (f" COMMENT {sql_string(definition.docs[column])}" if column in definition.docs else "")
         for column, data_type, not_null in definition.columns
     )
     partitioning = f" PARTITIONED BY ({', '.join(partition_by)})" if partition_by else ""

@@ -91,11 +91,11 @@ class TableFiles:
         return self.capture.landing / self.capture.config.table_prefix(self.table)
 
     def columns(self, shape: Shape) -> list[Column]:
-        return [Column(c.name, c.config_type, True, c.name in self.table.primary_key) for c in shape]
+        return [Column(c.name, c.config_type, True, c.name in self.table.source_primary_key) for c in shape]
 
     def key_columns(self, shape: Shape) -> list[Column]:
         by_name = {c.name: c for c in self.columns(shape)}
-        return [by_name[k] for k in self.table.primary_key]
+        return [by_name[k] for k in self.table.source_primary_key]
 
     def remove_load_files(self) -> list[str]:
         removed = []

@@ -502,6 +502,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             f"  {table.name} -> {config.lake.database}.{table.lake_table}  key {table.primary_key}  "
             f"{len(table.columns)} column(s)  prefix {config.table_prefix(table)}"
         )
+        renamed = [f"{c.source} -> {c.name}" for c in table.columns if c.source != c.name]
+        if renamed:  # Glue and Athena take lower-case names only (docs/source-types.md#names)
+            print(f"    lake column names: {', '.join(renamed)}")
     return 0
 
 

@@ -188,8 +188,8 @@ def _changes(table: TableSpec, event: Any, moment: dt.datetime, shape: Shape) ->
     for row in event.rows:
         if isinstance(event, UpdateRowsEvent):
             values, before = row["after_values"], row["before_values"]
-            old = tuple(before[k] for k in table.primary_key)
-            old_key = old if old != tuple(values[k] for k in table.primary_key) else None
+            old = tuple(before[k] for k in table.source_primary_key)
+            old_key = old if old != tuple(values[k] for k in table.source_primary_key) else None
             op = "U"
         else:
             values, old_key = row["values"], None

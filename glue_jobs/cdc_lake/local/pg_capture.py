@@ -383,7 +383,7 @@ class PgCapture(CaptureBase):
         for name, value in list(values.items()):
             if value is UNCHANGED_TOAST:
                 if name not in old_values or old_values[name] is UNCHANGED_TOAST:
-                    key = {k: values.get(k) for k in table.primary_key}
+                    key = {k: values.get(k) for k in table.source_primary_key}
                     raise UnchangedToastError(
                         f"{table_name}: an UPDATE of {key} left the TOASTed value of column {name!r} out of the WAL "
                         f"(unchanged-toast-datum) and no old row image holds it. Set ALTER TABLE {table_name} "
@@ -392,14 +392,14 @@ class PgCapture(CaptureBase):
                 values[name] = old_values[name]  # unchanged: the old row's value is the new one
         old_key = None
         if op == "U" and old_values:
-            candidate = tuple(old_values.get(k) for k in table.primary_key)
-            if candidate != tuple(values.get(k) for k in table.primary_key):
+            candidate = tuple(old_values.get(k) for k in table.source_primary_key)
+            if candidate != tuple(values.get(k) for k in table.source_primary_key):
                 old_key = candidate
         shape_names = tuple((name, pg_type) for name, pg_type, _ in new) if op != "D" else ()
         return RowChange(op, values, old_key, moment, shape_names)
 
     def _shape(self, table: TableSpec, names: Iterable[tuple[str, str]]) -> Shape:
-        configured = {c.name: c.type for c in table.columns}
+        configured = {c.source: c.type for c in table.columns}
         columns = []
         for name, pg_type in names:
             if PG_TYPES.get(pg_type) == "decimal":

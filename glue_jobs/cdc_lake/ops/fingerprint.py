@@ -108,7 +108,7 @@ def spark_fingerprint(columns: Sequence[ColumnSpec]) -> str:
 
 
 def _field(column: ColumnSpec, engine: Dialect | Literal["spark"]) -> str:
-    name = spark_quote(column.name) if engine == "spark" else quote(column.name, engine)
+    name = spark_quote(column.name) if engine == "spark" else quote(column.source, engine)
     decimal = DECIMAL_TYPE.match(column.type)
     family = "decimal" if decimal else "float" if column.type in FLOATS else column.type
     template = _TEXTS[engine].get(family, _TEXTS[engine]["string"])

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from cdc_lake.core.config import IDENTIFIER, PipelineConfig, TableSpec, parse_config
+from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.identifiers import lake_name
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 MAX_DECIMAL_PRECISION = 38  # Iceberg's and DMS's NUMERIC limit: above it DMS writes the value as text
@@ -87,19 +88,24 @@ class CatalogTable:
 
     @property
     def target(self) -> str | None:
-        """A lake table name when ``<schema>_<table>`` is not a valid one (None: the default serves)."""
+        """The lake table's name when it is not ``<schema>_<table>`` as the source spells it (None: the same)."""
         default = self.name.replace(".", "_", 1)
-        if IDENTIFIER.match(default):
-            return None
-        return re.sub(r"[^A-Za-z0-9_$]", "_", default.lower()).lstrip("0123456789") or "t"
+        return None if lake_name(default) == default else lake_name(default)
 
     def entry(self) -> dict[str, Any]:
-        columns = [{"name": c.name, "type": c.config_type, **({} if c.nullable else {"nullable": False})}
-                   for c in self.columns]  # fmt: skip
+        """The table as the configuration holds it; a lake name that is not the source's own is written out, so
+        the file shows the mapping and keeps it if the default mapping ever changes."""
+        columns = [{"name": c.name, **_lake_name(c.name), "type": c.config_type,
+                    **({} if c.nullable else {"nullable": False})} for c in self.columns]  # fmt: skip
         entry: dict[str, Any] = {"name": self.name, "primary_key": self.primary_key, "columns": columns}
         if self.target:
             entry["target"] = self.target
         return entry
+
+
+def _lake_name(source: str) -> dict[str, str]:
+    lake = lake_name(source)
+    return {} if lake == source else {"lake_name": lake}
 
 
 def masked(url: str) -> str:
@@ -220,7 +226,7 @@ def config_text(tables: Sequence[CatalogTable], origin: Origin) -> str:
         entry = table.entry()
         lines.append(f"  - name: {json.dumps(entry['name'])}")
         if "target" in entry:
-            lines.append(f"    target: {json.dumps(entry['target'])}  # {table.name} is no valid lake table name")
+            lines.append(f"    target: {json.dumps(entry['target'])}  # Glue and Athena take lower-case names only")
         lines.append(f"    primary_key: {json.dumps(entry['primary_key'])}")
         lines.append("    columns:")
         for spec, column in zip(entry["columns"], table.columns, strict=True):
@@ -276,25 +282,26 @@ def _table_differences(spec: TableSpec, source: CatalogTable) -> list[Difference
     out = []
     if not source.primary_key:
         out.append(Difference(spec.name, "no-key", f"the source has no primary key; configured {spec.primary_key}"))
-    elif source.primary_key != spec.primary_key:
-        out.append(Difference(spec.name, "key-changed", f"source {source.primary_key}, configured {spec.primary_key}"))
+    elif source.primary_key != spec.source_primary_key:
+        configured_key = spec.source_primary_key
+        out.append(Difference(spec.name, "key-changed", f"source {source.primary_key}, configured {configured_key}"))
     columns = {c.name: c for c in source.columns}
-    configured = {c.name for c in spec.columns}
+    configured = {c.source for c in spec.columns}
     for column in source.columns:
         if column.name not in configured:
             out.append(Difference(spec.name, "column-added", f"{column.name} {column.source_type} (add it at the end "
                                   f"of columns as {{name: {column.name}, type: {column.config_type}}})"))  # fmt: skip
     for column_spec in spec.columns:
-        at_source = columns.get(column_spec.name)
+        at_source = columns.get(column_spec.source)
         if at_source is None:
             if not column_spec.dropped:
-                out.append(Difference(spec.name, "column-dropped", f"{column_spec.name} (mark it dropped: true)"))
+                out.append(Difference(spec.name, "column-dropped", f"{column_spec.source} (mark it dropped: true)"))
         elif at_source.config_type != column_spec.type:
             out.append(
                 Difference(
                     spec.name,
                     "type-changed",
-                    f"{column_spec.name}: source {at_source.source_type} ({at_source.config_type}), configured "
+                    f"{column_spec.source}: source {at_source.source_type} ({at_source.config_type}), configured "
                     f"{column_spec.type}",
                 )
             )

@@ -168,7 +168,7 @@ class SourceTable:
         self.columns = list(columns)
         self.stats = VerifyStats()
         self.relation = ".".join(quote(part, dialect) for part in table.name.split("."))
-        self.keys = [quote(k, dialect) for k in table.primary_key]
+        self.keys = [quote(k, dialect) for k in table.source_primary_key]
         first = next(c for c in table.columns if c.name == table.primary_key[0])
         self.first = self._ordered(self.keys[0], first)
         # Every query binds parameters, so both drivers read % as the start of a placeholder: double it.
@@ -255,8 +255,8 @@ class SourceTable:
             self._query("COMMIT", [])
 
     def rows(self, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
-        names = [c.name for c in self.columns]
-        selected = ", ".join(quote(n, self.dialect) for n in names)
+        names = [c.name for c in self.columns]  # rows come back under the lake's names, as the lake's do
+        selected = ", ".join(quote(c.source, self.dialect) for c in self.columns)
         found: dict[tuple[Any, ...], dict[str, Any]] = {}
         width = len(self.keys)
         for start in range(0, len(keys), FETCH_CHUNK):
@@ -372,7 +372,7 @@ def verify(
     with connection_for(source_url) as (connection, kind):
         for table in chosen:
             faithful = {c.name for c in at_source[table.name].columns if c.note is None or c.config_type != "string"}
-            columns = [c for c in table.columns if not c.dropped and comparable(c) and c.name in faithful]
+            columns = [c for c in table.columns if not c.dropped and comparable(c) and c.source in faithful]
             skipped = [c.name for c in table.columns if not c.dropped and c not in columns]
             if not table_exists(spark, location, table):
                 raise CdcLakeError(f"{table.name}: no lake table {location.table(table)} yet; nothing to verify")

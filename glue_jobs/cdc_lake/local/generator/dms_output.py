@@ -147,7 +147,7 @@ class TableWriter:
         return [
             *(["Op"] if with_op else []),
             *([self.dms.timestamp_column] if self.dms.timestamp_column else []),
-            *(column.name for column in shape.columns),
+            *(self.model.table.source_name(column.name) for column in shape.columns),
             *([self.dms.change_sequence_column] if self.dms.change_sequence_column else []),
             *self.dms.before_image_columns(self.model.table),
         ]
