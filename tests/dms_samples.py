@@ -58,15 +58,20 @@ def sample_file(name: str, relative: str) -> Path:
     return path
 
 
-def land_sample(name: str, landing: Path) -> list[str]:
+def land_sample(name: str, landing: Path, bucket_folder: str = "dms") -> list[str]:
     """Copy the sample's ``dms/...`` tree into ``landing`` (file contents only: the samples are read-only)
-    and return the landed keys."""
-    source = sample_dir(name)
+    and return the landed keys.
+
+    The samples folder keeps every sample's output under ``dms/``, whatever the source task's BucketFolder
+    was; the keys land under ``bucket_folder`` as that task wrote them (``""``: at the bucket's root, e.g.
+    qiushiyan's ``cdc/users/LOAD00000001.csv``)."""
+    source = sample_dir(name) / "dms"
+    root = f"{bucket_folder.strip('/')}/" if bucket_folder.strip("/") else ""
     keys = []
-    for path in sorted((source / "dms").rglob("*")):
+    for path in sorted(source.rglob("*")):
         if not path.is_file():
             continue
-        key = path.relative_to(source).as_posix()
+        key = root + path.relative_to(source).as_posix()
         target = landing / key
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)

@@ -1,7 +1,9 @@
 """Real AWS DMS output replayed end to end: every sample in ``../shared/dms-samples`` (or
 ``$CDC_LAKE_DMS_SAMPLES``) lands in a temporary folder, the local pipeline (the Lambda's routing and the Glue
 jobs, ``LocalPipeline``) replays it with the sample's configuration from ``tests/samples/``, and the lake
-table must equal the table the sample's documented source says the database ended with.
+table must equal the table the sample's documented source says the database ended with. Every sample runs on
+both lake paths (``on_both_paths``): the Hadoop catalog reading the landing folder, and the Glue Data Catalog
+with S3FileIO on the local AWS endpoint reading a bucket the landing folder is copied to, as deployed.
 
 How each expected table is derived (never by replaying Ops: that would share the engine's assumptions):
 
@@ -53,7 +55,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -61,6 +62,7 @@ import pytest
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from tests.conftest import Lake, on_both_paths
 from tests.dms_samples import (
     SAMPLE_CONFIGS,
     Row,
@@ -78,11 +80,13 @@ pytestmark = pytest.mark.spark
 UTC = dt.UTC
 
 
-def replay_sample(spark, database: str, landing: Path, sample: str) -> PipelineConfig:
-    """Land the sample and let the local pipeline apply every file; every run must succeed."""
+def replay_sample(lake: Lake, sample: str) -> PipelineConfig:
+    """Land the sample and let the local pipeline apply every file on the lake's path; every run must succeed."""
     config = load_config(SAMPLE_CONFIGS / f"{sample}.yaml")
-    keys = land_sample(sample, landing)
-    pipeline = LocalPipeline(config, landing, spark, database=database)
+    keys = land_sample(sample, lake.landing, config.dms.bucket_folder)
+    pipeline = LocalPipeline(
+        config, lake.landing, lake.spark, database=lake.database, catalog=lake.catalog, store=lake.store()
+    )
     runs = pipeline.run_all()
     failed = failed_runs(runs)
     assert not failed, "\n".join(f"{run.job} {run.arguments}: {run.error}" for run in failed)
@@ -91,10 +95,11 @@ def replay_sample(spark, database: str, landing: Path, sample: str) -> PipelineC
     return config
 
 
-def lake_table(spark, config: PipelineConfig, database: str, name: str) -> dict[Any, Row]:
-    """The lake table as {key: row}; a single-column key is the bare value, a composite one a tuple."""
+def lake_table(lake: Lake, config: PipelineConfig, name: str) -> dict[Any, Row]:
+    """The lake table, read through the lake's catalog, as {key: row}; a single-column key is the bare value, a
+    composite one a tuple. Columns are matched to the configuration's case-insensitively."""
     table = config.table(name)
-    frame = spark.table(f"lake.{database}.{table.lake_table}")
+    frame = lake.spark.table(lake.table(table.lake_table))
     assert [c.lower() for c in frame.columns] == [c.lower() for c in table.column_names]
     rows: dict[Any, Row] = {}
     for record in frame.collect():
@@ -227,7 +232,8 @@ def expected_northwind_orders(table: TableSpec) -> dict[Any, Row]:
     return expected
 
 
-def test_brabster_orders_equal_the_source_table(spark, database, landing):
+@on_both_paths
+def test_brabster_orders_equal_the_source_table(lake: Lake) -> None:
     # Input facts: PostgreSQL with the default REPLICA IDENTITY logs only the key of a deleted row.
     _, records = csv_records(sample_file(ORDERS, ORDERS_PREFIX + "20240612-103125108.csv"))
     deletes = [r for r in records if r[0] == "D"]
@@ -235,9 +241,9 @@ def test_brabster_orders_equal_the_source_table(spark, database, landing):
     for record in deletes:
         assert record[1] is not None and record[-1] is not None  # commit timestamp and sequence are there
         assert record[3:-1] == [None] * 13, record  # every non-key column is empty
-    config = replay_sample(spark, database, landing, ORDERS)
+    config = replay_sample(lake, ORDERS)
     expected = expected_northwind_orders(config.table("public.orders"))
-    actual = lake_table(spark, config, database, "public.orders")
+    actual = lake_table(lake, config, "public.orders")
     assert_table(actual, expected)
     # A key-only D deletes the whole row; rolled-back inserts never show up.
     for gone in (19998, 19999, 20000, 20001, 30002, 30003):
@@ -287,7 +293,8 @@ def expected_order_details(table: TableSpec) -> dict[Any, Row]:
     return expected
 
 
-def test_brabster_order_details_key_updates_without_before_image_leave_ghost_rows(spark, database, landing):
+@on_both_paths
+def test_brabster_order_details_key_updates_without_before_image_leave_ghost_rows(lake: Lake) -> None:
     """Without before-image columns nothing in a key-changing U names the old key: the lake equals the
     source table PLUS the eight rows whose key an UPDATE moved away (ghosts). This documents a limit of
     DMS's S3 output, not a goal; ``brabster_pg_pk_change_before_image`` shows the cure."""
@@ -295,10 +302,10 @@ def test_brabster_order_details_key_updates_without_before_image_leave_ghost_row
     # UPDATE … SET product_id = 77 arrives as U with only the new key (20000, 77): no trace of (20000, 1).
     assert records[2][:4] == ["U", "2024-06-12 10:30:27.362108", "20000", "77"]
     assert len(records[2]) == 8
-    config = replay_sample(spark, database, landing, ORDER_DETAILS)
+    config = replay_sample(lake, ORDER_DETAILS)
     table = config.table("public.order_details")
     source = expected_order_details(table)
-    actual = lake_table(spark, config, database, "public.order_details")
+    actual = lake_table(lake, config, "public.order_details")
     assert not DETAIL_GHOSTS.keys() & source.keys()
     assert_table(actual, {**source, **DETAIL_GHOSTS})
     ghosts = {k: actual[k] for k in actual.keys() - source.keys()}
@@ -307,14 +314,15 @@ def test_brabster_order_details_key_updates_without_before_image_leave_ghost_row
     assert (30005, 1) not in actual and actual[(30005, 2)] == detail(30005, 2, 12)
 
 
-def test_brabster_pk_changes_with_before_image_end_equal_to_the_source_tables(spark, database, landing):
+@on_both_paths
+def test_brabster_pk_changes_with_before_image_end_equal_to_the_source_tables(lake: Lake) -> None:
     """The before-image sample: ``U,…,30016,…,<seq>,30015`` names the old key, so the replay removes it
     (the replay of ``dms.before_image``), including along the chain 30017 → 30018 → 30019 → 30020."""
     _, records = csv_records(sample_file(BEFORE_IMAGE, ORDERS_PREFIX + "20240705-202150266.csv"))
     assert [(r[0], r[2], r[-1]) for r in records] == [
         ("I", "30017", None), ("U", "30018", "30017"), ("U", "30019", "30018"), ("U", "30020", "30019"),
     ]  # fmt: skip
-    config = replay_sample(spark, database, landing, BEFORE_IMAGE)
+    config = replay_sample(lake, BEFORE_IMAGE)
     orders_table = config.table("public.orders")
     details_table = config.table("public.order_details")
     # 2024-07-05: CURRENT_DATE - 40 day = 2024-05-26, - 3 day = 2024-07-02, shipped NULL.
@@ -329,8 +337,8 @@ def test_brabster_pk_changes_with_before_image_end_equal_to_the_source_tables(sp
         details_table,
         [detail(30010, 77, 1), detail(30014, 66, 12), detail(30014, 3, 12), detail(30014, 77, 12)],
     )
-    orders = lake_table(spark, config, database, "public.orders")
-    details = lake_table(spark, config, database, "public.order_details")
+    orders = lake_table(lake, config, "public.orders")
+    details = lake_table(lake, config, "public.order_details")
     assert_table(orders, expected_orders)
     assert_table(details, expected_details)
     for ghost in (30015, 30017, 30018, 30019):
@@ -353,11 +361,12 @@ def customer(*values: Any) -> Row:
     return dict(zip([n for n, _ in CUSTOMER_TYPES], values, strict=True))
 
 
-def test_mysql_customers_insert_update_delete_insert_of_one_key_in_one_file(spark, database, landing):
+@on_both_paths
+def test_mysql_customers_insert_update_delete_insert_of_one_key_in_one_file(lake: Lake) -> None:
     _, changes = csv_records(sample_file(CUSTOMERS, CUSTOMERS_PREFIX + "20240809-192717787.csv"))
     assert [(r[0], r[1]) for r in changes] == [("I", "497"), ("U", "497"), ("D", "497"), ("I", "497")]
     assert changes[2][1:] == changes[1][1:], "MySQL logs the full row of a DELETE"
-    config = replay_sample(spark, database, landing, CUSTOMERS)
+    config = replay_sample(lake, CUSTOMERS)
     table = config.table("classicmodels.customers")
     _, load = csv_records(sample_file(CUSTOMERS, CUSTOMERS_PREFIX + "LOAD00000001.csv"))
     names, types = [n for n, _ in CUSTOMER_TYPES], [t for _, t in CUSTOMER_TYPES]
@@ -372,15 +381,16 @@ def test_mysql_customers_insert_update_delete_insert_of_one_key_in_one_file(spar
     # INSERT 497 (Mitesh, Valarie); UPDATE contactLastName = 'Ruffy'; DELETE 497; INSERT 497 (Mitesh, Ravatka).
     expected[497] = customer(497, "Diecast Collectables", "Mitesh", "Ravatka", "6175552555", "6251 Ingle Ln.", None,
                              "Boston", "MA", "51003", "USA", 1188, Decimal("85100.00"))  # fmt: skip
-    actual = lake_table(spark, config, database, "classicmodels.customers")
+    actual = lake_table(lake, config, "classicmodels.customers")
     assert_table(actual, expected)
     # Blanks are data: leading/trailing spaces survive; NULL stays None.
     assert actual[103]["contactFirstName"] == "Carine " and actual[103]["addressLine2"] is None
     assert actual[167]["country"] == "Norway  "
 
 
-def test_mysql_sales_orders_match_the_notebooks_final_table(spark, database, landing):
-    config = replay_sample(spark, database, landing, "m55hr_mysql_sales_orders_notebook")
+@on_both_paths
+def test_mysql_sales_orders_match_the_notebooks_final_table(lake: Lake) -> None:
+    config = replay_sample(lake, "m55hr_mysql_sales_orders_notebook")
 
     def order(orderid: int, customername: str, productname: str, orderamount: str) -> Row:
         return {"orderid": orderid, "customername": customername, "productname": productname,
@@ -402,7 +412,7 @@ def test_mysql_sales_orders_match_the_notebooks_final_table(spark, database, lan
     expected[5]["customername"] = "dadu"
     del expected[6]
     # glue-interactive.ipynb prints this final table: 1 john doe, 2 bachu/shoes, 3, 4, 5 dadu/watch.
-    actual = lake_table(spark, config, database, "sales.orders")
+    actual = lake_table(lake, config, "sales.orders")
     assert_table(actual, expected)
 
 
@@ -417,14 +427,15 @@ EMPLOYEE_TYPES: list[tuple[str, Callable[[str], Any]]] = [
 ]  # fmt: skip
 
 
-def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(spark, database, landing):
+@on_both_paths
+def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(lake: Lake) -> None:
     names, types = [n for n, _ in EMPLOYEE_TYPES], [t for _, t in EMPLOYEE_TYPES]
     header, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
     cdc_header, changes = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "20190118-184518184.csv"), header=True)
     assert header == names and cdc_header == ["Op", *names], "upper-case header rows, CDC's starting with Op"
     load_keys = [int(r[0]) for r in load if r[0]]
     assert load_keys != sorted(load_keys), "the LOAD rows are not in key order"
-    config = replay_sample(spark, database, landing, EMPLOYEES)
+    config = replay_sample(lake, EMPLOYEES)
     table = config.table("HR.EMPLOYEES")
     expected = keyed(table, [typed_row(names, types, record) for record in load])
     assert len(expected) == 1900
@@ -447,7 +458,7 @@ def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(spark, dat
             "EMAIL": f"WGIETZ{number}",
         }
     assert len(changes) == 17 and {r[0] for r in changes} == {"U"}
-    actual = lake_table(spark, config, database, "HR.EMPLOYEES")
+    actual = lake_table(lake, config, "HR.EMPLOYEES")
     assert_table(actual, expected)
     assert actual[2326]["LAST_NAME"] == "Gietzupd2" and actual[2326]["COMMISSION_PCT"] is None
 
@@ -458,11 +469,12 @@ PARQUET_SAMPLE = "segmentio_pg_parquet_full_load"
 PARQUET_KEY = "dms/public/dms_test_table/LOAD00000001.parquet"
 
 
-def test_parquet_full_load_types_and_empty_strings(spark, database, landing):
+@on_both_paths
+def test_parquet_full_load_types_and_empty_strings(lake: Lake) -> None:
     path = sample_file(PARQUET_SAMPLE, PARQUET_KEY)
     file = pq.ParquetFile(path)
     assert file.schema_arrow.names[0] == "DMS_TIMESTAMP", "DMS puts its timestamp column first"
-    config = replay_sample(spark, database, landing, PARQUET_SAMPLE)
+    config = replay_sample(lake, PARQUET_SAMPLE)
     table = config.table("public.dms_test_table")
     rows = file.read().to_pylist()
     for row in rows:
@@ -485,7 +497,7 @@ def test_parquet_full_load_types_and_empty_strings(spark, database, landing):
     # pyarrow gives the zone-aware instant; compare instants in UTC like the lake reader does.
     for row in expected.values():
         row["my_timestamp"] = row["my_timestamp"].astimezone(UTC)
-    actual = lake_table(spark, config, database, "public.dms_test_table")
+    actual = lake_table(lake, config, "public.dms_test_table")
     assert_table(actual, expected)
     # Empty strings are not NULL in Parquet: they stay "".
     assert actual[1]["my_varchar"] == "" and actual[2]["my_text"] == "" and actual[5]["my_text"] == ""
