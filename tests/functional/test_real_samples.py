@@ -43,6 +43,14 @@ How each expected table is derived (never by replaying Ops: that would share the
   its README shows 321 as "William115 Gietzupd2": an UPDATE set LAST_NAME = 'Gietzupd2' on 321 and 2311–2326.
   Rows 2311–2326 were inserted after the LOAD was taken (the LOAD and CDC files come from different commits),
   so their U after-images are the only images: they are in the source table and in the expected one.
+* ``qiushiyan_mysql_cdc_users`` — the task had no BucketFolder: the keys land at the bucket's root
+  (``cdc/users/…``, as the repository's downloader strips them) and the configuration's ``bucket_folder`` is
+  empty. LOAD parsed with the csv module: sql/create_db.sql's rows 0–100, except what the author changed before
+  the full load without publishing it (7, 8, 9 changed, 10 deleted, 130–132 inserted; the README's first table
+  shows 7–9 so). Then sql/update_test.sql by hand; its ``DELETE … user_id = 10`` found no row, so no D was
+  captured. Then 136–139, inserted by hand (one CDC file each in 6d8a649, no script), written out below. The
+  result equals the author's own final table, data/output at 463a9d7: the test compares the SHA-256 of the
+  expected rows written as that output's lines.
 * ``segmentio_pg_parquet_full_load`` — a full load only: the expected rows are the file's rows read with
   pyarrow (a reader independent of Spark), and two rows are also written out as explicit Python data.
 
@@ -53,6 +61,7 @@ None of the CSV samples holds a quoted "" (an empty string), so "" vs NULL is ch
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -416,6 +425,62 @@ def test_mysql_sales_orders_match_the_notebooks_final_table(lake: Lake) -> None:
     assert_table(actual, expected)
 
 
+# --- qiushiyan/pyspark-cdc: MySQL, no BucketFolder ---------------------------------------------------------
+
+USERS = "qiushiyan_mysql_cdc_users"
+USERS_FILES = "dms/cdc/users/"  # in the samples folder; landed at the bucket's root as cdc/users/…
+USER_TYPES: list[tuple[str, Callable[[str], Any]]] = [
+    ("user_id", int), ("name", str), ("city", str), ("last_login", dt.date.fromisoformat),
+]  # fmt: skip
+# SHA-256 of the author's own final table: data/output/part-*.csv at 463a9d7 (their Spark job's CSV lines
+# "user_id,name,city,last_login", 110 of them), sorted by user_id, each ending in a newline.
+AUTHORS_FINAL_TABLE_SHA256 = "ebc9b5045291e04d8219f269c8728bfce405d0c5bf310a051978a463b56c2e0c"
+
+
+def user(user_id: int, name: str, city: str, last_login: str) -> Row:
+    return {"user_id": user_id, "name": name, "city": city, "last_login": dt.date.fromisoformat(last_login)}
+
+
+@on_both_paths
+def test_mysql_without_bucket_folder_matches_the_authors_final_table(lake: Lake) -> None:
+    names, types = [n for n, _ in USER_TYPES], [t for _, t in USER_TYPES]
+    cdc_files = ["20211017-194324349.csv", "20211018-223933563.csv", "20211018-224657689.csv",
+                 "20211018-225235856.csv", "20211018-225959941.csv"]  # fmt: skip
+    changes = [r for name in cdc_files for r in csv_records(sample_file(USERS, USERS_FILES + name))[1]]
+    assert "D" not in {r[0] for r in changes}, "DELETE … user_id = 10 found no row: 10 was gone before the LOAD"
+    config = replay_sample(lake, USERS)
+    assert (lake.landing / "cdc/users/LOAD00000001.csv").is_file(), "landed at the bucket's root, as DMS wrote it"
+    table = config.table("cdc.users")
+    _, load = csv_records(sample_file(USERS, USERS_FILES + "LOAD00000001.csv"))
+    expected = keyed(table, [typed_row(names, types, record) for record in load])
+    assert len(expected) == 103
+    # sql/create_db.sql's rows, as the LOAD has them: 0 and 100 unchanged; 7, 8, 9 changed, 10 deleted and
+    # 130–132 inserted before the full load (no script; the README's first table shows 7–9 so).
+    assert expected[0] == user(0, "Herman Zimmerman", "Oklahoma city", "2020-10-10")
+    assert expected[100] == user(100, "Muhammad Ahnmad", "New York", "2021-09-18")
+    assert expected[8] == user(8, "Lebron James", "Denver", "2021-10-17")  # create_db.sql: Clayton Jennings
+    assert expected[9] == user(9, "Darla Hayes", "Nashville", "2021-10-15")  # create_db.sql: Charlotte, 2020-09-07
+    assert 10 not in expected and expected[130] == user(130, "Alica Bing", "New York", "2021-10-17")
+    # sql/update_test.sql, in order:
+    expected[6]["last_login"] = dt.date(2021, 10, 15)  # UPDATE … SET last_login = '2021-10-15' WHERE user_id = 6
+    expected[133] = user(133, "Bob Ding", "New York", "2021-10-17")
+    expected[134] = user(134, "Ross Green", "Seattle", "2021-10-17")
+    expected[135] = user(135, "Monica Bing", "Portland", "2021-10-17")
+    expected[8].update(name="Kevin Durant", last_login=dt.date(2021, 10, 14))
+    expected[9].update(city="New York", last_login=dt.date(2021, 10, 17))
+    # DELETE FROM cdc.users WHERE user_id = 10: no row left to delete.
+    # Then one INSERT per CDC file of 6d8a649, by hand (no script published):
+    expected[136] = user(136, "Monica Geller", "New York", "2021-10-10")
+    expected[137] = user(137, "Phoebe Buffay", "New York", "2021-04-12")
+    expected[138] = user(138, "Joey Tribbiani", "Los Angeles", "2020-12-25")
+    expected[139] = user(139, "Jack Geller", "Long Island City", "2019-07-05")
+    # The author's final table (data/output at 463a9d7) is exactly this table.
+    lines = "".join(f"{r['user_id']},{r['name']},{r['city']},{r['last_login']}\n" for _, r in sorted(expected.items()))
+    assert hashlib.sha256(lines.encode()).hexdigest() == AUTHORS_FINAL_TABLE_SHA256
+    actual = lake_table(lake, config, "cdc.users")
+    assert_table(actual, expected)
+
+
 # --- dhawalkp/datalake: Oracle ---------------------------------------------------------------------------
 
 EMPLOYEES = "dhawalkp_oracle_hr_employees"
@@ -427,16 +492,10 @@ EMPLOYEE_TYPES: list[tuple[str, Callable[[str], Any]]] = [
 ]  # fmt: skip
 
 
-@on_both_paths
-def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(lake: Lake) -> None:
+def expected_hr_employees(table: TableSpec) -> dict[Any, Row]:
+    """HR.EMPLOYEES as the source ended: the LOAD's rows, then the author's UPDATE of LAST_NAME."""
     names, types = [n for n, _ in EMPLOYEE_TYPES], [t for _, t in EMPLOYEE_TYPES]
-    header, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
-    cdc_header, changes = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "20190118-184518184.csv"), header=True)
-    assert header == names and cdc_header == ["Op", *names], "upper-case header rows, CDC's starting with Op"
-    load_keys = [int(r[0]) for r in load if r[0]]
-    assert load_keys != sorted(load_keys), "the LOAD rows are not in key order"
-    config = replay_sample(lake, EMPLOYEES)
-    table = config.table("HR.EMPLOYEES")
+    _, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
     expected = keyed(table, [typed_row(names, types, record) for record in load])
     assert len(expected) == 1900
     # Oracle HR sample rows.
@@ -457,7 +516,20 @@ def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(lake: Lake
             "LAST_NAME": "Gietzupd2",
             "EMAIL": f"WGIETZ{number}",
         }
+    return expected
+
+
+@on_both_paths
+def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(lake: Lake) -> None:
+    names = [n for n, _ in EMPLOYEE_TYPES]
+    header, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
+    cdc_header, changes = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "20190118-184518184.csv"), header=True)
+    assert header == names and cdc_header == ["Op", *names], "upper-case header rows, CDC's starting with Op"
+    load_keys = [int(r[0]) for r in load if r[0]]
+    assert load_keys != sorted(load_keys), "the LOAD rows are not in key order"
     assert len(changes) == 17 and {r[0] for r in changes} == {"U"}
+    config = replay_sample(lake, EMPLOYEES)
+    expected = expected_hr_employees(config.table("HR.EMPLOYEES"))
     actual = lake_table(lake, config, "HR.EMPLOYEES")
     assert_table(actual, expected)
     assert actual[2326]["LAST_NAME"] == "Gietzupd2" and actual[2326]["COMMISSION_PCT"] is None
