@@ -51,6 +51,11 @@ How each expected table is derived (never by replaying Ops: that would share the
   captured. Then 136–139, inserted by hand (one CDC file each in 6d8a649, no script), written out below. The
   result equals the author's own final table, data/output at 463a9d7: the test compares the SHA-256 of the
   expected rows written as that output's lines.
+* ``wuzerun_oracle_escmowner_bom_hd`` — one gzip CDC file and nothing else of the source table, so the expected
+  table is the rows the file names, derived from the file read with the gzip and csv modules: every record is
+  an after-image (I or U, no D) and every image of one BOM_NO is identical (asserted), so a key's row is its one
+  image whatever the records' order, and U rows of keys never inserted simply give their row (upserts). Three
+  rows are also written out as explicit Python data.
 * ``segmentio_pg_parquet_full_load`` — a full load only: the expected rows are the file's rows read with
   pyarrow (a reader independent of Spark), and two rows are also written out as explicit Python data.
 
@@ -533,6 +538,73 @@ def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(lake: Lake
     actual = lake_table(lake, config, "HR.EMPLOYEES")
     assert_table(actual, expected)
     assert actual[2326]["LAST_NAME"] == "Gietzupd2" and actual[2326]["COMMISSION_PCT"] is None
+
+
+# --- wuzerun/aws-dms-cdc-s3-kinesis-DB-master: Oracle, gzip, CDC only ------------------------------------
+
+BOM_HD = "wuzerun_oracle_escmowner_bom_hd"
+BOM_HD_KEY = "dms/ESCMOWNER/BOM_HD/20180820-084657015.csv.gz"
+# The columns that are not text (tests/samples/wuzerun_oracle_escmowner_bom_hd.yaml says why).
+BOM_HD_PARSERS: dict[str, Callable[[str], Any]] = {
+    "STYLE_REV_NO": int, "CREATE_DATE": dt.datetime.fromisoformat, "LAST_MODI_DATE": dt.datetime.fromisoformat,
+}  # fmt: skip
+
+
+def bom(bom_no: str, style_no: str, create_date: dt.datetime, user_id: str, group_id: str) -> Row:
+    """A BOM_HD row as every record of the file has it: revision 0, BOM_TYPE G, SC_NO = BOM_NO, the rest NULL."""
+    row: Row = dict.fromkeys(
+        ["BOM_NO", "STYLE_NO", "STYLE_REV_NO", "REMARKS", "SUBMAT_STATUS", "FABRIC_STATUS", "CREATE_DATE",
+         "CREATE_USER_ID", "CREATE_USER_GRP_ID", "LAST_MODI_DATE", "LAST_MODI_USER_ID", "LAST_MODI_GRP_ID",
+         "TRIM_LIST_STATUS", "MASTER_OR_SPEC", "MASTER_BOM_NO", "SERVER_OR_LOCAL", "ORIGINAL_BOM_NO", "SC_NO", "SC_LOT",
+         "STATUS", "BOM_TYPE", "ORG_CREATE_USER_GRP_ID", "ORG_LAST_MODI_GRP_ID"]
+    )  # fmt: skip
+    row.update(BOM_NO=bom_no, STYLE_NO=style_no, STYLE_REV_NO=0, CREATE_DATE=create_date, CREATE_USER_ID=user_id,
+               CREATE_USER_GRP_ID=group_id, SC_NO=bom_no, BOM_TYPE="G")  # fmt: skip
+    return row
+
+
+def expected_bom_hd(table: TableSpec) -> dict[Any, Row]:
+    """The rows of ESCMOWNER.BOM_HD the file names (CDC only: nothing else of the source table is known).
+
+    The file is read with the gzip and csv modules. Every record is an after-image (I or U; no D), and every
+    image of one BOM_NO is the same: so each key's row is its one distinct image, whatever order the records
+    are taken in, and whether a U's key was inserted before or not (an upsert)."""
+    header, records = csv_records(sample_file(BOM_HD, BOM_HD_KEY), header=True)
+    assert header == ["Op", *table.column_names]
+    assert {r[0] for r in records} <= {"I", "U"}, "no D: every record is a row's image after its change"
+    images: dict[str, set[tuple[str | None, ...]]] = {}
+    for record in records:
+        assert record[1] is not None, record
+        images.setdefault(record[1], set()).add(tuple(record[1:]))
+    assert all(len(distinct) == 1 for distinct in images.values()), "a key with differing images needs an order"
+    types = [BOM_HD_PARSERS.get(name, str) for name in table.column_names]
+    return keyed(table, [typed_row(table.column_names, types, image) for (image,) in images.values()])
+
+
+@on_both_paths
+def test_oracle_gzip_cdc_only_upserts_of_keys_never_inserted(lake: Lake) -> None:
+    path = sample_file(BOM_HD, BOM_HD_KEY)
+    assert path.read_bytes()[:2] == b"\x1f\x8b", "a real gzip object, as CompressionType GZIP writes it"
+    _, records = csv_records(path, header=True)
+    assert len(records) == 21 and [r[0] for r in records].count("I") == 1
+    # Repeated identical U images of one key, and U rows of keys no I in the sample inserted.
+    assert [r[1] for r in records].count("GS18W36284") == 4 and [r[1] for r in records].count("GS18W35856") == 4
+    config = replay_sample(lake, BOM_HD)
+    table = config.table("ESCMOWNER.BOM_HD")
+    expected = expected_bom_hd(table)
+    assert len(expected) == 13
+    # Three rows written out from the file: the one I, a key updated four times, a STYLE_NO with blanks inside.
+    assert expected["GS18W36991"] == bom("GS18W36991", "JJO-JPRNICK JR", dt.datetime(2018, 8, 20, 16, 16, 12), "wusue",
+                                         "F02")  # fmt: skip
+    assert expected["GS18W36284"] == bom("GS18W36284", "CTF-5PDHTINO1-8", dt.datetime(2018, 8, 15, 17, 41, 34),
+                                         "gancal", "E00")  # fmt: skip
+    assert expected["S18S11971"] == bom("S18S11971", "TOM-SP19 TOMMY S", dt.datetime(2018, 8, 15, 10, 51, 18), "litw",
+                                        "A06")  # fmt: skip
+    actual = lake_table(lake, config, "ESCMOWNER.BOM_HD")
+    assert_table(actual, expected)
+    # Oracle DATE without a fraction is a timestamp at whole seconds; NULL-only columns stay None, never "".
+    assert actual["S18V07225"]["CREATE_DATE"] == dt.datetime(2018, 5, 29, 10, 54, 10)
+    assert all(row["LAST_MODI_DATE"] is None and row["REMARKS"] is None for row in actual.values())
 
 
 # --- segmentio/parquet-go: PostgreSQL full load as Parquet ----------------------------------------------
