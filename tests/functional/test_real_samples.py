@@ -67,16 +67,21 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import sys
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.local.aws_endpoint import local_aws_endpoint
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import Lake, on_both_paths
+from tests.conftest import Lake, aws_replay, aws_replay_environment, on_both_paths
 from tests.dms_samples import (
     SAMPLE_CONFIGS,
     Row,
@@ -88,6 +93,7 @@ from tests.dms_samples import (
     sample_file,
     typed_row,
 )
+from tests.pg.checks import glue_reader
 
 pytestmark = pytest.mark.spark
 
@@ -646,3 +652,43 @@ def test_parquet_full_load_types_and_empty_strings(lake: Lake) -> None:
     # Empty strings are not NULL in Parquet: they stay "".
     assert actual[1]["my_varchar"] == "" and actual[2]["my_text"] == "" and actual[5]["my_text"] == ""
     assert all(v is not None for row in actual.values() for v in row.values())
+
+
+# --- the deployed path: cdc-lake aws-replay ---------------------------------------------------------------
+
+# The Oracle samples through ``cdc-lake aws-replay``: sample, table, its expected table (the same as above).
+DEPLOYED_SAMPLES: dict[str, tuple[str, Callable[[TableSpec], dict[Any, Row]]]] = {
+    EMPLOYEES: ("HR.EMPLOYEES", expected_hr_employees),
+    BOM_HD: ("ESCMOWNER.BOM_HD", expected_bom_hd),
+}
+
+
+def iceberg_table(rows: list[Row], table: TableSpec) -> dict[Any, Row]:
+    """pyiceberg's rows as {key: row} under the configuration's column names, matched case-insensitively."""
+    result: list[Row] = []
+    for row in rows:
+        by_lower = {name.lower(): value for name, value in row.items()}
+        assert sorted(by_lower) == sorted(c.lower() for c in table.column_names), list(row)
+        result.append({spec.name: _python_value(by_lower[spec.name.lower()], spec.type) for spec in table.columns})
+    return keyed(table, result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", list(DEPLOYED_SAMPLES))
+def test_oracle_samples_through_the_deployed_path(sample: str, tmp_path: Path) -> None:
+    """``cdc-lake aws-replay`` in its own process: the stack created on a local AWS endpoint, the real Lambda
+    handler, each Glue run through ``glue-run``; the table read back by pyiceberg's Glue catalog (a second
+    reader) equals the expected table of the local replay. One run per configuration, each on its own endpoint
+    so neither sees the other's stack, raw bucket or database."""
+    name, expected_table = DEPLOYED_SAMPLES[sample]
+    config_path = SAMPLE_CONFIGS / f"{sample}.yaml"
+    config = load_config(config_path)
+    table = config.table(name)
+    landing = tmp_path / "landing"
+    land_sample(sample, landing, config.dms.bucket_folder)
+    with local_aws_endpoint() as endpoint:
+        environment = aws_replay_environment(endpoint)
+        code, output = aws_replay(sys.executable, config_path, landing, tmp_path / "work", environment, timeout=600)
+        assert code == 0, output
+        rows = glue_reader(endpoint)(LakeLocation(GLUE_CATALOG, config.lake.database), table)
+    assert_table(iceberg_table(rows, table), expected_table(table))
