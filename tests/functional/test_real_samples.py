@@ -3,7 +3,9 @@
 jobs, ``LocalPipeline``) replays it with the sample's configuration from ``tests/samples/``, and the lake
 table must equal the table the sample's documented source says the database ended with. Every sample runs on
 both lake paths (``on_both_paths``): the Hadoop catalog reading the landing folder, and the Glue Data Catalog
-with S3FileIO on the local AWS endpoint reading a bucket the landing folder is copied to, as deployed.
+with S3FileIO on the local AWS endpoint reading a bucket the landing folder is copied to, as deployed. The
+Oracle samples also go through ``cdc-lake aws-replay`` (the deployed stack on a local endpoint, each Glue run in
+its own process) and are read back by pyiceberg, against the same expected tables.
 
 How each expected table is derived (never by replaying Ops: that would share the engine's assumptions):
 
