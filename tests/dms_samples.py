@@ -9,6 +9,7 @@ them at run time and copy them into a temporary landing folder.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import os
 import shutil
@@ -58,15 +59,20 @@ def sample_file(name: str, relative: str) -> Path:
     return path
 
 
-def land_sample(name: str, landing: Path) -> list[str]:
+def land_sample(name: str, landing: Path, bucket_folder: str = "dms") -> list[str]:
     """Copy the sample's ``dms/...`` tree into ``landing`` (file contents only: the samples are read-only)
-    and return the landed keys."""
-    source = sample_dir(name)
+    and return the landed keys.
+
+    The samples folder keeps every sample's output under ``dms/``, whatever the source task's BucketFolder
+    was; the keys land under ``bucket_folder`` as that task wrote them (``""``: at the bucket's root, e.g.
+    qiushiyan's ``cdc/users/LOAD00000001.csv``)."""
+    source = sample_dir(name) / "dms"
+    root = f"{bucket_folder.strip('/')}/" if bucket_folder.strip("/") else ""
     keys = []
-    for path in sorted((source / "dms").rglob("*")):
+    for path in sorted(source.rglob("*")):
         if not path.is_file():
             continue
-        key = path.relative_to(source).as_posix()
+        key = root + path.relative_to(source).as_posix()
         target = landing / key
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
@@ -81,12 +87,14 @@ def real(text: str) -> float:
 
 
 def csv_records(path: Path, *, header: bool = False) -> tuple[list[str] | None, list[list[str | None]]]:
-    """The file's header (if any) and records, with Python's csv module; an empty field is NULL (None).
+    """The file's header (if any) and records, with Python's csv module; an empty field is NULL (None). A
+    ``.csv.gz`` file is decompressed with the gzip module first.
 
     DMS writes NULL as an empty unquoted field and an empty string as a quoted ``""``. The csv module cannot
     tell them apart, so this refuses files holding ``""`` at all: none of the CSV samples does.
     """
-    text = path.read_bytes().decode("utf-8")
+    data = path.read_bytes()
+    text = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
     assert '""' not in text, f"{path}: holds a quoted empty string; this reader cannot keep it apart from NULL"
     records = list(csv.reader(io.StringIO(text, newline=""), delimiter=",", quotechar='"', strict=True))
     names = records.pop(0) if header else None

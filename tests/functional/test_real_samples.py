@@ -1,7 +1,11 @@
 """Real AWS DMS output replayed end to end: every sample in ``../shared/dms-samples`` (or
 ``$CDC_LAKE_DMS_SAMPLES``) lands in a temporary folder, the local pipeline (the Lambda's routing and the Glue
 jobs, ``LocalPipeline``) replays it with the sample's configuration from ``tests/samples/``, and the lake
-table must equal the table the sample's documented source says the database ended with.
+table must equal the table the sample's documented source says the database ended with. Every sample runs on
+both lake paths (``on_both_paths``): the Hadoop catalog reading the landing folder, and the Glue Data Catalog
+with S3FileIO on the local AWS endpoint reading a bucket the landing folder is copied to, as deployed. The
+Oracle samples also go through ``cdc-lake aws-replay`` (the deployed stack on a local endpoint, each Glue run in
+its own process) and are read back by pyiceberg, against the same expected tables.
 
 How each expected table is derived (never by replaying Ops: that would share the engine's assumptions):
 
@@ -41,6 +45,19 @@ How each expected table is derived (never by replaying Ops: that would share the
   its README shows 321 as "William115 Gietzupd2": an UPDATE set LAST_NAME = 'Gietzupd2' on 321 and 2311–2326.
   Rows 2311–2326 were inserted after the LOAD was taken (the LOAD and CDC files come from different commits),
   so their U after-images are the only images: they are in the source table and in the expected one.
+* ``qiushiyan_mysql_cdc_users`` — the task had no BucketFolder: the keys land at the bucket's root
+  (``cdc/users/…``, as the repository's downloader strips them) and the configuration's ``bucket_folder`` is
+  empty. LOAD parsed with the csv module: sql/create_db.sql's rows 0–100, except what the author changed before
+  the full load without publishing it (7, 8, 9 changed, 10 deleted, 130–132 inserted; the README's first table
+  shows 7–9 so). Then sql/update_test.sql by hand; its ``DELETE … user_id = 10`` found no row, so no D was
+  captured. Then 136–139, inserted by hand (one CDC file each in 6d8a649, no script), written out below. The
+  result equals the author's own final table, data/output at 463a9d7: the test compares the SHA-256 of the
+  expected rows written as that output's lines.
+* ``wuzerun_oracle_escmowner_bom_hd`` — one gzip CDC file and nothing else of the source table, so the expected
+  table is the rows the file names, derived from the file read with the gzip and csv modules: every record is
+  an after-image (I or U, no D) and every image of one BOM_NO is identical (asserted), so a key's row is its one
+  image whatever the records' order, and U rows of keys never inserted simply give their row (upserts). Three
+  rows are also written out as explicit Python data.
 * ``segmentio_pg_parquet_full_load`` — a full load only: the expected rows are the file's rows read with
   pyarrow (a reader independent of Spark), and two rows are also written out as explicit Python data.
 
@@ -51,6 +68,8 @@ None of the CSV samples holds a quoted "" (an empty string), so "" vs NULL is ch
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -60,7 +79,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
+from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.local.aws_endpoint import local_aws_endpoint
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
+from tests.conftest import Lake, aws_replay, aws_replay_environment, on_both_paths
 from tests.dms_samples import (
     SAMPLE_CONFIGS,
     Row,
@@ -72,17 +95,20 @@ from tests.dms_samples import (
     sample_file,
     typed_row,
 )
+from tests.pg.checks import glue_reader
 
 pytestmark = pytest.mark.spark
 
 UTC = dt.UTC
 
 
-def replay_sample(spark, database: str, landing: Path, sample: str) -> PipelineConfig:
-    """Land the sample and let the local pipeline apply every file; every run must succeed."""
+def replay_sample(lake: Lake, sample: str) -> PipelineConfig:
+    """Land the sample and let the local pipeline apply every file on the lake's path; every run must succeed."""
     config = load_config(SAMPLE_CONFIGS / f"{sample}.yaml")
-    keys = land_sample(sample, landing)
-    pipeline = LocalPipeline(config, landing, spark, database=database)
+    keys = land_sample(sample, lake.landing, config.dms.bucket_folder)
+    pipeline = LocalPipeline(
+        config, lake.landing, lake.spark, database=lake.database, catalog=lake.catalog, store=lake.store()
+    )
     runs = pipeline.run_all()
     failed = failed_runs(runs)
     assert not failed, "\n".join(f"{run.job} {run.arguments}: {run.error}" for run in failed)
@@ -91,10 +117,11 @@ def replay_sample(spark, database: str, landing: Path, sample: str) -> PipelineC
     return config
 
 
-def lake_table(spark, config: PipelineConfig, database: str, name: str) -> dict[Any, Row]:
-    """The lake table as {key: row}; a single-column key is the bare value, a composite one a tuple."""
+def lake_table(lake: Lake, config: PipelineConfig, name: str) -> dict[Any, Row]:
+    """The lake table, read through the lake's catalog, as {key: row}; a single-column key is the bare value, a
+    composite one a tuple, each row named by the source's column names."""
     table = config.table(name)
-    frame = spark.table(f"lake.{database}.{table.lake_table}")
+    frame = lake.spark.table(lake.table(table.lake_table))
     # The lake's names are the configuration's mapping of the source's; rows are compared by the source's.
     assert frame.columns == table.column_names
     rows: dict[Any, Row] = {}
@@ -228,7 +255,8 @@ def expected_northwind_orders(table: TableSpec) -> dict[Any, Row]:
     return expected
 
 
-def test_brabster_orders_equal_the_source_table(spark, database, landing):
+@on_both_paths
+def test_brabster_orders_equal_the_source_table(lake: Lake) -> None:
     # Input facts: PostgreSQL with the default REPLICA IDENTITY logs only the key of a deleted row.
     _, records = csv_records(sample_file(ORDERS, ORDERS_PREFIX + "20240612-103125108.csv"))
     deletes = [r for r in records if r[0] == "D"]
@@ -236,9 +264,9 @@ def test_brabster_orders_equal_the_source_table(spark, database, landing):
     for record in deletes:
         assert record[1] is not None and record[-1] is not None  # commit timestamp and sequence are there
         assert record[3:-1] == [None] * 13, record  # every non-key column is empty
-    config = replay_sample(spark, database, landing, ORDERS)
+    config = replay_sample(lake, ORDERS)
     expected = expected_northwind_orders(config.table("public.orders"))
-    actual = lake_table(spark, config, database, "public.orders")
+    actual = lake_table(lake, config, "public.orders")
     assert_table(actual, expected)
     # A key-only D deletes the whole row; rolled-back inserts never show up.
     for gone in (19998, 19999, 20000, 20001, 30002, 30003):
@@ -288,7 +316,8 @@ def expected_order_details(table: TableSpec) -> dict[Any, Row]:
     return expected
 
 
-def test_brabster_order_details_key_updates_without_before_image_leave_ghost_rows(spark, database, landing):
+@on_both_paths
+def test_brabster_order_details_key_updates_without_before_image_leave_ghost_rows(lake: Lake) -> None:
     """Without before-image columns nothing in a key-changing U names the old key: the lake equals the
     source table PLUS the eight rows whose key an UPDATE moved away (ghosts). This documents a limit of
     DMS's S3 output, not a goal; ``brabster_pg_pk_change_before_image`` shows the cure."""
@@ -296,10 +325,10 @@ def test_brabster_order_details_key_updates_without_before_image_leave_ghost_row
     # UPDATE … SET product_id = 77 arrives as U with only the new key (20000, 77): no trace of (20000, 1).
     assert records[2][:4] == ["U", "2024-06-12 10:30:27.362108", "20000", "77"]
     assert len(records[2]) == 8
-    config = replay_sample(spark, database, landing, ORDER_DETAILS)
+    config = replay_sample(lake, ORDER_DETAILS)
     table = config.table("public.order_details")
     source = expected_order_details(table)
-    actual = lake_table(spark, config, database, "public.order_details")
+    actual = lake_table(lake, config, "public.order_details")
     assert not DETAIL_GHOSTS.keys() & source.keys()
     assert_table(actual, {**source, **DETAIL_GHOSTS})
     ghosts = {k: actual[k] for k in actual.keys() - source.keys()}
@@ -308,14 +337,15 @@ def test_brabster_order_details_key_updates_without_before_image_leave_ghost_row
     assert (30005, 1) not in actual and actual[(30005, 2)] == detail(30005, 2, 12)
 
 
-def test_brabster_pk_changes_with_before_image_end_equal_to_the_source_tables(spark, database, landing):
+@on_both_paths
+def test_brabster_pk_changes_with_before_image_end_equal_to_the_source_tables(lake: Lake) -> None:
     """The before-image sample: ``U,…,30016,…,<seq>,30015`` names the old key, so the replay removes it
     (the replay of ``dms.before_image``), including along the chain 30017 → 30018 → 30019 → 30020."""
     _, records = csv_records(sample_file(BEFORE_IMAGE, ORDERS_PREFIX + "20240705-202150266.csv"))
     assert [(r[0], r[2], r[-1]) for r in records] == [
         ("I", "30017", None), ("U", "30018", "30017"), ("U", "30019", "30018"), ("U", "30020", "30019"),
     ]  # fmt: skip
-    config = replay_sample(spark, database, landing, BEFORE_IMAGE)
+    config = replay_sample(lake, BEFORE_IMAGE)
     orders_table = config.table("public.orders")
     details_table = config.table("public.order_details")
     # 2024-07-05: CURRENT_DATE - 40 day = 2024-05-26, - 3 day = 2024-07-02, shipped NULL.
@@ -330,8 +360,8 @@ def test_brabster_pk_changes_with_before_image_end_equal_to_the_source_tables(sp
         details_table,
         [detail(30010, 77, 1), detail(30014, 66, 12), detail(30014, 3, 12), detail(30014, 77, 12)],
     )
-    orders = lake_table(spark, config, database, "public.orders")
-    details = lake_table(spark, config, database, "public.order_details")
+    orders = lake_table(lake, config, "public.orders")
+    details = lake_table(lake, config, "public.order_details")
     assert_table(orders, expected_orders)
     assert_table(details, expected_details)
     for ghost in (30015, 30017, 30018, 30019):
@@ -354,11 +384,12 @@ def customer(*values: Any) -> Row:
     return dict(zip([n for n, _ in CUSTOMER_TYPES], values, strict=True))
 
 
-def test_mysql_customers_insert_update_delete_insert_of_one_key_in_one_file(spark, database, landing):
+@on_both_paths
+def test_mysql_customers_insert_update_delete_insert_of_one_key_in_one_file(lake: Lake) -> None:
     _, changes = csv_records(sample_file(CUSTOMERS, CUSTOMERS_PREFIX + "20240809-192717787.csv"))
     assert [(r[0], r[1]) for r in changes] == [("I", "497"), ("U", "497"), ("D", "497"), ("I", "497")]
     assert changes[2][1:] == changes[1][1:], "MySQL logs the full row of a DELETE"
-    config = replay_sample(spark, database, landing, CUSTOMERS)
+    config = replay_sample(lake, CUSTOMERS)
     table = config.table("classicmodels.customers")
     _, load = csv_records(sample_file(CUSTOMERS, CUSTOMERS_PREFIX + "LOAD00000001.csv"))
     names, types = [n for n, _ in CUSTOMER_TYPES], [t for _, t in CUSTOMER_TYPES]
@@ -373,15 +404,16 @@ def test_mysql_customers_insert_update_delete_insert_of_one_key_in_one_file(spar
     # INSERT 497 (Mitesh, Valarie); UPDATE contactLastName = 'Ruffy'; DELETE 497; INSERT 497 (Mitesh, Ravatka).
     expected[497] = customer(497, "Diecast Collectables", "Mitesh", "Ravatka", "6175552555", "6251 Ingle Ln.", None,
                              "Boston", "MA", "51003", "USA", 1188, Decimal("85100.00"))  # fmt: skip
-    actual = lake_table(spark, config, database, "classicmodels.customers")
+    actual = lake_table(lake, config, "classicmodels.customers")
     assert_table(actual, expected)
     # Blanks are data: leading/trailing spaces survive; NULL stays None.
     assert actual[103]["contactFirstName"] == "Carine " and actual[103]["addressLine2"] is None
     assert actual[167]["country"] == "Norway  "
 
 
-def test_mysql_sales_orders_match_the_notebooks_final_table(spark, database, landing):
-    config = replay_sample(spark, database, landing, "m55hr_mysql_sales_orders_notebook")
+@on_both_paths
+def test_mysql_sales_orders_match_the_notebooks_final_table(lake: Lake) -> None:
+    config = replay_sample(lake, "m55hr_mysql_sales_orders_notebook")
 
     def order(orderid: int, customername: str, productname: str, orderamount: str) -> Row:
         return {"orderid": orderid, "customername": customername, "productname": productname,
@@ -403,7 +435,63 @@ def test_mysql_sales_orders_match_the_notebooks_final_table(spark, database, lan
     expected[5]["customername"] = "dadu"
     del expected[6]
     # glue-interactive.ipynb prints this final table: 1 john doe, 2 bachu/shoes, 3, 4, 5 dadu/watch.
-    actual = lake_table(spark, config, database, "sales.orders")
+    actual = lake_table(lake, config, "sales.orders")
+    assert_table(actual, expected)
+
+
+# --- qiushiyan/pyspark-cdc: MySQL, no BucketFolder ---------------------------------------------------------
+
+USERS = "qiushiyan_mysql_cdc_users"
+USERS_FILES = "dms/cdc/users/"  # in the samples folder; landed at the bucket's root as cdc/users/…
+USER_TYPES: list[tuple[str, Callable[[str], Any]]] = [
+    ("user_id", int), ("name", str), ("city", str), ("last_login", dt.date.fromisoformat),
+]  # fmt: skip
+# SHA-256 of the author's own final table: data/output/part-*.csv at 463a9d7 (their Spark job's CSV lines
+# "user_id,name,city,last_login", 110 of them), sorted by user_id, each ending in a newline.
+AUTHORS_FINAL_TABLE_SHA256 = "ebc9b5045291e04d8219f269c8728bfce405d0c5bf310a051978a463b56c2e0c"
+
+
+def user(user_id: int, name: str, city: str, last_login: str) -> Row:
+    return {"user_id": user_id, "name": name, "city": city, "last_login": dt.date.fromisoformat(last_login)}
+
+
+@on_both_paths
+def test_mysql_without_bucket_folder_matches_the_authors_final_table(lake: Lake) -> None:
+    names, types = [n for n, _ in USER_TYPES], [t for _, t in USER_TYPES]
+    cdc_files = ["20211017-194324349.csv", "20211018-223933563.csv", "20211018-224657689.csv",
+                 "20211018-225235856.csv", "20211018-225959941.csv"]  # fmt: skip
+    changes = [r for name in cdc_files for r in csv_records(sample_file(USERS, USERS_FILES + name))[1]]
+    assert "D" not in {r[0] for r in changes}, "DELETE … user_id = 10 found no row: 10 was gone before the LOAD"
+    config = replay_sample(lake, USERS)
+    assert (lake.landing / "cdc/users/LOAD00000001.csv").is_file(), "landed at the bucket's root, as DMS wrote it"
+    table = config.table("cdc.users")
+    _, load = csv_records(sample_file(USERS, USERS_FILES + "LOAD00000001.csv"))
+    expected = keyed(table, [typed_row(names, types, record) for record in load])
+    assert len(expected) == 103
+    # sql/create_db.sql's rows, as the LOAD has them: 0 and 100 unchanged; 7, 8, 9 changed, 10 deleted and
+    # 130–132 inserted before the full load (no script; the README's first table shows 7–9 so).
+    assert expected[0] == user(0, "Herman Zimmerman", "Oklahoma city", "2020-10-10")
+    assert expected[100] == user(100, "Muhammad Ahnmad", "New York", "2021-09-18")
+    assert expected[8] == user(8, "Lebron James", "Denver", "2021-10-17")  # create_db.sql: Clayton Jennings
+    assert expected[9] == user(9, "Darla Hayes", "Nashville", "2021-10-15")  # create_db.sql: Charlotte, 2020-09-07
+    assert 10 not in expected and expected[130] == user(130, "Alica Bing", "New York", "2021-10-17")
+    # sql/update_test.sql, in order:
+    expected[6]["last_login"] = dt.date(2021, 10, 15)  # UPDATE … SET last_login = '2021-10-15' WHERE user_id = 6
+    expected[133] = user(133, "Bob Ding", "New York", "2021-10-17")
+    expected[134] = user(134, "Ross Green", "Seattle", "2021-10-17")
+    expected[135] = user(135, "Monica Bing", "Portland", "2021-10-17")
+    expected[8].update(name="Kevin Durant", last_login=dt.date(2021, 10, 14))
+    expected[9].update(city="New York", last_login=dt.date(2021, 10, 17))
+    # DELETE FROM cdc.users WHERE user_id = 10: no row left to delete.
+    # Then one INSERT per CDC file of 6d8a649, by hand (no script published):
+    expected[136] = user(136, "Monica Geller", "New York", "2021-10-10")
+    expected[137] = user(137, "Phoebe Buffay", "New York", "2021-04-12")
+    expected[138] = user(138, "Joey Tribbiani", "Los Angeles", "2020-12-25")
+    expected[139] = user(139, "Jack Geller", "Long Island City", "2019-07-05")
+    # The author's final table (data/output at 463a9d7) is exactly this table.
+    lines = "".join(f"{r['user_id']},{r['name']},{r['city']},{r['last_login']}\n" for _, r in sorted(expected.items()))
+    assert hashlib.sha256(lines.encode()).hexdigest() == AUTHORS_FINAL_TABLE_SHA256
+    actual = lake_table(lake, config, "cdc.users")
     assert_table(actual, expected)
 
 
@@ -418,15 +506,10 @@ EMPLOYEE_TYPES: list[tuple[str, Callable[[str], Any]]] = [
 ]  # fmt: skip
 
 
-def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(spark, database, landing):
+def expected_hr_employees(table: TableSpec) -> dict[Any, Row]:
+    """HR.EMPLOYEES as the source ended: the LOAD's rows, then the author's UPDATE of LAST_NAME."""
     names, types = [n for n, _ in EMPLOYEE_TYPES], [t for _, t in EMPLOYEE_TYPES]
-    header, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
-    cdc_header, changes = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "20190118-184518184.csv"), header=True)
-    assert header == names and cdc_header == ["Op", *names], "upper-case header rows, CDC's starting with Op"
-    load_keys = [int(r[0]) for r in load if r[0]]
-    assert load_keys != sorted(load_keys), "the LOAD rows are not in key order"
-    config = replay_sample(spark, database, landing, EMPLOYEES)
-    table = config.table("HR.EMPLOYEES")
+    _, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
     expected = keyed(table, [typed_row(names, types, record) for record in load])
     assert len(expected) == 1900
     # Oracle HR sample rows.
@@ -447,10 +530,90 @@ def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(spark, dat
             "LAST_NAME": "Gietzupd2",
             "EMAIL": f"WGIETZ{number}",
         }
+    return expected
+
+
+@on_both_paths
+def test_oracle_header_files_and_updates_of_keys_absent_from_the_load(lake: Lake) -> None:
+    names = [n for n, _ in EMPLOYEE_TYPES]
+    header, load = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "LOAD00000001.csv"), header=True)
+    cdc_header, changes = csv_records(sample_file(EMPLOYEES, EMPLOYEES_PREFIX + "20190118-184518184.csv"), header=True)
+    assert header == names and cdc_header == ["Op", *names], "upper-case header rows, CDC's starting with Op"
+    load_keys = [int(r[0]) for r in load if r[0]]
+    assert load_keys != sorted(load_keys), "the LOAD rows are not in key order"
     assert len(changes) == 17 and {r[0] for r in changes} == {"U"}
-    actual = lake_table(spark, config, database, "HR.EMPLOYEES")
+    config = replay_sample(lake, EMPLOYEES)
+    expected = expected_hr_employees(config.table("HR.EMPLOYEES"))
+    actual = lake_table(lake, config, "HR.EMPLOYEES")
     assert_table(actual, expected)
     assert actual[2326]["LAST_NAME"] == "Gietzupd2" and actual[2326]["COMMISSION_PCT"] is None
+
+
+# --- wuzerun/aws-dms-cdc-s3-kinesis-DB-master: Oracle, gzip, CDC only ------------------------------------
+
+BOM_HD = "wuzerun_oracle_escmowner_bom_hd"
+BOM_HD_KEY = "dms/ESCMOWNER/BOM_HD/20180820-084657015.csv.gz"
+# The columns that are not text (tests/samples/wuzerun_oracle_escmowner_bom_hd.yaml says why).
+BOM_HD_PARSERS: dict[str, Callable[[str], Any]] = {
+    "STYLE_REV_NO": int, "CREATE_DATE": dt.datetime.fromisoformat, "LAST_MODI_DATE": dt.datetime.fromisoformat,
+}  # fmt: skip
+
+
+def bom(bom_no: str, style_no: str, create_date: dt.datetime, user_id: str, group_id: str) -> Row:
+    """A BOM_HD row as every record of the file has it: revision 0, BOM_TYPE G, SC_NO = BOM_NO, the rest NULL."""
+    row: Row = dict.fromkeys(
+        ["BOM_NO", "STYLE_NO", "STYLE_REV_NO", "REMARKS", "SUBMAT_STATUS", "FABRIC_STATUS", "CREATE_DATE",
+         "CREATE_USER_ID", "CREATE_USER_GRP_ID", "LAST_MODI_DATE", "LAST_MODI_USER_ID", "LAST_MODI_GRP_ID",
+         "TRIM_LIST_STATUS", "MASTER_OR_SPEC", "MASTER_BOM_NO", "SERVER_OR_LOCAL", "ORIGINAL_BOM_NO", "SC_NO", "SC_LOT",
+         "STATUS", "BOM_TYPE", "ORG_CREATE_USER_GRP_ID", "ORG_LAST_MODI_GRP_ID"]
+    )  # fmt: skip
+    row.update(BOM_NO=bom_no, STYLE_NO=style_no, STYLE_REV_NO=0, CREATE_DATE=create_date, CREATE_USER_ID=user_id,
+               CREATE_USER_GRP_ID=group_id, SC_NO=bom_no, BOM_TYPE="G")  # fmt: skip
+    return row
+
+
+def expected_bom_hd(table: TableSpec) -> dict[Any, Row]:
+    """The rows of ESCMOWNER.BOM_HD the file names (CDC only: nothing else of the source table is known).
+
+    The file is read with the gzip and csv modules. Every record is an after-image (I or U; no D), and every
+    image of one BOM_NO is the same: so each key's row is its one distinct image, whatever order the records
+    are taken in, and whether a U's key was inserted before or not (an upsert)."""
+    header, records = csv_records(sample_file(BOM_HD, BOM_HD_KEY), header=True)
+    assert header == ["Op", *table.source_column_names]
+    assert {r[0] for r in records} <= {"I", "U"}, "no D: every record is a row's image after its change"
+    images: dict[str, set[tuple[str | None, ...]]] = {}
+    for record in records:
+        assert record[1] is not None, record
+        images.setdefault(record[1], set()).add(tuple(record[1:]))
+    assert all(len(distinct) == 1 for distinct in images.values()), "a key with differing images needs an order"
+    types = [BOM_HD_PARSERS.get(name, str) for name in table.source_column_names]
+    return keyed(table, [typed_row(table.source_column_names, types, image) for (image,) in images.values()])
+
+
+@on_both_paths
+def test_oracle_gzip_cdc_only_upserts_of_keys_never_inserted(lake: Lake) -> None:
+    path = sample_file(BOM_HD, BOM_HD_KEY)
+    assert path.read_bytes()[:2] == b"\x1f\x8b", "a real gzip object, as CompressionType GZIP writes it"
+    _, records = csv_records(path, header=True)
+    assert len(records) == 21 and [r[0] for r in records].count("I") == 1
+    # Repeated identical U images of one key, and U rows of keys no I in the sample inserted.
+    assert [r[1] for r in records].count("GS18W36284") == 4 and [r[1] for r in records].count("GS18W35856") == 4
+    config = replay_sample(lake, BOM_HD)
+    table = config.table("ESCMOWNER.BOM_HD")
+    expected = expected_bom_hd(table)
+    assert len(expected) == 13
+    # Three rows written out from the file: the one I, a key updated four times, a STYLE_NO with blanks inside.
+    assert expected["GS18W36991"] == bom("GS18W36991", "JJO-JPRNICK JR", dt.datetime(2018, 8, 20, 16, 16, 12), "wusue",
+                                         "F02")  # fmt: skip
+    assert expected["GS18W36284"] == bom("GS18W36284", "CTF-5PDHTINO1-8", dt.datetime(2018, 8, 15, 17, 41, 34),
+                                         "gancal", "E00")  # fmt: skip
+    assert expected["S18S11971"] == bom("S18S11971", "TOM-SP19 TOMMY S", dt.datetime(2018, 8, 15, 10, 51, 18), "litw",
+                                        "A06")  # fmt: skip
+    actual = lake_table(lake, config, "ESCMOWNER.BOM_HD")
+    assert_table(actual, expected)
+    # Oracle DATE without a fraction is a timestamp at whole seconds; NULL-only columns stay None, never "".
+    assert actual["S18V07225"]["CREATE_DATE"] == dt.datetime(2018, 5, 29, 10, 54, 10)
+    assert all(row["LAST_MODI_DATE"] is None and row["REMARKS"] is None for row in actual.values())
 
 
 # --- segmentio/parquet-go: PostgreSQL full load as Parquet ----------------------------------------------
@@ -459,11 +622,12 @@ PARQUET_SAMPLE = "segmentio_pg_parquet_full_load"
 PARQUET_KEY = "dms/public/dms_test_table/LOAD00000001.parquet"
 
 
-def test_parquet_full_load_types_and_empty_strings(spark, database, landing):
+@on_both_paths
+def test_parquet_full_load_types_and_empty_strings(lake: Lake) -> None:
     path = sample_file(PARQUET_SAMPLE, PARQUET_KEY)
     file = pq.ParquetFile(path)
     assert file.schema_arrow.names[0] == "DMS_TIMESTAMP", "DMS puts its timestamp column first"
-    config = replay_sample(spark, database, landing, PARQUET_SAMPLE)
+    config = replay_sample(lake, PARQUET_SAMPLE)
     table = config.table("public.dms_test_table")
     rows = file.read().to_pylist()
     for row in rows:
@@ -486,8 +650,47 @@ def test_parquet_full_load_types_and_empty_strings(spark, database, landing):
     # pyarrow gives the zone-aware instant; compare instants in UTC like the lake reader does.
     for row in expected.values():
         row["my_timestamp"] = row["my_timestamp"].astimezone(UTC)
-    actual = lake_table(spark, config, database, "public.dms_test_table")
+    actual = lake_table(lake, config, "public.dms_test_table")
     assert_table(actual, expected)
     # Empty strings are not NULL in Parquet: they stay "".
     assert actual[1]["my_varchar"] == "" and actual[2]["my_text"] == "" and actual[5]["my_text"] == ""
     assert all(v is not None for row in actual.values() for v in row.values())
+
+
+# --- the deployed path: cdc-lake aws-replay ---------------------------------------------------------------
+
+# The Oracle samples through ``cdc-lake aws-replay``: sample, table, its expected table (the same as above).
+DEPLOYED_SAMPLES: dict[str, tuple[str, Callable[[TableSpec], dict[Any, Row]]]] = {
+    EMPLOYEES: ("HR.EMPLOYEES", expected_hr_employees),
+    BOM_HD: ("ESCMOWNER.BOM_HD", expected_bom_hd),
+}
+
+
+def iceberg_table(rows: list[Row], table: TableSpec) -> dict[Any, Row]:
+    """pyiceberg's rows, which carry the lake's names, as {key: row} under the source's names."""
+    result: list[Row] = []
+    for row in rows:
+        assert list(row) == table.column_names, list(row)
+        result.append({spec.source: _python_value(row[spec.name], spec.type) for spec in table.columns})
+    return keyed(table, result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", list(DEPLOYED_SAMPLES))
+def test_oracle_samples_through_the_deployed_path(sample: str, tmp_path: Path) -> None:
+    """``cdc-lake aws-replay`` in its own process: the stack created on a local AWS endpoint, the real Lambda
+    handler, each Glue run through ``glue-run``; the table read back by pyiceberg's Glue catalog (a second
+    reader) equals the expected table of the local replay. One run per configuration, each on its own endpoint
+    so neither sees the other's stack, raw bucket or database."""
+    name, expected_table = DEPLOYED_SAMPLES[sample]
+    config_path = SAMPLE_CONFIGS / f"{sample}.yaml"
+    config = load_config(config_path)
+    table = config.table(name)
+    landing = tmp_path / "landing"
+    land_sample(sample, landing, config.dms.bucket_folder)
+    with local_aws_endpoint() as endpoint:
+        environment = aws_replay_environment(endpoint)
+        code, output = aws_replay(sys.executable, config_path, landing, tmp_path / "work", environment, timeout=600)
+        assert code == 0, output
+        rows = glue_reader(endpoint)(LakeLocation(GLUE_CATALOG, config.lake.database), table)
+    assert_table(iceberg_table(rows, table), expected_table(table))
