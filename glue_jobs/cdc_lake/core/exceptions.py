@@ -172,6 +172,10 @@ class EndpointStartError(CdcLakeError):
     """Raised when the local AWS endpoint's subprocess exits or stays silent instead of reporting ready."""
 
 
+class TrinoStartError(CdcLakeError):
+    """Raised when the local Trino server exits or does not answer a query before its start-up timeout."""
+
+
 class UnrecognizedEventError(CdcLakeError):
     """Raised when an invocation event is neither an S3 notification, an S3 test event nor an S3 EventBridge event."""
 

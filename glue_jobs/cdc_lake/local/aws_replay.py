@@ -68,13 +68,14 @@ def synthesize(config_path: Path, outdir: Path) -> DeployedStack:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
     from infra.app import cdk_json_context, create_app
-    from infra.settings import EXAMPLE_VALUES, STACK_NAME, TABLE_CONFIG
+    from infra.settings import EXAMPLE_VALUES, TABLE_CONFIG
 
     context = {**cdk_json_context(), TABLE_CONFIG: str(config_path.resolve()), EXAMPLE_VALUES: "true"}
     assembly = outdir / "cdk.out"
     app, stack = create_app(context, asset_dir=outdir / "assets", outdir=str(assembly))
     app.synth()
-    return DeployedStack.load(assembly, str(context.get(STACK_NAME) or stack.stack_name))
+    # The stack the app made: its name may also come from CDK_CONTEXT_JSON (how `cdk synth -c` passes context).
+    return DeployedStack.load(assembly, stack.stack_name)
 
 
 @contextlib.contextmanager

@@ -208,13 +208,14 @@ def run_aws_demo(workdir: Path, *, rows: int = 2000, batches: int = 2) -> int:
     """The demo through the deployed path: the stack synthesized and created on an AWS endpoint (a local one
     unless ``AWS_ENDPOINT_URL`` names one), files landing in its raw bucket, the real Lambda handler starting
     Glue runs, each run as ``glue-run``; then a second reader (pyiceberg's Glue catalog on the same endpoint)
-    checks that every table equals the source and carries the Glue parameters Athena reads."""
+    checks that every table equals the source and carries the Glue parameters Athena reads, and Trino (the
+    engine Athena runs) answers one query through the same catalog."""
     from cdc_lake.local.aws_replay import DeployedPipeline, aws_endpoint
 
     started = time.monotonic()
     config_path = demo_config_path()
     config = load_config(config_path)
-    generated, batches_of_keys = _generate(config, workdir, rows, batches, ())
+    generated, batches_of_keys = _generate(config, workdir, rows, batches, ("trino",))
     with aws_endpoint() as endpoint:
         print(f"2/5 synthesizing the stack and creating it on {endpoint} …")
         pipeline = DeployedPipeline.create(config_path, workdir, report=lambda line: print(f"    {line}"))
@@ -229,6 +230,7 @@ def run_aws_demo(workdir: Path, *, rows: int = 2000, batches: int = 2) -> int:
         unapplied, _ignored = pipeline.unapplied([key for batch in batches_of_keys for key in batch])
         print("5/5 reading the lake with a second reader (pyiceberg, Glue catalog on the same endpoint) …")
         all_equal = _check_with_pyiceberg(endpoint, config, pipeline.stack.database.name, generated.expected)
+        _show_trino_query(endpoint, config.table("shop.orders"), pipeline.stack.database.name, workdir / "trino")
     missing = sum(len(k) for k in unapplied.values())
     print(f"\ntotal {time.monotonic() - started:.1f}s")
     if failures or missing or not all_equal:
@@ -278,3 +280,31 @@ def _check_with_pyiceberg(endpoint: str, config: PipelineConfig, database: str, 
             f"{'s3://…/' + location.rsplit('/', 1)[-1] if location else '-'}  {'yes' if fit else 'NO'}"
         )
     return all_equal
+
+
+def _show_trino_query(endpoint: str, table: TableSpec, database: str, workdir: Path) -> None:
+    """One query as Athena would run it: Trino's Iceberg catalog on the endpoint's Glue catalog and S3."""
+    from cdc_lake.core.exceptions import CdcLakeError
+    from cdc_lake.local.aws_endpoint import aws_region
+    from cdc_lake.local.trino import TRINO_VERSION, trino_home, trino_server
+
+    try:
+        trino_home()
+    except CdcLakeError as missing:
+        print(f"\nno Trino query: {missing} (cdc_lake.local.trino --install)")
+        return
+    sql = (
+        f'SELECT status, count(*) AS orders, sum(amount) AS amount FROM iceberg."{database}"."{table.lake_table}" '
+        "GROUP BY status ORDER BY orders DESC, status LIMIT 5"
+    )
+    started = time.monotonic()
+    with trino_server(endpoint, region=aws_region(), workdir=workdir) as server:
+        took = time.monotonic() - started
+        print(f"\nTrino {TRINO_VERSION} (the engine Athena runs) started in {took:.1f}s; log {server.log}")
+        columns, rows = server.query_with_columns(sql)
+    print(f"trino> {sql};")
+    cells = [[_cell(value)[:26] for value in row] for row in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    print("  " + "  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
