@@ -283,6 +283,7 @@ def trino_server(
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdc-lake-trino-")))
+        workdir = workdir.resolve()  # the server runs in it: paths in its configuration must not be relative
         workdir.mkdir(parents=True, exist_ok=True)
         port = _free_port()
         config = workdir / "etc" / "config.properties"
