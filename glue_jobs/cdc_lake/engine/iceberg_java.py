@@ -294,6 +294,14 @@ def java_causes(error: BaseException) -> list[Any]:
     return causes
 
 
+def root_cause(error: BaseException) -> str:
+    """The first line of the innermost Java exception behind ``error`` (the one that says why), or the Python
+    error itself when no Java one is behind it."""
+    causes = java_causes(error)
+    cause = str(causes[-1].toString()) if causes else f"{type(error).__name__}: {error}"
+    return cause.splitlines()[0] if cause else cause
+
+
 def _classes(throwable: Any) -> list[str]:
     """The names of a Java object's class, its superclasses and the interfaces they implement."""
     names = []

@@ -69,7 +69,7 @@ from cdc_lake.engine.history import commit_history, ensure_history_table, histor
 from cdc_lake.engine.iceberg_java import (
     aws_denial,
     conflicts_raised,
-    java_causes,
+    root_cause,
     set_table_property,
     table_properties,
 )
@@ -511,10 +511,8 @@ def _unreadable_file(context: ReplayContext, batch: Batch, error: Exception) -> 
     if found is None:
         return None
     dms_file, what, failure = found
-    causes = java_causes(failure)
-    cause = str(causes[-1].toString()) if causes else f"{type(failure).__name__}: {failure}"
     log.info("%s: the read failed (%s): %s cannot be read", batch.table.name, type(error).__name__, dms_file.key)
-    return UnreadableFileError(batch.table.name, dms_file.key, what, cause.splitlines()[0][:300])
+    return UnreadableFileError(batch.table.name, dms_file.key, what, root_cause(failure)[:300])
 
 
 def _confirm_listed(context: ReplayContext, batch: Batch) -> None:
@@ -534,10 +532,8 @@ def _refusal(
         resource = denial.resource or (lake_table if denial.action.startswith("glue:") else f"{lake_table}'s files")
         return AccessDeniedError(resource, denial.action)
     if not seen:
-        causes = java_causes(error)
-        cause = str(causes[-1].toString()) if causes else f"{type(error).__name__}: {error}"
         return LakeTableCreateError(
-            f"{lake_table}: the lake table could not be found or created: {cause.splitlines()[0][:500]}. Nothing "
+            f"{lake_table}: the lake table could not be found or created: {root_cause(error)[:500]}. Nothing "
             f"was applied and no file was removed. Fix what the catalog names (the lake names, types or "
             f"partitioning of {table.name} in the configuration, or the catalog's settings), then trigger the run "
             "again"
