@@ -16,7 +16,7 @@ TEST_WORKERS ?= 2
 DRIFT_ROWS ?= 10000000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-config bench-drift synth clean
+.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-config bench-drift synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -71,6 +71,9 @@ bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10
 
 bench-large: setup ## part 1 of make bench up to a 100M-row table (10k..100M rows: growth of a CDC run; about 30 GB of disk, an hour), into bench/results-large
 	$(PY) -m bench.run --perf-only --rows 100000000 --out bench/results-large
+
+bench-aging: setup ## day 30 of a busy table: 2,000 batches of 40 changes into one 50k-row table through the Lambda's handler (about 45 minutes), a full read every 100, then maintenance and 50 more; into bench/results/aging.*
+	$(PY) -m bench.aging
 
 bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
 	$(PY) -m bench.catalog

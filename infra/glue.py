@@ -24,7 +24,6 @@ from cdc_lake.core.names import (
     MAINTENANCE_TIMEOUT_MINUTES,
     METRICS_NAMESPACE,
     ORPHAN_DAYS,
-    RETAIN_DAYS,
     RETAIN_LAST,
 )
 from infra.deployment import Deployment, stack_output
@@ -72,7 +71,6 @@ MAINTENANCE = JobSizing(
 # and why they are safe, are defined once in cdc_lake.core.names.
 MAINTENANCE_ARGUMENTS = {
     "--action": "all",
-    "--retain_days": str(RETAIN_DAYS),
     "--retain_last": str(RETAIN_LAST),
     "--orphan_days": str(ORPHAN_DAYS),
 }

@@ -275,11 +275,11 @@ def test_job_arguments_apply_overrides_key_by_key(demo_stack: DeployedStack) -> 
     job = demo_stack.jobs["maintenance"]
     defaults = dict(job.default_arguments)
     arguments = demo_stack.job_arguments(
-        "maintenance", {"--action": "reload", "table": "shop.orders", "--retain_days": "1"}
+        "maintenance", {"--action": "reload", "table": "shop.orders", "--orphan_days": "1"}
     )
     assert arguments["--action"] == "reload"  # an override wins over the default
     assert arguments["--table"] == "shop.orders"  # a new key, given without "--"
-    assert arguments["--retain_days"] == "1"
+    assert arguments["--orphan_days"] == "1"
     assert arguments["--retain_last"] == defaults["--retain_last"]  # the rest stays
     assert set(arguments) == {*defaults, "--table"}
     assert dict(job.default_arguments) == defaults  # the job is not changed

@@ -10,7 +10,7 @@ from aws_cdk.assertions import Annotations, Match
 from infra.settings import DEFAULT_MAINTENANCE_SCHEDULE
 from tests.infra.conftest import Synthesized, cdk_json_context, only, render, resources_of_type, synthesize
 
-MAINTENANCE_DEFAULTS = {"--action": "all", "--retain_days": "7", "--retain_last": "20", "--orphan_days": "3"}
+MAINTENANCE_DEFAULTS = {"--action": "all", "--retain_last": "20", "--orphan_days": "3"}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cdc_lake.core.exceptions import JobArgumentError
-from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
 from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions
 from cdc_lake.engine.maintenance import Retention
 
@@ -59,7 +59,7 @@ def test_maintenance_options_from_glue_argv_like_the_scheduled_trigger():
     )
     defaults = MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "all"})
     assert defaults.table is None
-    assert defaults.retention == Retention(days=RETAIN_DAYS, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS)
+    assert defaults.retention == Retention(days=None, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS)  # lake.upkeep's
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,10 @@ from cdc_lake.core.names import (
     GLUE_VERSION,
     GLUE_VERSION_ENV,
     GLUE_VERSIONS,
+    KEEP_SNAPSHOTS,
     LAST_ROUND_MINUTES,
     MAINTENANCE_TIMEOUT_MINUTES,
+    RETAIN_DAYS,
     GlueVersion,
 )
 
@@ -364,6 +366,35 @@ class TableSpec(_Model):
         return [c.name for c in self.columns if c.name not in self.primary_key]
 
 
+class UpkeepSettings(_Model):
+    """Maintenance a replay run does itself once it has committed, when the table's own state calls for it: a busy
+    table is compacted and expired often, an idle one never (docs/deploy.md#table-maintenance)."""
+
+    compact_at_delete_files: int = Field(
+        default=16,
+        ge=0,
+        description="Compact (rewrite data files with deletes and small ones, merge delete files, rewrite "
+        "manifests) once the table holds this many delete files; 0: only the maintenance job compacts",
+    )
+    compact_every_commits: int = Field(
+        default=50,
+        ge=0,
+        description="Compact after this many commits since the last compaction, whatever the delete files; 0: never "
+        "by count",
+    )
+    keep_snapshots: int = Field(
+        default=KEEP_SNAPSHOTS,
+        ge=1,
+        description="Expire snapshots beyond the newest this many, even younger than keep_days: every commit reads "
+        "and rewrites metadata.json, which lists them all",
+    )
+    keep_days: int = Field(
+        default=RETAIN_DAYS,
+        ge=0,
+        description="Expire snapshots older than this (the rollback window, within keep_snapshots)",
+    )
+
+
 class LakeSettings(_Model):
     database: Annotated[str, _lake("database")] = Field(
         default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables"
@@ -381,6 +412,7 @@ class LakeSettings(_Model):
         "the scan) and an append of their new rows, rather than one MERGE whose outer join shuffles every scanned "
         "key; below it the MERGE's shuffle costs less than the second write (docs/performance.md)",
     )
+    upkeep: UpkeepSettings = Field(default_factory=UpkeepSettings)
     glue_version: GlueVersion = Field(
         default=GLUE_VERSION,
         description="The AWS Glue version of the stack's jobs and of the local runtime; GLUE_VERSION overrides it "

@@ -152,6 +152,10 @@ class LakeTableCreateError(CdcLakeError):
     """Raised when the catalog refuses to create a lake table; carries the catalog's own error."""
 
 
+class RecordLostError(CdcLakeError):
+    """Raised when a table's record of applied files is neither in its snapshots nor in its table property."""
+
+
 class LegacyLakeTableError(CdcLakeError):
     """Raised when a local lake holds a table under its name from before lake names were lower case."""
 

@@ -42,10 +42,12 @@ GLUE_VERSIONS: Mapping[GlueVersion, GlueVersionFacts] = MappingProxyType(
 # The Spark catalog name the Glue jobs register the Glue Data Catalog under (job --conf and --catalog).
 GLUE_CATALOG = "glue_catalog"
 
-# Maintenance retention: snapshots younger than RETAIN_DAYS stay for rollback, the newest RETAIN_LAST
-# stay whatever their age, and only unreferenced files older than ORPHAN_DAYS are orphans (younger ones
-# may belong to a running commit).
-RETAIN_DAYS = 7
+# Maintenance retention: snapshots younger than RETAIN_DAYS stay for rollback, but no more than KEEP_SNAPSHOTS
+# of them (every commit reads and rewrites metadata.json, which holds them all), and the newest RETAIN_LAST stay
+# whatever their age; only unreferenced files older than ORPHAN_DAYS are orphans (younger ones may belong to a
+# running commit).
+RETAIN_DAYS = 1
+KEEP_SNAPSHOTS = 500
 RETAIN_LAST = 20
 ORPHAN_DAYS = 3
 

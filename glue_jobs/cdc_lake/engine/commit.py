@@ -7,6 +7,7 @@ that makes it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -23,6 +24,7 @@ from pyspark.sql import types as T
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.names import RUN_BRANCH_PREFIX
+from cdc_lake.core.plan import ReplayState
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.iceberg_java import (
@@ -37,7 +39,15 @@ from cdc_lake.engine.iceberg_java import (
     snapshot_summary,
 )
 from cdc_lake.engine.reader import OP
-from cdc_lake.engine.record import PART, RUN_ID
+from cdc_lake.engine.record import (
+    PART,
+    REJECTS_REPLAYED,
+    RUN_ID,
+    STATE,
+    TableRecord,
+    divergence_mark,
+    table_record,
+)
 from cdc_lake.engine.spark_types import lake_type, select_sql
 from cdc_lake.engine.tables import LakeLocation
 
@@ -134,13 +144,30 @@ def commit_transaction(spark: SparkSession, location: LakeLocation, transaction:
             head = written
         for requirement in transaction.requirements:
             requirement()
-        fast_forward(spark, dotted, branch, base)
+        kept = _kept_record(spark, location, transaction.table_name, record.properties if record else {})
+        fast_forward(spark, dotted, branch, base, kept)
         landed = True
         assert record is not None  # the last update asked for it
         return Committed(head, record)
     finally:
         if not landed:
             _drop_branch(spark, dotted, branch)
+
+
+def _kept_record(
+    spark: SparkSession, location: LakeLocation, table_name: str, properties: Mapping[str, str]
+) -> Callable[[int, int], Mapping[str, str]] | None:
+    """The ``RECORD`` table property a commit recording ``properties`` sets as it moves main (None: a commit that
+    applies no files and decides no divergence, e.g. a repair, leaves it as it is)."""
+    decided, mark = divergence_mark(properties)
+    if not decided:
+        return None
+    if STATE in properties:
+        record = TableRecord(None, ReplayState.from_json(properties[STATE], None), mark)
+    else:  # a rejects replay: the files applied are those of main (where it commits from, or it is refused)
+        assert REJECTS_REPLAYED in properties
+        record = dataclasses.replace(table_record(spark, location, table_name), diverged=mark)
+    return record.properties
 
 
 def run_branch(run_id: str, started: dt.datetime) -> str:

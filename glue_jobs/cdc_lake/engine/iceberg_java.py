@@ -17,7 +17,9 @@ fails there first, by name:
 - ``Table.sortOrder``: whether compaction can sort (no metadata table shows the write order).
 - ``TableOperations.commit`` with ``TableMetadata.Builder.setRef``/``setBranchSnapshot``/``removeRef``: the
   run's branch created, and main moved to it as a true compare-and-swap (``_commit_refs`` says why the SQL
-  branch statements and ``ManageSnapshots`` are not safe for this).
+  branch statements and ``ManageSnapshots`` are not safe for this); ``setProperties`` in that same commit keeps
+  the table's record of applied files (``record.RECORD``) with the snapshot it describes.
+- ``Snapshot.sequenceNumber``/``parentId``: where main's lineage begins once expiry removed its oldest part.
 
 Java failures are told apart here too, by the classes (and Spark's error conditions) in their cause chain, never
 by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its
@@ -96,10 +98,7 @@ class commit_properties:
         field_ = holder.getDeclaredField(COMMIT_PROPERTIES_FIELD)
         field_.setAccessible(True)
         self._thread_local = field_.get(None)
-        java_map = java_class(self._spark, "java.util.HashMap")()
-        for key, value in self._properties.items():
-            java_map.put(key, value)
-        self._thread_local.set(java_map)
+        self._thread_local.set(_java_map(self._spark, self._properties))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,6 +119,78 @@ def branch_lineage(
         yield int(snapshot.snapshotId()), snapshot.summary()
         parent = snapshot.parentId()
         snapshot = table.snapshot(parent) if parent is not None else None
+
+
+@dataclass(frozen=True)
+class LineageStart:
+    """Where a branch's lineage begins: the ids it holds, whether it reaches back to the table's first snapshot
+    (False: expiry removed older ancestors), and the sequence number of its oldest snapshot still there."""
+
+    snapshot_ids: frozenset[int]
+    complete: bool
+    oldest_sequence: int | None
+
+
+class Metadata:
+    """One version of a table's metadata (immutable): what several reads must see alike, whatever commits land
+    meanwhile (every ``_load`` may return the table refreshed by another thread)."""
+
+    def __init__(self, spark: SparkSession, dotted_name: str) -> None:
+        self._spark = spark
+        self._metadata = _load(spark, dotted_name).operations().current()
+
+    def lineage(self, branch: str = "main") -> Iterator[tuple[int, Mapping[str, str]]]:
+        """``branch_lineage`` in this version."""
+        for snapshot in self._snapshots(branch):
+            yield int(snapshot.snapshotId()), snapshot.summary()
+
+    def start(self, branch: str = "main") -> LineageStart:
+        ids: set[int] = set()
+        oldest, complete = None, True
+        for snapshot in self._snapshots(branch):
+            ids.add(int(snapshot.snapshotId()))
+            oldest = int(snapshot.sequenceNumber())
+            complete = snapshot.parentId() is None
+        return LineageStart(frozenset(ids), complete, oldest)
+
+    def has_snapshot(self, snapshot_id: int) -> bool:
+        return self._metadata.snapshot(snapshot_id) is not None
+
+    def snapshot_count(self) -> int:
+        return int(self._metadata.snapshots().size())
+
+    def snapshot_times(self) -> list[int]:
+        """Every snapshot's commit time (epoch ms), newest first."""
+        return sorted((int(s.timestampMillis()) for s in self._metadata.snapshots()), reverse=True)
+
+    def oldest_ms(self) -> int | None:
+        """The first snapshot's commit time (epoch ms): the table's snapshots are kept in commit order."""
+        snapshots = self._metadata.snapshots()
+        return int(snapshots.get(0).timestampMillis()) if snapshots.size() else None
+
+    def head_summary(self, branch: str = "main") -> dict[str, str]:
+        head = next(self._snapshots(branch), None)
+        return _as_dict(self._spark, head.summary()) if head is not None else {}
+
+    def commits_since(self, operation: str, limit: int) -> int:
+        """How many of main's newest snapshots come after its newest ``operation`` one, up to ``limit``."""
+        count = 0
+        for snapshot in self._snapshots("main"):
+            if count >= limit or str(snapshot.operation()) == operation:
+                break
+            count += 1
+        return count
+
+    def properties(self) -> dict[str, str]:
+        return _as_dict(self._spark, self._metadata.properties())
+
+    def _snapshots(self, branch: str) -> Iterator[Any]:
+        ref = self._metadata.ref(branch)
+        snapshot = self._metadata.snapshot(ref.snapshotId()) if ref is not None else None
+        while snapshot is not None:
+            yield snapshot
+            parent = snapshot.parentId()
+            snapshot = self._metadata.snapshot(parent) if parent is not None else None
 
 
 def snapshot_summary(spark: SparkSession, dotted_name: str, snapshot_id: int) -> dict[str, str]:
@@ -201,17 +272,53 @@ def remove_branch(spark: SparkSession, dotted_name: str, branch: str) -> None:
     )
 
 
-def fast_forward(spark: SparkSession, dotted_name: str, branch: str, expected_main: int) -> None:
+def fast_forward(
+    spark: SparkSession,
+    dotted_name: str,
+    branch: str,
+    expected_main: int,
+    properties: Callable[[int, int], Mapping[str, str]] | None = None,
+) -> None:
     """Move main from ``expected_main`` to ``branch``'s head and remove the branch, in one metadata commit;
-    raises TableMovedError when main is no longer at ``expected_main``."""
+    raises TableMovedError when main is no longer at ``expected_main``. ``properties``, given the head's id and
+    sequence number, are table properties set by the same commit."""
 
     def change(base: Any, builder: Any) -> Any:
         main, head = base.ref("main"), base.ref(branch)
         if main is None or head is None or int(main.snapshotId()) != expected_main:
             raise TableMovedError(f"{dotted_name}: main moved on since snapshot {expected_main}")
-        return builder.setBranchSnapshot(head.snapshotId(), "main").removeRef(branch)
+        builder = builder.setBranchSnapshot(head.snapshotId(), "main").removeRef(branch)
+        if properties is not None:
+            snapshot = base.snapshot(head.snapshotId())
+            values = properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))
+            builder = builder.setProperties(_java_map(spark, values))
+        return builder
 
     _commit_refs(spark, dotted_name, change)
+
+
+def set_head_properties(
+    spark: SparkSession, dotted_name: str, properties: Callable[[int, int], Mapping[str, str]]
+) -> None:
+    """Set table properties that describe main's head, given its id and sequence number: made anew from the
+    current metadata at every try, so they always describe the head they land with."""
+
+    def change(base: Any, builder: Any) -> Any:
+        main = base.ref("main")
+        if main is None:
+            return None
+        snapshot = base.snapshot(main.snapshotId())
+        values = properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))
+        return builder.setProperties(_java_map(spark, values))
+
+    _commit_refs(spark, dotted_name, change)
+
+
+def _java_map(spark: SparkSession, values: Mapping[str, str]) -> Any:
+    java_map = java_class(spark, "java.util.HashMap")()
+    for key, value in values.items():
+        java_map.put(key, value)
+    return java_map
 
 
 def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, Any], Any]) -> None:

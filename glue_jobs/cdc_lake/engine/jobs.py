@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
-from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST, JobKind
+from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainResult, drain
@@ -226,7 +226,7 @@ class MaintenanceOptions(_GlueArguments):
             catalog=plain.get("catalog") or GLUE_CATALOG,
             database=plain.get("database", ""),
             retention=Retention(
-                days=_whole_number(plain, "retain_days", RETAIN_DAYS),
+                days=_given_number(plain, "retain_days"),
                 last=_whole_number(plain, "retain_last", RETAIN_LAST),
                 orphan_days=_whole_number(plain, "orphan_days", ORPHAN_DAYS),
             ),
@@ -265,9 +265,14 @@ def _plain_arguments(options: Mapping[str, str], required: Sequence[str]) -> dic
 
 
 def _whole_number(options: Mapping[str, str], name: str, default: int) -> int:
+    number = _given_number(options, name)
+    return default if number is None else number
+
+
+def _given_number(options: Mapping[str, str], name: str) -> int | None:
     text = options.get(name)
     if text is None or text == "":
-        return default
+        return None
     if not text.isdigit():
         raise JobArgumentError(f"--{name} {text!r}: expected a whole number of at least 0")
     return int(text)

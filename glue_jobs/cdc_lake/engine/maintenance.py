@@ -1,25 +1,31 @@
-"""Table maintenance: compaction, snapshot expiry that keeps what rollback and replay need, orphan removal.
+"""Table maintenance: compaction, snapshot expiry by age and by count, orphan removal.
 
-Run locally through ``cdc-lake maintain`` or on AWS as the maintenance Glue job (``--action``).
+Run locally through ``cdc-lake maintain`` or on AWS as the maintenance Glue job (``--action``), and by the replay
+itself after a commit when the table's own state calls for it (``upkeep``): a table's cost then follows its
+recent commits, not its age. The record of applied files is kept in a table property (``record.RECORD``), so
+no expiry, ours or another tool's, can lose it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.config import UpkeepSettings
+from cdc_lake.core.names import KEEP_SNAPSHOTS, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import lake_tables
-from cdc_lake.engine.iceberg_java import has_write_order
-from cdc_lake.engine.record import STATE
+from cdc_lake.engine.iceberg_java import Metadata, has_write_order
+from cdc_lake.engine.record import RECORD, STATE
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
@@ -30,17 +36,19 @@ ACTIONS: tuple[Action, ...] = ("compact", "expire", "orphans", "all")
 
 @dataclass(frozen=True)
 class Retention:
-    """How much history expiry keeps: snapshots younger than ``days``, and at least the last ``last``; orphan
+    """How much history expiry keeps: snapshots younger than ``days`` but no more than the newest ``most`` (None:
+    the configuration's ``lake.upkeep.keep_days`` and ``keep_snapshots``), and at least the last ``last``; orphan
     files younger than ``orphan_days``. Ages count back from ``now`` (UTC; None: when maintenance runs)."""
 
-    days: int = RETAIN_DAYS
+    days: int | None = None
     last: int = RETAIN_LAST
     orphan_days: int = ORPHAN_DAYS
     now: dt.datetime | None = None
+    most: int | None = None
 
-    def cutoff(self, days: int) -> dt.datetime:
+    def cutoff(self, days: int | None) -> dt.datetime:
         now = self.now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
-        return now - dt.timedelta(days=days)
+        return now - dt.timedelta(days=RETAIN_DAYS if days is None else days)
 
 
 @dataclass(frozen=True)
@@ -50,38 +58,57 @@ class MaintenanceResult:
     detail: dict[str, int]
 
 
-def compact(spark: SparkSession, location: LakeLocation, name: str) -> dict[str, int]:
-    """Rewrite small data files and apply position deletes, then drop delete files no longer needed.
+def compact(spark: SparkSession, location: LakeLocation, name: str, *, thorough: bool = True) -> dict[str, int]:
+    """Rewrite small data files (applying their deletes), merge position-delete files, and rewrite manifests.
 
     Files are rewritten in the table's write order (its key), so each keeps a narrow key range and a MERGE
-    can skip it; a table made before tables had one is rewritten as it is (binpack).
+    can skip it; a table made before tables had one is rewritten as it is (binpack). ``thorough`` also rewrites
+    every data file that any delete touches (the maintenance job); otherwise (``upkeep``, after replay commits)
+    only small files and those a third deleted, so its cost follows recent changes, not the table's size.
     """
     target = sql_string(f"{location.database}.{name}")
     catalog = quote(location.catalog)
     strategy = "sort" if has_write_order(spark, location.dotted(name)) else "binpack"
+    options = "'min-input-files', '2'" + (", 'delete-file-threshold', '1'" if thorough else "")
     data = spark.sql(
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, strategy => {sql_string(strategy)}, "
-        "options => map('min-input-files', '2', 'delete-file-threshold', '1'))"
+        f"options => map({options}))"
     ).first()
-    deletes = spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => {target})").first()
+    deletes = spark.sql(
+        f"CALL {catalog}.system.rewrite_position_delete_files(table => {target}, "
+        "options => map('min-input-files', '2'))"
+    ).first()
+    manifests = spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => {target})").first()
     return {
         "rewritten_data_files": int(data["rewritten_data_files_count"]) if data else 0,
         "added_data_files": int(data["added_data_files_count"]) if data else 0,
         "rewritten_delete_files": int(deletes["rewritten_delete_files_count"]) if deletes else 0,
+        "rewritten_manifests": int(manifests["rewritten_manifests_count"]) if manifests else 0,
     }
 
 
-def expire(spark: SparkSession, location: LakeLocation, name: str, retention: Retention) -> dict[str, int]:
-    """Expire old snapshots, never the newest one that records applied files (replay reads it)."""
+def expire(
+    spark: SparkSession, location: LakeLocation, name: str, retention: Retention, most: int = KEEP_SNAPSHOTS
+) -> dict[str, int]:
+    """Expire snapshots older than ``retention.days`` or beyond the newest ``retention.most`` (``most`` when None),
+    keeping the last ``retention.last`` (at most as many as it keeps)."""
+    dotted = location.dotted(name)
+    metadata = Metadata(spark, dotted)
     cutoff = retention.cutoff(retention.days)
-    newest_state = _newest_state_commit(spark, location, name)
-    if newest_state is not None and newest_state < cutoff:
-        cutoff = newest_state
+    kept = max(retention.most if retention.most is not None else most, 1)
+    last = min(retention.last, kept)
+    times = metadata.snapshot_times()
+    if len(times) > kept:  # by count: everything older than the newest ``kept``
+        cutoff = max(cutoff, dt.datetime.fromtimestamp(times[kept - 1] / 1000, dt.UTC).replace(tzinfo=None))
+    if RECORD not in metadata.properties():  # a table last written before the property: its newest record stays
+        newest_state = _newest_state_commit(spark, location, name)
+        if newest_state is not None and newest_state < cutoff:
+            cutoff = newest_state
     target = sql_string(f"{location.database}.{name}")
     row = spark.sql(
         f"CALL {quote(location.catalog)}.system.expire_snapshots(table => {target}, "
         f"older_than => TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))}, "
-        f"retain_last => {int(retention.last)})"
+        f"retain_last => {int(last)})"
     ).first()
     return {"deleted_data_files": int(row["deleted_data_files_count"]) if row else 0,
             "deleted_manifest_files": int(row["deleted_manifest_files_count"]) if row else 0}  # fmt: skip
@@ -118,10 +145,16 @@ def maintain(
     if action not in ACTIONS:
         raise ValueError(f"unknown maintenance action {action!r}; use one of {', '.join(ACTIONS)}")
     spark, config, location = context.spark, context.config, context.location
+    upkept = config.lake.upkeep
     retention = retention or Retention()
+    retention = dataclasses.replace(
+        retention,
+        days=upkept.keep_days if retention.days is None else retention.days,
+        most=upkept.keep_snapshots if retention.most is None else retention.most,
+    )
     chosen = [config.table(name) for name in tables] if tables else list(config.tables)
     steps: list[Action] = ["compact", "expire", "orphans"] if action == "all" else [action]
-    results = []
+    results: list[MaintenanceResult] = []
     for table in chosen:
         if not table_exists(spark, location, table):
             log.info("%s: no lake table yet; nothing to maintain", table.name)
@@ -138,4 +171,69 @@ def maintain(
                     detail = remove_orphans(spark, location, name, retention)
                 log.info("%s.%s: %s %s", location.database, name, step, detail)
                 results.append(MaintenanceResult(f"{location.database}.{name}", step, detail))
+    return results
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """What decides a table's upkeep, read from its metadata with no Spark job: its snapshots, its delete files, and
+    the commits on main since its last compaction (counted up to ``limit``)."""
+
+    snapshots: int
+    delete_files: int
+    commits_since_compaction: int
+    oldest_ms: int | None
+
+
+def table_shape(spark: SparkSession, location: LakeLocation, name: str, limit: int) -> TableShape:
+    metadata = Metadata(spark, location.dotted(name))
+    head = metadata.head_summary()
+    return TableShape(
+        snapshots=metadata.snapshot_count(),
+        delete_files=int(head.get("total-delete-files", "0")),
+        commits_since_compaction=metadata.commits_since("replace", limit),
+        oldest_ms=metadata.oldest_ms(),
+    )
+
+
+def due(shape: TableShape, settings: UpkeepSettings, now: dt.datetime) -> list[Action]:
+    """The upkeep a table's shape calls for: compaction once its delete files or its commits since the last one
+    reach their thresholds; expiry once it holds a tenth more snapshots than it keeps (at least 10 more), or its
+    oldest is an hour past the rollback window. The margins keep expiry from running at every commit."""
+    steps: list[Action] = []
+    deletes = settings.compact_at_delete_files and shape.delete_files >= settings.compact_at_delete_files
+    commits = settings.compact_every_commits and shape.commits_since_compaction >= settings.compact_every_commits
+    if deletes or commits:
+        steps.append("compact")
+    margin = max(10, settings.keep_snapshots // 10)
+    window = dt.timedelta(days=settings.keep_days, hours=1)
+    aged = shape.oldest_ms is not None and now - dt.datetime.fromtimestamp(shape.oldest_ms / 1000, dt.UTC) > window
+    least = min(RETAIN_LAST, settings.keep_snapshots) + 10  # what expiry by age keeps, and a margin
+    if shape.snapshots > settings.keep_snapshots + margin or (aged and shape.snapshots > least):
+        steps.append("expire")
+    return steps
+
+
+def upkeep(context: LakeContext, name: str) -> list[MaintenanceResult]:
+    """The upkeep ``due`` for lake table ``name``, run now: after a replay commit. A step beaten by a concurrent
+    commit is left for the next commit to start again (main is never at risk: each step is one Iceberg commit)."""
+    spark, location, settings = context.spark, context.location, context.config.lake.upkeep
+    limit = settings.compact_every_commits or 1
+    now = dt.datetime.now(dt.UTC)
+    steps = due(table_shape(spark, location, name, limit), settings, now)
+    results: list[MaintenanceResult] = []
+    for step in ("compact", "expire"):
+        if step == "expire" and results:  # compaction added snapshots: expiry is judged after it
+            steps = due(table_shape(spark, location, name, limit), settings, now)
+        if step not in steps:
+            continue
+        started = time.monotonic()
+        if step == "compact":
+            detail = compact(spark, location, name, thorough=False)
+        else:
+            retention = Retention(days=settings.keep_days, most=settings.keep_snapshots)
+            detail = expire(spark, location, name, retention, settings.keep_snapshots)
+        detail["milliseconds"] = int((time.monotonic() - started) * 1000)
+        log.info("%s.%s: upkeep %s %s", location.database, name, step, detail)
+        results.append(MaintenanceResult(f"{location.database}.{name}", step, detail))
     return results

@@ -1,8 +1,12 @@
-"""The applied-files record: which DMS files a table holds, kept in its snapshots' summaries.
+"""The applied-files record: which DMS files a table holds, kept in its snapshots' summaries and in a table property.
 
 Each commit records the files it applied (``cdc-lake.*`` properties) in the very snapshot that holds
 their changes, so the record and the data can never disagree, and rolling the table back rolls the
-record back with it.
+record back with it. Maintenance makes snapshots without a record (compaction) and expires old ones, so the
+newest record may no longer be in main's lineage; the same commit that moves main therefore also sets the
+table property ``RECORD`` (state, divergence, and the snapshot they describe), which no maintenance touches.
+It is read only when the lineage left holds no record, and trusted only when it provably describes an
+ancestor of main; otherwise the run refuses (``RecordLostError``) rather than apply files again.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import TableSpec
+from cdc_lake.core.exceptions import RecordLostError
 from cdc_lake.core.notices import Notice, notices_json
 from cdc_lake.core.plan import ReplayState, RunPlan
 from cdc_lake.engine.changes import ChangeCounts
-from cdc_lake.engine.iceberg_java import branch_lineage
+from cdc_lake.engine.iceberg_java import Metadata, set_head_properties
 from cdc_lake.engine.tables import LakeLocation
 
 STATE = "cdc-lake.state"
@@ -46,6 +51,9 @@ REJECTS_SNAPSHOT = "cdc-lake.rejects-snapshot"
 REFUSED = "cdc-lake.refused"
 # A repair from the live source (ops.repair): the keys it rewrote, and the source's position when it read them.
 REPAIR = "cdc-lake.repair"
+# A table property: the record of main's head as its last cdc-lake commit left it ({snapshot, sequence, state,
+# diverged}), set by the commit that moved main there (``commit.commit_transaction``).
+RECORD = "cdc-lake.record"
 
 
 def freshness(
@@ -119,20 +127,98 @@ class BatchRecord:
         return properties
 
 
+@dataclass(frozen=True)
+class TableRecord:
+    """What a table holds as of its main branch's head (``head``; None: no snapshot yet): its replay state and its
+    divergence mark (``rejects``; None: not diverged)."""
+
+    head: int | None
+    state: ReplayState
+    diverged: Mapping[str, object] | None = None
+
+    def properties(self, snapshot_id: int, sequence: int) -> dict[str, str]:
+        """The table property ``RECORD`` for this record once main is at ``snapshot_id`` (sequence ``sequence``)."""
+        value = {"snapshot": snapshot_id, "sequence": sequence, "state": self.state.to_json()}
+        return {RECORD: json.dumps(value | {"diverged": self.diverged}, separators=(",", ":"))}
+
+
+def divergence_mark(summary: Mapping[str, str]) -> tuple[bool, dict[str, object] | None]:
+    """Whether a snapshot's summary decides the table's divergence (a cdc-lake commit does; maintenance does not),
+    and the mark it holds (None: not diverged)."""
+    if DIVERGED in summary:
+        return True, json.loads(summary[DIVERGED])
+    return STATE in summary or REJECTS_REPLAYED in summary, None
+
+
+def table_record(spark: SparkSession, location: LakeLocation, table_name: str) -> TableRecord:
+    """The record of the table's main branch: from the newest cdc-lake commits in its lineage, or where
+    maintenance expired them, from the ``RECORD`` property; raises RecordLostError when neither holds it."""
+    dotted = location.dotted(table_name)
+    metadata = Metadata(spark, dotted)
+    head: int | None = None
+    state: ReplayState | None = None
+    decided, mark = False, None
+    for snapshot_id, summary in metadata.lineage():
+        head = snapshot_id if head is None else head
+        if not decided:
+            decided, mark = divergence_mark(summary)
+        if STATE in summary:
+            state = ReplayState.from_json(summary[STATE], snapshot_id)
+            break
+    if state is not None or head is None:
+        return TableRecord(head, state or ReplayState(), mark)
+    start = metadata.start()
+    if start.complete:  # back to its first snapshot: no commit applied anything on this lineage
+        return TableRecord(head, ReplayState(), mark)
+    kept = metadata.properties().get(RECORD)
+    described = ""
+    if kept is not None:
+        value = json.loads(kept)
+        snapshot_id, sequence = int(value["snapshot"]), int(value["sequence"])
+        # Expired and older than all main holds: main descends from it, unless something set main back to an
+        # older snapshot than it without cdc-lake (docs/deploy.md#table-maintenance).
+        expired_ancestor = (
+            start.oldest_sequence is not None
+            and sequence < start.oldest_sequence
+            and not metadata.has_snapshot(snapshot_id)
+        )
+        described = (
+            f" (it describes snapshot {snapshot_id} of sequence number {sequence}; main's oldest snapshot left has "
+            f"{start.oldest_sequence})"
+        )
+        if snapshot_id in start.snapshot_ids or expired_ancestor:
+            state = ReplayState.from_json(value["state"], snapshot_id)
+            return TableRecord(head, state, mark if decided else value.get("diverged"))
+    raise RecordLostError(
+        f"{dotted}: the record of which DMS files the table holds is lost: snapshot expiry removed every commit "
+        f"that held it, and the table property {RECORD} "
+        + (
+            "is missing (the table was last written before cdc-lake kept it there, or it was removed by hand)"
+            if kept is None
+            else f"describes a snapshot that is not an ancestor of main (main was set back){described}"
+        )
+        + ". Nothing was applied and no file was removed. Rebuild the table from its landed files with "
+        "`cdc-lake reload` locally or the maintenance job's --action reload (docs/deploy.md#reload); "
+        "docs/deploy.md#table-maintenance says which maintenance keeps the record"
+    )
+
+
+def keep_record(spark: SparkSession, location: LakeLocation, table_name: str) -> None:
+    """Set ``RECORD`` to describe main's head as it is now: after main was moved by other means than a commit
+    (a rollback), so the record never describes a snapshot main has left."""
+    record = table_record(spark, location, table_name)
+    set_head_properties(spark, location.dotted(table_name), record.properties)
+
+
 def read_state(spark: SparkSession, location: LakeLocation, table_name: str) -> ReplayState:
-    """The replay state recorded by the newest cdc-lake commit among the current snapshot's ancestors."""
-    return recorded_state(spark, location, table_name)[1]
+    """The replay state recorded for the table's current snapshot (``table_record``)."""
+    return table_record(spark, location, table_name).state
 
 
 def recorded_state(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int | None, ReplayState]:
-    """The table's current snapshot and the replay state recorded in it or its nearest ancestor, read together."""
-    head: int | None = None
-    for snapshot_id, summary in branch_lineage(spark, location.dotted(table_name)):
-        head = snapshot_id if head is None else head
-        state = summary.get(STATE)
-        if state is not None:
-            return head, ReplayState.from_json(state, snapshot_id)
-    return head, ReplayState()
+    """The table's current snapshot and the replay state recorded for it, read together."""
+    record = table_record(spark, location, table_name)
+    return record.head, record.state
 
 
 def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> list[dict[str, Any]]:

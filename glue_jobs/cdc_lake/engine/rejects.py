@@ -19,7 +19,6 @@ applied twice.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -36,9 +35,8 @@ from cdc_lake.core.plan import ReplayState
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.changes import describe_problems, dms_order
 from cdc_lake.engine.commit import branch_head
-from cdc_lake.engine.iceberg_java import branch_lineage
 from cdc_lake.engine.reader import FILE, OP, PROBLEM, RAW, ROW, before_image_columns
-from cdc_lake.engine.record import DIVERGED, REJECTS_REPLAYED, STATE
+from cdc_lake.engine.record import table_record
 from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
 
 log = logging.getLogger(__name__)
@@ -264,21 +262,9 @@ def divergence(outstanding_rows: DataFrame | None, table: TableSpec) -> dict[str
     return {"rejected": counts.get(REJECTED, 0), "held": counts.get(HELD, 0), "rejects_table": rejects_name(table)}
 
 
-def diverged(spark: SparkSession, location: LakeLocation, table: TableSpec) -> dict[str, object] | None:
+def diverged(spark: SparkSession, location: LakeLocation, table: TableSpec) -> Mapping[str, object] | None:
     """The mark of the table's newest cdc-lake commit: None when it is not diverged."""
-    for _, summary in branch_lineage(spark, location.dotted(table.lake_table)):
-        decided, mark = divergence_mark(summary)
-        if decided:
-            return mark
-    return None
-
-
-def divergence_mark(summary: Mapping[str, str]) -> tuple[bool, dict[str, object] | None]:
-    """Whether a snapshot's summary decides the table's divergence (a cdc-lake commit does; maintenance does not),
-    and the mark it holds (None: not diverged)."""
-    if DIVERGED in summary:
-        return True, json.loads(summary[DIVERGED])
-    return STATE in summary or REJECTS_REPLAYED in summary, None
+    return table_record(spark, location, table.lake_table).diverged
 
 
 def resolve_rejects(

@@ -74,6 +74,7 @@ from cdc_lake.engine.iceberg_java import (
     table_properties,
 )
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
+from cdc_lake.engine.maintenance import MaintenanceResult, upkeep
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
 from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, recorded_state
 from cdc_lake.engine.rejects import (
@@ -114,6 +115,7 @@ class RunResult:
     attempts: int = 1
     seconds: float = 0.0
     notices: list[Notice] = field(default_factory=list)
+    upkeep: list[MaintenanceResult] = field(default_factory=list)  # the compaction or expiry the commit called for
 
     @property
     def already_applied(self) -> bool:
@@ -221,9 +223,23 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
     except REFUSALS as error:
         record_refusal(context, table, error)
         raise
+    upkept: list[MaintenanceResult] = []
     if result.snapshot_id is not None:  # only a commit clears a refusal: a run with nothing to apply reads nothing
         record_refusal(context, table, None)
-    return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started)
+        upkept = _upkeep(context, table)
+    return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started, upkeep=upkept)
+
+
+def _upkeep(context: ReplayContext, table: TableSpec) -> list[MaintenanceResult]:
+    """The table's ``upkeep`` after its commit, part of the run's cost. Its failure fails nothing: the batch is
+    committed, and the next commit starts what is still due again."""
+    results: list[MaintenanceResult] = []
+    for name in lake_tables(table):
+        try:
+            results += upkeep(context, name)
+        except (Py4JJavaError, PySparkException) as error:
+            log.warning("%s: upkeep left for the next commit: %s", context.location.dotted(name), root_cause(error))
+    return results
 
 
 def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError | None) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lake.core.config import PipelineConfig, glue_version, load_config
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
 from cdc_lake.local.progress import live_status
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
     maintain.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
     maintain.add_argument("--action", choices=["compact", "expire", "orphans", "all"], default="all")
     maintain.add_argument(
-        "--retain-days", type=int, default=RETAIN_DAYS, help="keep snapshots younger than this (rollback)"
+        "--retain-days", type=int, help="keep snapshots younger than this (rollback; default: lake.upkeep.keep_days)"
     )
     maintain.add_argument("--retain-last", type=int, default=RETAIN_LAST, help="and at least this many")
     maintain.add_argument(

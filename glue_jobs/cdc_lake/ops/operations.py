@@ -32,6 +32,7 @@ from cdc_lake.engine.record import (
     RELOAD,
     STATE,
     TRIGGER,
+    keep_record,
     snapshot_summaries,
 )
 from cdc_lake.engine.rejects import quarantines, reopen_rejects
@@ -142,6 +143,7 @@ def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, s
     target = sql_string(f"{location.database}.{table_name}")
     procedure = f"{quote(location.catalog)}.system.set_current_snapshot"
     spark.sql(f"CALL {procedure}(table => {target}, snapshot_id => {int(snapshot_id)})").collect()
+    keep_record(spark, location, table_name)  # the table property must not describe the undone commits
 
 
 def _first_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:

@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 from cdc_lake.core.config import TableSpec, glue_version
 from cdc_lake.core.dms_files import list_landed
-from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.exceptions import CdcLakeError, RecordLostError
 from cdc_lake.core.names import GLUE_VERSIONS
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_java import table_properties, timed_lineage
-from cdc_lake.engine.record import FRESHNESS, REFUSED, STATE
-from cdc_lake.engine.rejects import applied, divergence_mark
+from cdc_lake.engine.record import FRESHNESS, REFUSED, STATE, table_record
+from cdc_lake.engine.rejects import applied
 from cdc_lake.engine.tables import table_exists
 
 State = Literal["fresh", "behind", "refused", "diverged", "never loaded"]
@@ -88,8 +88,13 @@ def table_status(context: ReplayContext, table: TableSpec, now: dt.datetime) -> 
     if not table_exists(spark, location, table):
         return _never_loaded(context, table)
     dotted = location.dotted(table.lake_table)
-    commits, state, mark = _lineage(spark, dotted, now)
-    waiting, refusal = _waiting(context, table, state)
+    commits = _commits(spark, dotted, now)
+    try:
+        record = table_record(spark, location, table.lake_table)
+        state, mark = record.state, record.diverged
+        waiting, refusal = _waiting(context, table, state)
+    except RecordLostError as error:
+        mark, waiting, refusal = None, [], str(error)
     recorded = table_properties(spark, dotted).get(REFUSED)
     if recorded is not None:
         refusal = refusal or json.loads(recorded)["message"]
@@ -123,26 +128,17 @@ def _dpu_hour_usd(context: ReplayContext) -> float:
     return GLUE_VERSIONS[glue_version(context.config)].usd_per_dpu_hour
 
 
-def _lineage(
-    spark: Any, dotted: str, now: dt.datetime
-) -> tuple[list[tuple[dt.datetime, Mapping[str, Any]]], ReplayState, Mapping[str, Any] | None]:
+def _commits(spark: Any, dotted: str, now: dt.datetime) -> list[tuple[dt.datetime, Mapping[str, Any]]]:
     """The table's replay commits (time, freshness), newest first: those of the last day, or the newest one at
-    least; the state its newest record holds; and its divergence mark (``rejects.diverged``)."""
+    least (as far as expiry left them)."""
     commits: list[tuple[dt.datetime, Mapping[str, Any]]] = []
-    state: ReplayState | None = None
-    mark: Mapping[str, Any] | None = None
-    marked = False
-    for snapshot_id, millis, summary in timed_lineage(spark, dotted):
+    for _, millis, summary in timed_lineage(spark, dotted):
         at = dt.datetime.fromtimestamp(millis / 1000, dt.UTC)
-        if not marked:
-            marked, mark = divergence_mark(summary)
-        if STATE in summary:
-            state = state or ReplayState.from_json(summary[STATE], snapshot_id)
-            if FRESHNESS in summary:
-                commits.append((at, json.loads(summary[FRESHNESS])))
-        if state is not None and marked and now - at > DAY and commits:
+        if STATE in summary and FRESHNESS in summary:
+            commits.append((at, json.loads(summary[FRESHNESS])))
+        if now - at > DAY and commits:
             break
-    return commits, state or ReplayState(), mark
+    return commits
 
 
 def _waiting(context: ReplayContext, table: TableSpec, state: ReplayState) -> tuple[list[Any], str | None]:

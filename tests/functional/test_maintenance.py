@@ -1,0 +1,241 @@
+"""Maintenance beside replay: the record of applied files survives what Glue's optimizers, Athena or a user run
+(compaction, snapshot expiry down to one snapshot), and maintenance running while replay runs commit loses
+nothing and applies nothing twice."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.exceptions import CommitConflictError, RecordLostError
+from cdc_lake.engine.iceberg_java import is_commit_conflict, root_cause, table_properties
+from cdc_lake.engine.maintenance import Retention, maintain, table_shape
+from cdc_lake.engine.record import RECORD, STATE, snapshot_summaries
+from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+from cdc_lake.local.runtime import LocalPipeline
+from cdc_lake.ops.operations import list_changes, rollback
+from cdc_lake.ops.status import table_status
+from tests.conftest import Lake, assert_lake_equals_oracle, on_both_paths
+
+pytestmark = pytest.mark.spark
+
+TABLE = "shop.orders"
+
+
+def orders_config(**lake: Any) -> PipelineConfig:
+    return parse_config(
+        {
+            "dms": {"timestamp_column": "dms_ts"},
+            "runs": {"mode": "per_file"},
+            "lake": lake,
+            "tables": [
+                {
+                    "name": TABLE,
+                    "primary_key": ["order_id"],
+                    "columns": [
+                        {"name": "order_id", "type": "bigint"},
+                        {"name": "status", "type": "string"},
+                        {"name": "amount", "type": "decimal(10,2)"},
+                    ],
+                }
+            ],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    spec = GeneratorSpec(seed=40, initial_rows=200, cdc_files=12, changes_per_file=30, cached_changes=0)
+    return generate(orders_config(), tmp_path_factory.mktemp("maintenance") / "source", spec)
+
+
+def land(lake: Lake, generated: Any, keys: list[str]) -> None:
+    for key in keys:
+        (lake.landing / key).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(generated.landing / key, lake.landing / key)
+
+
+def pipeline_of(lake: Lake, config: PipelineConfig) -> LocalPipeline:
+    return LocalPipeline(config, lake.landing, lake.spark, database=lake.database, catalog=lake.catalog,
+                         store=lake.store())  # fmt: skip
+
+
+def optimize_and_vacuum(lake: Lake, name: str) -> None:
+    """What Glue's compaction and snapshot-retention optimizers, Athena's OPTIMIZE/VACUUM or a user's own job do:
+    a rewrite of every data file (a snapshot with no cdc-lake record), then expiry down to the last snapshot."""
+    target = f"{lake.database}.{name}"
+    lake.spark.sql(
+        f"CALL {lake.catalog}.system.rewrite_data_files(table => '{target}', options => map('rewrite-all', 'true'))"
+    ).collect()
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S")
+    lake.spark.sql(
+        f"CALL {lake.catalog}.system.expire_snapshots(table => '{target}', older_than => TIMESTAMP '{later}', "
+        "retain_last => 1)"
+    ).collect()
+
+
+def rows(lake: Lake, name: str) -> list[tuple]:
+    return sorted(tuple(r) for r in lake.spark.table(lake.table(name)).collect())
+
+
+@on_both_paths
+def test_the_record_of_applied_files_survives_compaction_and_expiry_to_one_snapshot(
+    lake: Lake, generated: Any, tmp_path: Path
+) -> None:
+    config = orders_config()
+    keys = land_order(generated)
+    land(lake, generated, keys[:6])
+    for key in keys[:6]:
+        lake.apply(config, key)
+    optimize_and_vacuum(lake, "shop_orders")
+    lineage = snapshot_summaries(lake.spark, lake.location, "shop_orders")
+    assert len(lineage) == 1 and STATE not in (lineage[0]["summary"] or {})  # no record left in any snapshot
+
+    land(lake, generated, keys[6:7])
+    result = lake.apply(config, keys[6])
+    assert result.applied_files == [keys[6]]  # the next file only: nothing from the LOAD file on again
+    assert not result.notices
+    land(lake, generated, keys[7:])
+    for key in keys[7:]:
+        assert lake.apply(config, key).applied_files == [key]
+    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+
+
+def test_a_lost_record_refuses_the_run_and_changes_nothing(lake: Lake, generated: Any) -> None:
+    config = orders_config()
+    keys = land_order(generated)
+    land(lake, generated, keys[:4])
+    for key in keys[:3]:
+        lake.apply(config, key)
+    optimize_and_vacuum(lake, "shop_orders")
+    lake.spark.sql(f"ALTER TABLE {lake.table('shop_orders')} UNSET TBLPROPERTIES ('{RECORD}')")
+    before = rows(lake, "shop_orders")
+    with pytest.raises(RecordLostError, match=r"record of which DMS files .* is lost.*cdc-lake reload"):
+        lake.apply(config, keys[3])
+    assert rows(lake, "shop_orders") == before
+    assert all((lake.landing / key).exists() for key in keys[:4])
+    status = table_status(pipeline_of(lake, config).context, config.table(TABLE), dt.datetime.now(dt.UTC))
+    assert status.state == "refused" and "is lost" in status.detail
+
+
+def test_a_record_that_describes_undone_commits_is_never_trusted(lake: Lake, generated: Any) -> None:
+    """Main set back by Iceberg's own procedure to a compaction made before the last commits, then everything else
+    expired: the property describes commits main no longer holds, so the run refuses rather than skip the files
+    the rollback undid."""
+    config = orders_config()
+    keys = land_order(generated)
+    land(lake, generated, keys[:5])
+    for key in keys[:2]:
+        lake.apply(config, key)
+    target = f"{lake.database}.shop_orders"
+    lake.spark.sql(
+        f"CALL {lake.catalog}.system.rewrite_data_files(table => '{target}', options => map('rewrite-all', 'true'))"
+    ).collect()
+    compacted = list_changes(lake.spark, lake.location, config.table(TABLE))[-1]
+    assert compacted.kind == "maintenance"
+    for key in keys[2:4]:
+        lake.apply(config, key)
+    lake.spark.sql(
+        f"CALL {lake.catalog}.system.set_current_snapshot(table => '{target}', snapshot_id => {compacted.snapshot_id})"
+    ).collect()
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S")
+    lake.spark.sql(
+        f"CALL {lake.catalog}.system.expire_snapshots(table => '{target}', older_than => TIMESTAMP '{later}', "
+        "retain_last => 1)"
+    ).collect()
+    before = rows(lake, "shop_orders")
+    with pytest.raises(RecordLostError, match="not an ancestor of main"):
+        lake.apply(config, keys[4])
+    assert rows(lake, "shop_orders") == before
+
+
+def test_cdc_lake_rollback_moves_the_record_with_main(lake: Lake, generated: Any, tmp_path: Path) -> None:
+    config = orders_config()
+    keys = land_order(generated)
+    land(lake, generated, keys)
+    for key in keys[:5]:
+        lake.apply(config, key)
+    table = config.table(TABLE)
+    replays = [c.snapshot_id for c in list_changes(lake.spark, lake.location, table) if c.kind == "replay"]
+    rollback(lake.spark, lake.location, table, replays[2])
+    record = json.loads(table_properties(lake.spark, lake.location.dotted("shop_orders"))[RECORD])
+    assert record["snapshot"] == replays[2]
+    optimize_and_vacuum(lake, "shop_orders")
+    result = lake.apply(config, keys[-1])  # the files the rollback undid, and the rest
+    assert result.applied_files == keys[3:]
+    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+
+
+@on_both_paths
+def test_maintenance_beside_replay_runs_loses_nothing_and_applies_nothing_twice(
+    lake: Lake, generated: Any, tmp_path: Path
+) -> None:
+    """Every file triggers its own run while a user's compaction and expiry, and cdc-lake's own maintenance, run
+    again and again in another thread. A run beaten by them plans again (or, beaten every time, fails and is
+    triggered again, as a later file would): each file is applied by exactly one commit, in order."""
+    config = orders_config()
+    keys = land_order(generated)
+    land(lake, generated, keys[:2])
+    lake.apply(config, keys[1])
+    pipeline = pipeline_of(lake, config)
+    done = threading.Event()
+    failures: list[str] = []
+    rounds = 0
+
+    def maintenance() -> None:
+        nonlocal rounds
+        retention = Retention(days=0, last=1)
+        while not done.wait(0.5):
+            try:
+                optimize_and_vacuum(lake, "shop_orders")
+                maintain(pipeline.context, "all", tables=[TABLE], retention=retention)
+                rounds += 1
+            except Exception as error:  # a maintenance commit beaten by a replay commit: tried again next round
+                if not is_commit_conflict(error):
+                    failures.append(f"{type(error).__name__}: {root_cause(error)}")
+
+    worker = threading.Thread(target=maintenance)
+    worker.start()
+    applied: list[str] = []
+    try:
+        land(lake, generated, keys[2:])
+        for key in keys[2:]:
+            for _ in range(5):
+                try:
+                    applied += lake.apply(config, key).applied_files
+                    break
+                except CommitConflictError:
+                    continue
+    finally:
+        done.set()
+        worker.join(timeout=600)
+    assert not failures, failures
+    assert rounds > 0
+    assert applied == keys[2:]
+    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+
+
+def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lake, tmp_path: Path) -> None:
+    upkeep = {"compact_at_delete_files": 3, "compact_every_commits": 0, "keep_snapshots": 4}
+    config = orders_config(upkeep=upkeep)
+    spec = GeneratorSpec(seed=41, initial_rows=100, cdc_files=24, changes_per_file=8, cached_changes=0)
+    generated = generate(config, tmp_path / "source", spec)
+    keys = land_order(generated)
+    land(lake, generated, keys)
+    steps, shapes = [], []
+    for key in keys:
+        result = lake.apply(config, key)
+        assert result.applied_files == [key]
+        steps += [r.action for r in result.upkeep]
+        shapes.append(table_shape(lake.spark, lake.location, "shop_orders", 100))
+    assert "compact" in steps and "expire" in steps
+    assert max(s.delete_files for s in shapes) <= 3  # compacted as soon as a commit reached the threshold
+    assert max(s.snapshots for s in shapes) <= 4 + 10  # expired as soon as it held the margin more than it keeps
+    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")

@@ -1,0 +1,42 @@
+"""When a replay run compacts or expires a table after its commit: from the table's own state, never the clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from cdc_lake.core.config import UpkeepSettings
+from cdc_lake.engine.maintenance import TableShape, due
+
+NOW = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
+SETTINGS = UpkeepSettings(compact_at_delete_files=16, compact_every_commits=50, keep_snapshots=500, keep_days=1)
+
+
+def shape(
+    snapshots: int = 100, deletes: int = 0, commits: int = 0, age: dt.timedelta = dt.timedelta(hours=1)
+) -> TableShape:
+    return TableShape(snapshots, deletes, commits, int((NOW - age).timestamp() * 1000))
+
+
+@pytest.mark.parametrize(
+    ("table", "steps"),
+    [
+        (shape(), []),
+        (shape(deletes=15, commits=49), []),
+        (shape(deletes=16), ["compact"]),
+        (shape(commits=50), ["compact"]),
+        (shape(snapshots=550), []),  # within the margin: expiry does not run at every commit
+        (shape(snapshots=551), ["expire"]),
+        (shape(snapshots=31, age=dt.timedelta(days=1, hours=2)), ["expire"]),  # past the rollback window
+        (shape(snapshots=30, age=dt.timedelta(days=1, hours=2)), []),  # only what expiry by age keeps anyway
+        (shape(snapshots=600, deletes=40), ["compact", "expire"]),
+    ],
+)
+def test_upkeep_follows_the_tables_state(table: TableShape, steps: list[str]) -> None:
+    assert due(table, SETTINGS, NOW) == steps
+
+
+def test_thresholds_of_zero_leave_compaction_to_the_maintenance_job() -> None:
+    off = UpkeepSettings(compact_at_delete_files=0, compact_every_commits=0)
+    assert due(shape(deletes=1000, commits=1000), off, NOW) == []
