@@ -42,7 +42,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cdc_lake.core.config import PipelineConfig, glue_version, parse_config
+from cdc_lake.core.config import PipelineConfig, UpkeepSettings, glue_version, parse_config
 from cdc_lake.core.names import GLUE_VERSION, GLUE_VERSIONS, GlueVersion
 from cdc_lake.engine.drain import LISTING_THREADS
 from cdc_lake.local.events import s3_object_created_event
@@ -105,6 +105,10 @@ class SimParams:
     per_table_s: float = 2.0  # one table's batch of one file (measured locally by the drain benchmark)
     scale: float = 1.0  # Glue's speed relative to the local measurement (multiplies per_table_s)
     extra_file_s: float = 0.2  # each further file in the same batch
+    # The replay's upkeep (lake.upkeep): a compaction of upkeep_s every upkeep_every batches of a table (a batch
+    # writes about one delete file, compaction comes at compact_at_delete_files), spread over the batches.
+    upkeep_s: float = 3.0
+    upkeep_every: int = UpkeepSettings().compact_at_delete_files
     noop_s: float = 5.0  # script time of a run with nothing to apply (session, configuration); every run pays it
     # Listings; each ListObjectsV2 page of up to 1,000 keys takes list_page_s. The old design's batch lists
     # its table's whole folder: retained_days of files (the stack's raw_retention_days, default 30). The new
@@ -140,7 +144,8 @@ class SimParams:
 
     def batch_s(self, files: int) -> float:
         """Time of one table's batch of ``files`` files, committed at its end (its listing not included)."""
-        return self.per_table_s * self.scale + self.extra_file_s * (files - 1)
+        upkeep = self.upkeep_s * self.scale / self.upkeep_every if self.upkeep_every else 0.0
+        return self.per_table_s * self.scale + self.extra_file_s * (files - 1) + upkeep
 
     def listing_s(self, keys: float) -> float:
         """Time to list ``keys`` keys: pages of 1,000, at least one."""
@@ -637,7 +642,8 @@ def write_results(
     costs = params.costs
     notes = [
         f"Inputs: Glue {params.glue_version}, per-table batch {params.per_table_s:g} s × scale {params.scale:g} "
-        f"+ {params.extra_file_s:g} s per further file, start-up {costs.startup_s:g} s (billed), "
+        f"+ {params.extra_file_s:g} s per further file + upkeep {params.upkeep_s:g} s every {params.upkeep_every} "
+        f"batches, start-up {costs.startup_s:g} s (billed), "
         f"no-op script {params.noop_s:g} s, listing {params.list_page_s:g} s per 1,000 keys (old design: the "
         f"table's {params.retained_days:g} days of files per batch; new: one page from the listing window), "
         f"first-round check {params.check_s:g} s per idle table, ${costs.usd_per_dpu_hour:g}/DPU-hour, "

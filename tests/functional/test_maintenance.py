@@ -234,7 +234,7 @@ def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lak
         result = lake.apply(config, key)
         assert result.applied_files == [key]
         steps += [r.action for r in result.upkeep]
-        shapes.append(table_shape(lake.spark, lake.location, "shop_orders", 100))
+        shapes.append(table_shape(lake.spark, lake.location, "shop_orders"))
     assert "compact" in steps and "expire" in steps
     assert max(s.delete_files for s in shapes) <= 3  # compacted as soon as a commit reached the threshold
     assert max(s.snapshots for s in shapes) <= 4 + 10  # expired as soon as it held the margin more than it keeps

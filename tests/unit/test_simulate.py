@@ -47,7 +47,7 @@ def test_old_design_one_table_every_minute_is_one_run_per_file() -> None:
     assert 1438 <= result["runs_per_day"] <= 1441
     assert result["runs_per_day"] == result["files_landed"]
     # Every file: start-up, the script's fixed part, one listing page, one batch; nothing queues.
-    expected = params.costs.startup_s + params.noop_s + params.list_page_s + params.per_table_s
+    expected = params.costs.startup_s + params.noop_s + params.list_page_s + params.batch_s(1)
     assert result["lag_p50_s"] == pytest.approx(expected, abs=0.1)
     assert result["lag_p95_s"] == pytest.approx(expected, abs=0.1)
     # Each run is billed the one-minute minimum on 2 workers.
@@ -88,7 +88,7 @@ def test_coalesced_runs_end_after_their_budget_and_never_start_a_round_after_it(
     simulation = run_simulation(10, 60, "new", params)
     finished = [run for run in simulation.glue.runs["cdc_replay"] if run.ended_at is not None]
     assert len(finished) >= 10
-    longest_round = params.list_page_s + params.per_table_s * 10  # ten tables, one lane each at worst
+    longest_round = params.list_page_s + params.batch_s(1) * 10  # ten tables, one lane each at worst
     for run in finished:
         worked_for = run.ended_at - run.drain_started
         assert worked_for >= params.time_budget_s  # under steady load a run only ends on its budget

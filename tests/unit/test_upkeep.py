@@ -24,13 +24,14 @@ def shape(
     [
         (shape(), []),
         (shape(deletes=15, commits=49), []),
-        (shape(deletes=16), ["compact"]),
+        (shape(deletes=16, commits=4), ["compact"]),
+        (shape(deletes=40, commits=3), []),  # compacted three commits ago and still 40: one per partition
         (shape(commits=50), ["compact"]),
         (shape(snapshots=550), []),  # within the margin: expiry does not run at every commit
         (shape(snapshots=551), ["expire"]),
         (shape(snapshots=31, age=dt.timedelta(days=1, hours=2)), ["expire"]),  # past the rollback window
         (shape(snapshots=30, age=dt.timedelta(days=1, hours=2)), []),  # only what expiry by age keeps anyway
-        (shape(snapshots=600, deletes=40), ["compact", "expire"]),
+        (shape(snapshots=600, deletes=40, commits=9), ["compact", "expire"]),
     ],
 )
 def test_upkeep_follows_the_tables_state(table: TableShape, steps: list[str]) -> None:

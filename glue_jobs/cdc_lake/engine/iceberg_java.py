@@ -172,17 +172,12 @@ class Metadata:
         head = next(self._snapshots(branch), None)
         return _as_dict(self._spark, head.summary()) if head is not None else {}
 
-    def commits_since(self, operation: str, limit: int) -> int:
-        """How many of main's newest snapshots come after its newest ``operation`` one, up to ``limit``."""
-        count = 0
-        for snapshot in self._snapshots("main"):
-            if count >= limit or str(snapshot.operation()) == operation:
-                break
-            count += 1
-        return count
-
     def properties(self) -> dict[str, str]:
         return _as_dict(self._spark, self._metadata.properties())
+
+    def head_sequence(self, branch: str = "main") -> int:
+        head = next(self._snapshots(branch), None)
+        return int(head.sequenceNumber()) if head is not None else 0
 
     def _snapshots(self, branch: str) -> Iterator[Any]:
         ref = self._metadata.ref(branch)

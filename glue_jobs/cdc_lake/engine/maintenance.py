@@ -24,7 +24,7 @@ from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import lake_tables
-from cdc_lake.engine.iceberg_java import Metadata, has_write_order
+from cdc_lake.engine.iceberg_java import Metadata, has_write_order, set_table_property
 from cdc_lake.engine.record import RECORD, STATE
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
@@ -174,10 +174,14 @@ def maintain(
     return results
 
 
+# A table property: main's sequence number right after the replay's last compaction (``upkeep``).
+COMPACTED = "cdc-lake.compacted"
+
+
 @dataclass(frozen=True)
 class TableShape:
     """What decides a table's upkeep, read from its metadata with no Spark job: its snapshots, its delete files, and
-    the commits on main since its last compaction (counted up to ``limit``)."""
+    the commits since the replay last compacted it (sequence numbers since; all of them before its first)."""
 
     snapshots: int
     delete_files: int
@@ -185,13 +189,14 @@ class TableShape:
     oldest_ms: int | None
 
 
-def table_shape(spark: SparkSession, location: LakeLocation, name: str, limit: int) -> TableShape:
+def table_shape(spark: SparkSession, location: LakeLocation, name: str) -> TableShape:
     metadata = Metadata(spark, location.dotted(name))
     head = metadata.head_summary()
+    compacted = metadata.properties().get(COMPACTED, "0")
     return TableShape(
         snapshots=metadata.snapshot_count(),
         delete_files=int(head.get("total-delete-files", "0")),
-        commits_since_compaction=metadata.commits_since("replace", limit),
+        commits_since_compaction=metadata.head_sequence() - int(compacted if compacted.isdigit() else 0),
         oldest_ms=metadata.oldest_ms(),
     )
 
@@ -199,9 +204,16 @@ def table_shape(spark: SparkSession, location: LakeLocation, name: str, limit: i
 def due(shape: TableShape, settings: UpkeepSettings, now: dt.datetime) -> list[Action]:
     """The upkeep a table's shape calls for: compaction once its delete files or its commits since the last one
     reach their thresholds; expiry once it holds a tenth more snapshots than it keeps (at least 10 more), or its
-    oldest is an hour past the rollback window. The margins keep expiry from running at every commit."""
+    oldest is an hour past the rollback window. The margins keep either from running at every commit: a table whose
+    compaction cannot bring its delete files under the threshold (one per partition a batch touches) waits a
+    quarter of the threshold in commits before the next."""
     steps: list[Action] = []
-    deletes = settings.compact_at_delete_files and shape.delete_files >= settings.compact_at_delete_files
+    gap = max(1, settings.compact_at_delete_files // 4)
+    deletes = (
+        settings.compact_at_delete_files
+        and shape.delete_files >= settings.compact_at_delete_files
+        and shape.commits_since_compaction >= gap
+    )
     commits = settings.compact_every_commits and shape.commits_since_compaction >= settings.compact_every_commits
     if deletes or commits:
         steps.append("compact")
@@ -218,18 +230,19 @@ def upkeep(context: LakeContext, name: str) -> list[MaintenanceResult]:
     """The upkeep ``due`` for lake table ``name``, run now: after a replay commit. A step beaten by a concurrent
     commit is left for the next commit to start again (main is never at risk: each step is one Iceberg commit)."""
     spark, location, settings = context.spark, context.location, context.config.lake.upkeep
-    limit = settings.compact_every_commits or 1
     now = dt.datetime.now(dt.UTC)
-    steps = due(table_shape(spark, location, name, limit), settings, now)
+    steps = due(table_shape(spark, location, name), settings, now)
     results: list[MaintenanceResult] = []
     for step in ("compact", "expire"):
         if step == "expire" and results:  # compaction added snapshots: expiry is judged after it
-            steps = due(table_shape(spark, location, name, limit), settings, now)
+            steps = due(table_shape(spark, location, name), settings, now)
         if step not in steps:
             continue
         started = time.monotonic()
         if step == "compact":
             detail = compact(spark, location, name, thorough=False)
+            dotted = location.dotted(name)
+            set_table_property(spark, dotted, COMPACTED, str(Metadata(spark, dotted).head_sequence()))
         else:
             retention = Retention(days=settings.keep_days, most=settings.keep_snapshots)
             detail = expire(spark, location, name, retention, settings.keep_snapshots)
