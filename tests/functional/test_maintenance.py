@@ -15,7 +15,12 @@ import pytest
 
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.exceptions import CommitConflictError, RecordLostError
-from cdc_lake.engine.iceberg_java import is_commit_conflict, root_cause, table_properties
+from cdc_lake.engine.iceberg_java import (
+    is_commit_conflict,
+    is_expiry_beaten_by_a_branch,
+    root_cause,
+    table_properties,
+)
 from cdc_lake.engine.maintenance import Retention, maintain, table_shape
 from cdc_lake.engine.record import RECORD, STATE, snapshot_summaries
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
@@ -192,33 +197,34 @@ def test_maintenance_beside_replay_runs_loses_nothing_and_applies_nothing_twice(
     def maintenance() -> None:
         nonlocal rounds
         retention = Retention(days=0, last=1)
-        while not done.wait(0.5):
+        while not done.wait(1.0):
             try:
                 optimize_and_vacuum(lake, "shop_orders")
                 maintain(pipeline.context, "all", tables=[TABLE], retention=retention)
                 rounds += 1
-            except Exception as error:  # a maintenance commit beaten by a replay commit: tried again next round
-                if not is_commit_conflict(error):
+            except Exception as error:  # beaten by a replay commit or a run's new branch: tried again next round
+                if not (is_commit_conflict(error) or is_expiry_beaten_by_a_branch(error)):
                     failures.append(f"{type(error).__name__}: {root_cause(error)}")
 
     worker = threading.Thread(target=maintenance)
     worker.start()
     applied: list[str] = []
+    beaten: list[str] = []
     try:
         land(lake, generated, keys[2:])
         for key in keys[2:]:
-            for _ in range(5):
+            for _ in range(10):
                 try:
                     applied += lake.apply(config, key).applied_files
                     break
-                except CommitConflictError:
-                    continue
+                except CommitConflictError as error:
+                    beaten.append(f"{key}: {error}")
     finally:
         done.set()
         worker.join(timeout=600)
     assert not failures, failures
     assert rounds > 0
-    assert applied == keys[2:]
+    assert applied == keys[2:], beaten
     assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
 
 

@@ -19,7 +19,9 @@ fails there first, by name:
   run's branch created, and main moved to it as a true compare-and-swap (``_commit_refs`` says why the SQL
   branch statements and ``ManageSnapshots`` are not safe for this); ``setProperties`` in that same commit keeps
   the table's record of applied files (``record.RECORD``) with the snapshot it describes.
-- ``Snapshot.sequenceNumber``/``parentId``: where main's lineage begins once expiry removed its oldest part.
+- ``TableOperations.current`` (``Metadata``): one immutable version of the table's metadata, so the reads that
+  decide the record of applied files and the replay's upkeep agree; ``Snapshot.sequenceNumber``/``parentId``:
+  where main's lineage begins once expiry removed its oldest part.
 
 Java failures are told apart here too, by the classes (and Spark's error conditions) in their cause chain, never
 by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its
@@ -58,6 +60,8 @@ VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
 ICEBERG_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
 SPARK_TABLE_EXISTS = "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException"
 _SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
+_ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
+_REMOVE_SNAPSHOTS = "org.apache.iceberg.RemoveSnapshots"
 # Spark's error conditions for a CREATE TABLE or an ADD COLUMN of what is already there (Spark 4 names the
 # second FIELD_ALREADY_EXISTS).
 _ALREADY_EXISTS_CONDITIONS = frozenset(
@@ -424,6 +428,18 @@ def is_commit_conflict(error: BaseException) -> bool:
     for cause in java_causes(error):
         classes = _classes(cause)
         if COMMIT_FAILED in classes or (VALIDATION_FAILED in classes and cause.getCause() is None):
+            return True
+    return False
+
+
+def is_expiry_beaten_by_a_branch(error: BaseException) -> bool:
+    """Whether a snapshot expiry was refused because a concurrent run made a branch at a snapshot it was expiring:
+    retrying its commit on newer metadata, Iceberg's ``RemoveSnapshots`` refuses the whole expiry (a precondition,
+    "Still referenced by refs"), removing nothing."""
+    for cause in java_causes(error):
+        if _ILLEGAL_ARGUMENT in _classes(cause) and any(
+            str(frame.getClassName()) == _REMOVE_SNAPSHOTS for frame in cause.getStackTrace()[:4]
+        ):
             return True
     return False
 

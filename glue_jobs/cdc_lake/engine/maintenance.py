@@ -20,17 +20,20 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import UpkeepSettings
 from cdc_lake.core.names import KEEP_SNAPSHOTS, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
+from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import lake_tables
-from cdc_lake.engine.iceberg_java import Metadata, has_write_order, set_table_property
+from cdc_lake.engine.iceberg_java import Metadata, has_write_order, is_expiry_beaten_by_a_branch, set_table_property
 from cdc_lake.engine.record import RECORD, STATE
 from cdc_lake.engine.tables import LakeLocation, table_exists
 
 log = logging.getLogger(__name__)
 
 Action = Literal["compact", "expire", "orphans", "all"]
+# An expiry refused because a run branched from a snapshot it was expiring is made again from the new refs.
+EXPIRY_RETRIES = RetryPolicy(attempts=5, first_delay=0.2, max_delay=2.0)
 ACTIONS: tuple[Action, ...] = ("compact", "expire", "orphans", "all")
 
 
@@ -105,11 +108,17 @@ def expire(
         if newest_state is not None and newest_state < cutoff:
             cutoff = newest_state
     target = sql_string(f"{location.database}.{name}")
-    row = spark.sql(
+    statement = (
         f"CALL {quote(location.catalog)}.system.expire_snapshots(table => {target}, "
         f"older_than => TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))}, "
         f"retain_last => {int(last)})"
-    ).first()
+    )
+    row, _ = retried(
+        lambda: spark.sql(statement).first(),
+        EXPIRY_RETRIES,
+        is_expiry_beaten_by_a_branch,
+        what=f"{location.dotted(name)}: a run branched from a snapshot being expired",
+    )
     return {"deleted_data_files": int(row["deleted_data_files_count"]) if row else 0,
             "deleted_manifest_files": int(row["deleted_manifest_files_count"]) if row else 0}  # fmt: skip
 
