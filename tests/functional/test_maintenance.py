@@ -75,10 +75,20 @@ def pipeline_of(lake: Lake, config: PipelineConfig) -> LocalPipeline:
 def optimize_and_vacuum(lake: Lake, name: str) -> None:
     """What Glue's compaction and snapshot-retention optimizers, Athena's OPTIMIZE/VACUUM or a user's own job do:
     a rewrite of every data file (a snapshot with no cdc-lake record), then expiry down to the last snapshot."""
+    rewrite_all(lake, name)
+    expire_to_one(lake, name)
+
+
+def rewrite_all(lake: Lake, name: str) -> None:
     target = f"{lake.database}.{name}"
     lake.spark.sql(
         f"CALL {lake.catalog}.system.rewrite_data_files(table => '{target}', options => map('rewrite-all', 'true'))"
     ).collect()
+
+
+def expire_to_one(lake: Lake, name: str) -> None:
+    """Expiry of every snapshot but the current one."""
+    target = f"{lake.database}.{name}"
     later = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S")
     lake.spark.sql(
         f"CALL {lake.catalog}.system.expire_snapshots(table => '{target}', older_than => TIMESTAMP '{later}', "
@@ -140,9 +150,7 @@ def test_a_record_that_describes_undone_commits_is_never_trusted(lake: Lake, gen
     for key in keys[:2]:
         lake.apply(config, key)
     target = f"{lake.database}.shop_orders"
-    lake.spark.sql(
-        f"CALL {lake.catalog}.system.rewrite_data_files(table => '{target}', options => map('rewrite-all', 'true'))"
-    ).collect()
+    rewrite_all(lake, "shop_orders")
     compacted = list_changes(lake.spark, lake.location, config.table(TABLE))[-1]
     assert compacted.kind == "maintenance"
     for key in keys[2:4]:
@@ -150,11 +158,7 @@ def test_a_record_that_describes_undone_commits_is_never_trusted(lake: Lake, gen
     lake.spark.sql(
         f"CALL {lake.catalog}.system.set_current_snapshot(table => '{target}', snapshot_id => {compacted.snapshot_id})"
     ).collect()
-    later = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S")
-    lake.spark.sql(
-        f"CALL {lake.catalog}.system.expire_snapshots(table => '{target}', older_than => TIMESTAMP '{later}', "
-        "retain_last => 1)"
-    ).collect()
+    expire_to_one(lake, "shop_orders")
     before = rows(lake, "shop_orders")
     with pytest.raises(RecordLostError, match="not an ancestor of main"):
         lake.apply(config, keys[4])
