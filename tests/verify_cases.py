@@ -19,12 +19,12 @@ from typing import Any, Protocol
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.config import PipelineConfig, load_config, parse_config
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.record import REPAIR, snapshot_summaries
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.repair import repair
-from cdc_lake.ops.verify import Cuts, Settle, verify
+from cdc_lake.ops.verify import Cuts, Settle, SourceTable, _Range, connection_for, verify
 from tests.conftest import cli
 from tests.pg.checks import SUMMARIES, SourceRows, check_tables, hadoop_reader
 from tests.pg.test_real_source import newest_per_table
@@ -251,3 +251,27 @@ def run_concurrent_scenario(
 
 def _label(url: str) -> str:
     return url.split(":", 1)[0] if "://" in url else "postgresql"
+
+
+# A source table whose schema, table and column names hold ``%``, which both drivers read as a placeholder.
+PERCENT_TABLE = {
+    "name": "pct%schema.pct%items",
+    "primary_key": ["id%"],
+    "columns": [{"name": "id%", "type": "bigint"}, {"name": "rate%", "type": "string"}],
+}
+PERCENT_ROWS = [(1, "5%"), (2, "100%"), (3, None)]
+
+
+def check_percent_names(url: str) -> None:
+    """What verify and repair ask of the source (extent, sums, key listing, rows) answers on ``PERCENT_TABLE``,
+    which the caller created at ``url`` holding ``PERCENT_ROWS``."""
+    table = parse_config({"tables": [PERCENT_TABLE]}).tables[0]
+    with connection_for(url) as (connection, dialect):
+        source = SourceTable(connection, dialect, table, table.columns)
+        assert source.extent() == (3, 1, 3)
+        whole = _Range(None, None)
+        everything = source.sums(whole, [2])
+        assert sorted((b, n) for b, (n, _) in everything.items()) == [(0, 1), (1, 2)]
+        assert sorted(source.listing(whole)) == [(1,), (2,), (3,)]
+        rows = source.rows([(1,), (2,), (3,)])
+    assert sorted((r["id_"], r["rate_"]) for r in rows.values()) == PERCENT_ROWS

@@ -19,8 +19,10 @@ from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.ops.drift_job import DriftClients, run_drift_job
 from tests.mariadb.server import Server, create_database, execute, source_rows
 from tests.verify_cases import (
+    PERCENT_ROWS,
     ROWS,
     Source,
+    check_percent_names,
     create_items,
     lake_drift,
     replicate,
@@ -91,3 +93,11 @@ def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
     ]
     assert {tuple(d["key"].values()): (d["kind"], d["columns"]) for d in logged} == expected
     assert password not in caplog.text
+
+
+def test_names_holding_a_percent_sign_are_read(mariadb: Server) -> None:
+    url = create_database(mariadb, "verify_percent", "pct%schema")  # connected to the first, reading the second
+    values = ", ".join(f"({n}, {'NULL' if r is None else repr(r)})" for n, r in PERCENT_ROWS)
+    execute(url, "CREATE TABLE `pct%schema`.`pct%items` (`id%` BIGINT PRIMARY KEY, `rate%` TEXT)",
+            f"INSERT INTO `pct%schema`.`pct%items` VALUES {values}")  # fmt: skip
+    check_percent_names(url)

@@ -14,7 +14,15 @@ from cdc_lake.local.pg_capture import PgCapture
 from tests.pg.checks import source_rows
 from tests.pg.cluster import Cluster
 from tests.pg.test_real_source import create_database
-from tests.verify_cases import ROWS, Source, create_items, run_concurrent_scenario, run_drift_scenario
+from tests.verify_cases import (
+    PERCENT_ROWS,
+    ROWS,
+    Source,
+    check_percent_names,
+    create_items,
+    run_concurrent_scenario,
+    run_drift_scenario,
+)
 
 pytestmark = [pytest.mark.pg, pytest.mark.spark]
 
@@ -55,3 +63,13 @@ def test_changes_in_flight_are_not_drift_and_repair_is_exact(
     spark: SparkSession, postgres: Cluster, warehouse: Path, database: str, tmp_path: Path, capsys
 ) -> None:
     run_concurrent_scenario(spark, items_source(postgres, "verify_load"), warehouse, database, tmp_path, capsys)
+
+
+def test_names_holding_a_percent_sign_are_read(postgres: Cluster) -> None:
+    conninfo = create_database(postgres, "verify_percent")
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute('CREATE SCHEMA "pct%schema"')
+        connection.execute('CREATE TABLE "pct%schema"."pct%items" ("id%" bigint PRIMARY KEY, "rate%" text)')
+        for row in PERCENT_ROWS:
+            connection.execute('INSERT INTO "pct%%schema"."pct%%items" VALUES (%s, %s)', row)  # % doubled: bound
+    check_percent_names(conninfo)

@@ -19,6 +19,7 @@ from cdc_lake.local.jars import installed_glue_version, spark_jars
 
 LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
+LOOPBACK = "127.0.0.1"
 
 
 class SessionOptions(TypedDict, total=False):
@@ -66,6 +67,10 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get(SHUFFLE_PARTITIONS_ENV, "8"),
+        # The session holds production rows (verify, repair) and serves them without authentication: it listens on
+        # loopback only, never on the machine's network interfaces.
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.driver.host": LOOPBACK,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("CDC_LAKE_DRIVER_MEMORY", "4g"),

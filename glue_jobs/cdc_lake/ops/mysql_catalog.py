@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.ops.source_catalog import MAX_DECIMAL_PRECISION, CatalogColumn, CatalogTable, masked
+from cdc_lake.ops.source_catalog import MAX_DECIMAL_PRECISION, CatalogColumn, CatalogTable, masked, redacted
 
 SCHEMES = ("mysql", "mariadb")
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
@@ -74,13 +74,17 @@ def connect(url: str) -> Any:
     reason, never with the password."""
     import pymysql
 
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 3306
+    except ValueError as error:  # a malformed URL: its message may quote the part it stumbled on
+        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(str(error), url)}") from None
     options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     password = unquote(parts.password) if parts.password is not None else os.environ.get(PASSWORD_ENV, "")
     try:
         connection = pymysql.connect(
             host=parts.hostname or "127.0.0.1",
-            port=parts.port or 3306,
+            port=port,
             user=unquote(parts.username or ""),
             password=password.encode("utf-8"),  # PyMySQL would send a str as Latin-1
             database=unquote(parts.path.lstrip("/")) or None,
@@ -90,7 +94,7 @@ def connect(url: str) -> Any:
         )
     except pymysql.Error as error:
         reason = error.args[1] if len(error.args) > 1 else str(error)
-        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {reason}") from None
+        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(str(reason), url)}") from None
     with connection.cursor() as cursor:
         cursor.execute("SET time_zone = '+00:00'")  # TIMESTAMP values in UTC, as DMS writes them
         cursor.execute("SET SESSION TRANSACTION READ ONLY")

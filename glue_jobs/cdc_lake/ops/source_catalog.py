@@ -19,7 +19,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
@@ -108,13 +107,41 @@ def _lake_name(source: str) -> dict[str, str]:
     return {} if lake == source else {"lake_name": lake}
 
 
+# A conninfo's password: quoted (spaces allowed) or up to the next keyword, so a value with an unquoted space is
+# masked whole, not only to its first word.
+_CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|\s*$)")
+
+
+def _secret(url: str) -> str:
+    """The password part of a source URL or conninfo, as written (empty: none), found by the widest reading, since
+    libpq, PyMySQL and ``urlsplit`` split a malformed URL differently: everything after the first ``:`` of the
+    user part, which ends at the URL's last ``@``."""
+    found = _CONNINFO_PASSWORD.search(url)
+    if found:
+        return found.group(2)
+    _, scheme_found, rest = url.partition("://")
+    user, at, _ = rest.rpartition("@")
+    return user.partition(":")[2] if scheme_found and at else ""
+
+
 def masked(url: str) -> str:
     """The source URL with its password, if any, replaced: fit for messages and the generated file."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return re.sub(r"password=\S+", "password=***", url)
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    secret = _secret(url)
+    return url.replace(secret, "***") if secret else url
+
+
+def redacted(text: str, url: str) -> str:
+    """``text`` (a driver's error about ``url``) without any fragment of the URL's password: libpq and the
+    drivers quote the part of a malformed URL they stumbled on, which may be a piece of it."""
+    secret = _secret(url)
+    if not secret:
+        return text
+
+    def hide(match: re.Match[str]) -> str:
+        token = match.group(0).strip("'\"")
+        return "***" if len(token) >= 2 and (token in secret or secret in token) else match.group(0)
+
+    return re.sub(r"'[^']*'|\"[^\"]*\"|[^\s'\"]+", hide, text.replace(secret, "***"))
 
 
 def connect(url: str) -> Any:
@@ -126,7 +153,7 @@ def connect(url: str) -> Any:
         connection = psycopg.connect(url, connect_timeout=10, autocommit=True)
     except psycopg.Error as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {reason}") from None
+        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(reason, url)}") from None
     connection.execute("SET default_transaction_read_only = on")
     return connection
 

@@ -158,6 +158,12 @@ def _both(on_lake: Callable[[], Any], at_source: Callable[[], Any]) -> tuple[Any
         return on_lake(), pending.result()
 
 
+def _placeholders_escaped(sql: str) -> str:
+    """SQL text for a query that binds parameters: both drivers read a ``%`` in it (a table, column or text) as
+    the start of a placeholder, so it is doubled."""
+    return sql.replace("%", "%%")
+
+
 class SourceTable:
     """One table at the source: range sums, key listings and whole rows, through one connection."""
 
@@ -167,12 +173,14 @@ class SourceTable:
         self.table = table
         self.columns = list(columns)
         self.stats = VerifyStats()
-        self.relation = ".".join(quote(part, dialect) for part in table.name.split("."))
-        self.keys = [quote(k, dialect) for k in table.source_primary_key]
+        self.relation = ".".join(self._quote(part) for part in table.name.split("."))
+        self.keys = [self._quote(k) for k in table.source_primary_key]
         first = next(c for c in table.columns if c.name == table.primary_key[0])
         self.first = self._ordered(self.keys[0], first)
-        # Every query binds parameters, so both drivers read % as the start of a placeholder: double it.
-        self.fingerprint = source_fingerprint(self.columns, dialect).replace("%", "%%")
+        self.fingerprint = _placeholders_escaped(source_fingerprint(self.columns, dialect))
+
+    def _quote(self, name: str) -> str:
+        return _placeholders_escaped(quote(name, self.dialect))
 
     def _ordered(self, name: str, column: ColumnSpec) -> str:
         """The first key as both sides order it: strings byte-wise (UTF-8 order is code point order)."""
@@ -256,7 +264,7 @@ class SourceTable:
 
     def rows(self, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
         names = [c.name for c in self.columns]  # rows come back under the lake's names, as the lake's do
-        selected = ", ".join(quote(c.source, self.dialect) for c in self.columns)
+        selected = ", ".join(self._quote(c.source) for c in self.columns)
         found: dict[tuple[Any, ...], dict[str, Any]] = {}
         width = len(self.keys)
         for start in range(0, len(keys), FETCH_CHUNK):
