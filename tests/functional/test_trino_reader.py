@@ -2,9 +2,9 @@
 catalog (its ``iceberg`` catalog of type ``glue``) and S3 on the local endpoint.
 
 ``cdc-lake aws-replay`` lands generated DMS output in two steps (the full load and the first changes, then the
-rest after an ALTER TABLE), so the tables carry merge-on-read position deletes and a changed schema; every
-lake table read by Trino equals the generator's expected table, and the history table equals what pyiceberg
-reads.
+rest after an ALTER TABLE), so the tables carry a changed schema, and all but the first (merge-on-read) position
+deletes; every lake table read by Trino equals the generator's expected table, and the history table equals what
+pyiceberg reads.
 """
 
 from __future__ import annotations
@@ -65,9 +65,11 @@ CHANGED_COLUMNS = {"shop.order_items": {"quantity": "bigint", "gift_note": "varc
 
 
 def _config_file(path: Path, tables: list[dict[str, Any]]) -> Path:
+    """The demo's configuration for these tables: the first in the default write mode (auto: these small tables go
+    copy-on-write), the others merge-on-read, so Trino reads both."""
     data = yaml.safe_load(demo_config_path().read_text(encoding="utf-8"))
     data["lake"]["database"] = DATABASE
-    data["tables"] = tables
+    data["tables"] = [tables[0], *({**t, "write_mode": "merge-on-read"} for t in tables[1:])]
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 
@@ -145,13 +147,18 @@ def test_trino_reads_every_lake_table_as_the_source_holds_it(
         sources = config.table(name).source_column_names
         assert [row[3] for row in described] == [f"source column {source}" for source in sources]
 
-    # The changes were merged on read: Trino applied position deletes to give the rows above.
-    deletes = {}
+    # The tables merged on read carry position deletes, which Trino applied to give the rows above; the small table
+    # in the default mode is written copy-on-write, as Trino sees it too.
+    deletes, modes = {}, {}
     for table in config.tables:
         snapshots = _quoted("iceberg", DATABASE, f"{table.lake_table}$snapshots")
         latest = trino.query(f"SELECT summary FROM {snapshots} ORDER BY committed_at DESC LIMIT 1")[0][0]
         deletes[table.lake_table] = int(latest.get("total-position-deletes", 0))
-    assert all(deletes.values()), deletes
+        properties = _quoted("iceberg", DATABASE, f"{table.lake_table}$properties")
+        modes[table.lake_table] = trino.query(f"SELECT value FROM {properties} WHERE key = 'write.merge.mode'")[0][0]
+    first, *others = config.tables
+    assert modes[first.lake_table] == "copy-on-write", modes
+    assert all(deletes[t.lake_table] and modes[t.lake_table] == "merge-on-read" for t in others), (deletes, modes)
 
     for table in (t for t in config.tables if t.history):
         _check_history(trino, aws_endpoint, table, generated.expected)

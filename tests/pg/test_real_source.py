@@ -100,7 +100,10 @@ def test_lake_equals_postgres(
         import psycopg
 
         with psycopg.connect(conninfo) as connection:
-            entries = [table_entry(connection, "public.accounts"), table_entry(connection, RELOADED)]
+            # accounts merged on read (delete files for both readers), order_lines in the default mode (auto:
+            # copy-on-write at this size): both write modes meet the source.
+            accounts = {**table_entry(connection, "public.accounts"), "write_mode": "merge-on-read"}
+            entries = [accounts, table_entry(connection, RELOADED)]
         settings: dict[str, Any] = {
             "dms": {"bucket_folder": "dms", **DMS_VARIANTS[variant]},
             "lake": {"database": database},

@@ -191,6 +191,8 @@ class DmsSettings(_Model):
 
 
 SchemaChanges = Literal["evolve", "refuse"]
+# auto: copy-on-write while a table is small (``LakeSettings.copy_on_write_up_to_mb``), merge-on-read above it.
+WriteMode = Literal["auto", "merge-on-read", "copy-on-write"]
 
 
 class ColumnSpec(_Model):
@@ -246,6 +248,7 @@ class TableSpec(_Model):
     schema_changes: SchemaChanges | None = Field(
         default=None, description="evolve or refuse this table's schema changes; default: lake.schema_changes"
     )
+    write_mode: WriteMode | None = Field(default=None, description="This table's write mode; default: lake.write_mode")
     on_bad_rows: Literal["refuse", "quarantine"] = Field(
         default="refuse",
         description="refuse: a bad row refuses its batch; quarantine: rows whose key is known go to <target>_rejects, "
@@ -399,7 +402,18 @@ class LakeSettings(_Model):
     database: Annotated[str, _lake("database")] = Field(
         default="cdc_lake", description="Glue database / Iceberg namespace of the lake tables"
     )
-    write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
+    write_mode: WriteMode = Field(
+        default="auto",
+        description="How a batch changes the rows of a lake table. auto: copy-on-write while the table's files hold "
+        "at most copy_on_write_up_to_mb (a batch rewrites the few files it touches, so readers never apply a delete "
+        "file), merge-on-read above it (a batch writes delete files, which upkeep compacts); the replay switches a "
+        "table as it crosses the size (docs/performance.md#write-mode)",
+    )
+    copy_on_write_up_to_mb: float = Field(
+        default=8,
+        ge=0,
+        description="auto: the size of a table's files up to which it is written copy-on-write",
+    )
     schema_changes: SchemaChanges = Field(
         default="evolve",
         description="evolve: files' new columns and widenings alter the lake tables; refuse: only configured ones do",
@@ -508,6 +522,9 @@ class PipelineConfig(_Model):
 
     def schema_changes(self, table: TableSpec) -> SchemaChanges:
         return table.schema_changes or self.lake.schema_changes
+
+    def write_mode(self, table: TableSpec) -> WriteMode:
+        return table.write_mode or self.lake.write_mode
 
     def has_table(self, name: str) -> bool:
         return name in self._by_name

@@ -214,8 +214,14 @@ def table_properties(spark: SparkSession, dotted_name: str) -> dict[str, str]:
 
 def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: str | None) -> None:
     """Set (or with None, remove) one table property: a metadata commit, no snapshot."""
+    set_table_properties(spark, dotted_name, {name: value})
+
+
+def set_table_properties(spark: SparkSession, dotted_name: str, values: Mapping[str, str | None]) -> None:
+    """Set (or where None, remove) table properties in one metadata commit, no snapshot."""
     update = _load(spark, dotted_name).updateProperties()
-    update = update.set(name, value) if value is not None else update.remove(name)
+    for name, value in values.items():
+        update = update.set(name, value) if value is not None else update.remove(name)
     update.commit()
 
 

@@ -18,16 +18,22 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import UpkeepSettings
+from cdc_lake.core.config import UpkeepSettings, WriteMode
 from cdc_lake.core.names import KEEP_SNAPSHOTS, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.history import lake_tables
-from cdc_lake.engine.iceberg_java import Metadata, has_write_order, is_expiry_beaten_by_a_branch, set_table_property
+from cdc_lake.engine.iceberg_java import (
+    Metadata,
+    has_write_order,
+    is_expiry_beaten_by_a_branch,
+    set_table_properties,
+    set_table_property,
+)
 from cdc_lake.engine.record import RECORD, STATE
-from cdc_lake.engine.tables import LakeLocation, table_exists
+from cdc_lake.engine.tables import WRITE_MODE_PROPERTIES, LakeLocation, table_exists, write_mode_properties
 
 log = logging.getLogger(__name__)
 
@@ -196,18 +202,39 @@ class TableShape:
     delete_files: int
     commits_since_compaction: int
     oldest_ms: int | None
+    files_bytes: int = 0
+    write_mode: str = "merge-on-read"
 
 
 def table_shape(spark: SparkSession, location: LakeLocation, name: str) -> TableShape:
     metadata = Metadata(spark, location.dotted(name))
     head = metadata.head_summary()
-    compacted = metadata.properties().get(COMPACTED, "0")
+    properties = metadata.properties()
+    compacted = properties.get(COMPACTED, "0")
     return TableShape(
         snapshots=metadata.snapshot_count(),
         delete_files=int(head.get("total-delete-files", "0")),
         commits_since_compaction=metadata.head_sequence() - int(compacted if compacted.isdigit() else 0),
         oldest_ms=metadata.oldest_ms(),
+        files_bytes=int(head.get("total-files-size", "0")),
+        write_mode=properties.get(WRITE_MODE_PROPERTIES[0], "copy-on-write"),  # Iceberg's default
     )
+
+
+def fitting_write_mode(shape: TableShape, mode: WriteMode, up_to_mb: float) -> str:
+    """The write mode ``mode`` asks of a table of ``shape``. ``auto``: copy-on-write while its files hold at most
+    ``up_to_mb``, where rewriting the files a batch touches costs less than the delete files readers would apply
+    and upkeep compact; merge-on-read above, where it would rewrite most of a large table at every batch. A table
+    goes back to copy-on-write only under 90% of the size, so one whose size hovers at it does not switch back and
+    forth at every commit. An ``up_to_mb`` of 0 keeps every table merge-on-read."""
+    if mode != "auto":
+        return mode
+    limit = up_to_mb * 1024 * 1024
+    if not limit or shape.files_bytes > limit:
+        return "merge-on-read"
+    if shape.write_mode == "copy-on-write" or shape.files_bytes <= limit * 0.9:
+        return "copy-on-write"
+    return "merge-on-read"
 
 
 def due(shape: TableShape, settings: UpkeepSettings, now: dt.datetime) -> list[Action]:
@@ -235,15 +262,24 @@ def due(shape: TableShape, settings: UpkeepSettings, now: dt.datetime) -> list[A
     return steps
 
 
-def upkeep(context: LakeContext, name: str) -> list[MaintenanceResult]:
-    """The upkeep ``due`` for lake table ``name``, run now: after a replay commit. A step beaten by a concurrent
-    commit is left for the next commit to start again (main is never at risk: each step is one Iceberg commit)."""
-    spark, location, settings = context.spark, context.location, context.config.lake.upkeep
+def upkeep(context: LakeContext, name: str, mode: WriteMode) -> list[MaintenanceResult]:
+    """The upkeep ``due`` for lake table ``name``, run now: after a replay commit; first, the write mode that
+    ``mode`` asks of its size, so that the next batch writes in it. A step beaten by a concurrent commit is left for
+    the next commit to start again (main is never at risk: each step is one Iceberg commit)."""
+    spark, location, lake = context.spark, context.location, context.config.lake
+    settings = lake.upkeep
     now = dt.datetime.now(dt.UTC)
-    steps = due(table_shape(spark, location, name), settings, now)
+    shape = table_shape(spark, location, name)
     results: list[MaintenanceResult] = []
+    fitting = fitting_write_mode(shape, mode, lake.copy_on_write_up_to_mb)
+    if fitting != shape.write_mode:
+        set_table_properties(spark, location.dotted(name), write_mode_properties(fitting))
+        detail = {"copy_on_write": int(fitting == "copy-on-write"), "files_bytes": shape.files_bytes}
+        log.info("%s.%s: upkeep write mode %s %s", location.database, name, fitting, detail)
+        results.append(MaintenanceResult(f"{location.database}.{name}", "write-mode", detail))
+    steps = due(shape, settings, now)
     for step in ("compact", "expire"):
-        if step == "expire" and results:  # compaction added snapshots: expiry is judged after it
+        if step == "expire" and "compact" in steps:  # compaction added snapshots: expiry is judged after it
             steps = due(table_shape(spark, location, name), settings, now)
         if step not in steps:
             continue

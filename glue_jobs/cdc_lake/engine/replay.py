@@ -236,7 +236,7 @@ def _upkeep(context: ReplayContext, table: TableSpec) -> list[MaintenanceResult]
     results: list[MaintenanceResult] = []
     for name in lake_tables(table):
         try:
-            results += upkeep(context, name)
+            results += upkeep(context, name, context.config.write_mode(table))
         except (Py4JJavaError, PySparkException) as error:
             log.warning("%s: upkeep left for the next commit: %s", context.location.dotted(name), root_cause(error))
     return results

@@ -10,7 +10,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType
 
-from cdc_lake.core.config import LakeSettings, TableSpec
+from cdc_lake.core.config import LakeSettings, TableSpec, WriteMode
 from cdc_lake.core.exceptions import LakeDatabaseMissingError, LegacyLakeTableError
 from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.core.retry import retried
@@ -73,7 +73,11 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
         table.lake_table,
         [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns],
         table.partition_by,
-        {"cdc-lake.source-table": table.name, "cdc-lake.primary-key": ",".join(table.primary_key)},
+        {
+            "cdc-lake.source-table": table.name,
+            "cdc-lake.primary-key": ",".join(table.primary_key),
+            **write_mode_properties(created_write_mode(table.write_mode or settings.write_mode)),
+        },
         identifier_fields=table.primary_key,
         sort_by=table.primary_key,
         docs=column_docs(table),
@@ -137,6 +141,20 @@ class TableDefinition:
     docs: Mapping[str, str] = field(default_factory=dict)  # column -> its doc (COMMENT)
 
 
+# The table properties Iceberg's Spark writes read to choose copy-on-write or merge-on-read.
+WRITE_MODE_PROPERTIES = ("write.merge.mode", "write.update.mode", "write.delete.mode")
+
+
+def write_mode_properties(mode: str) -> dict[str, str]:
+    return dict.fromkeys(WRITE_MODE_PROPERTIES, mode)
+
+
+def created_write_mode(mode: WriteMode) -> str:
+    """The mode a new table starts in: ``auto`` starts merge-on-read, so that a first batch holding a large full load
+    and its changes never rewrites the load; the replay's upkeep sets the mode that fits once the table has a size."""
+    return "merge-on-read" if mode == "auto" else mode
+
+
 def create_iceberg_table(
     spark: SparkSession, location: LakeLocation, definition: TableDefinition, settings: LakeSettings
 ) -> None:
@@ -155,12 +173,9 @@ def create_iceberg_table(
         for column, data_type, not_null in definition.columns
     )
     partitioning = f" PARTITIONED BY ({', '.join(partition_by)})" if partition_by else ""
-    mode = settings.write_mode
     properties = {
         "format-version": "2",
-        "write.merge.mode": mode,
-        "write.update.mode": mode,
-        "write.delete.mode": mode,
+        **write_mode_properties(created_write_mode(settings.write_mode)),
         "write.metadata.delete-after-commit.enabled": "true",
         "write.metadata.previous-versions-max": "100",
         # Appends (the full load) and merges write from the tasks that read, sorted locally: no shuffle.
