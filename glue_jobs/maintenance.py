@@ -6,7 +6,9 @@ Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<t
 after DMS reloaded it (docs/deploy.md#reload).
 """
 
-from cdc_lake.engine.jobs import glue_maintenance_main
+import boto3
+
+from cdc_lake.engine.jobs import JobClients, glue_maintenance_main
 
 if __name__ == "__main__":
-    glue_maintenance_main()
+    glue_maintenance_main(JobClients(s3=boto3.client("s3"), cloudwatch=boto3.client("cloudwatch")))

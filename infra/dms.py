@@ -42,17 +42,23 @@ def _snake_case(name: str) -> str:
     return "".join(out)
 
 
+def dms_principal(*, regional: bool = False) -> iam.IPrincipal:
+    """DMS, for this account only (aws:SourceAccount, which DMS's confused-deputy guide shows for its roles). No
+    aws:SourceArn: DMS documents it for some roles only, and one a role's trust rejects fails the task silently."""
+    service = f"dms.{Aws.REGION}.amazonaws.com" if regional else "dms.amazonaws.com"
+    return iam.ServicePrincipal(service, conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}})
+
+
 class DmsServiceRoles(Construct):
     """The account-wide roles DMS looks up by exact name; created once per account (see createDmsServiceRoles)."""
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        principal = iam.ServicePrincipal("dms.amazonaws.com")
         self.vpc_role = iam.Role(
             self,
             "VpcRole",
             role_name=DMS_VPC_ROLE_NAME,
-            assumed_by=principal,
+            assumed_by=dms_principal(),
             managed_policies=[
                 iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonDMSVPCManagementRole")
             ],
@@ -61,7 +67,9 @@ class DmsServiceRoles(Construct):
             self,
             "CloudWatchLogsRole",
             role_name=DMS_CLOUDWATCH_LOGS_ROLE_NAME,
-            assumed_by=principal,
+            # Unconditioned: a source condition on this role has been reported to stop DMS creating the task
+            # log groups (terraform-aws-modules/terraform-aws-dms#84), and DMS documents none for it.
+            assumed_by=iam.ServicePrincipal("dms.amazonaws.com"),
             managed_policies=[
                 iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonDMSCloudWatchLogsRole")
             ],
@@ -201,9 +209,7 @@ class DmsReplication(Construct):
         self.secret_access_role = iam.Role(
             self,
             "SecretAccessRole",
-            assumed_by=iam.CompositePrincipal(
-                iam.ServicePrincipal("dms.amazonaws.com"), iam.ServicePrincipal(f"dms.{Aws.REGION}.amazonaws.com")
-            ),
+            assumed_by=iam.CompositePrincipal(dms_principal(), dms_principal(regional=True)),
             description="Lets DMS read the source database secret, and nothing else",
         )
         statements = [
@@ -248,7 +254,7 @@ class DmsReplication(Construct):
         role = iam.Role(
             self,
             "TargetRole",
-            assumed_by=iam.ServicePrincipal("dms.amazonaws.com"),
+            assumed_by=dms_principal(),
             description="Lets DMS write its output under the configured folder of the raw bucket",
         )
         policy = iam.Policy(

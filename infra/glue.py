@@ -5,6 +5,7 @@ maintenance job's schedule."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_glue as glue
@@ -326,13 +327,29 @@ class GlueJobs(Construct):
         return Stack.of(self).format_arn(service="glue", resource="job", resource_name=job.ref)
 
     def _role(self, stack: Stack, storage: Storage, key: kms.IKey, assets: list[s3_assets.Asset]) -> iam.Role:
+        role = glue_role(
+            self, "JobRole", "cdc-lake Glue jobs: read DMS files, write the Iceberg warehouse, update the lake tables"
+        )
+        statements = self.lake_statements(stack, storage, key, assets, writes=True)
+        policy = iam.Policy(self, "JobPolicy", statements=statements, roles=[role])
+        self.policy = policy
+        NagSuppressions.add_resource_suppressions(policy, self.lake_wildcard_reasons(writes=True))
+        return role
+
+    def lake_statements(
+        self, stack: Stack, storage: Storage, key: kms.IKey, assets: list[s3_assets.Asset], *, writes: bool
+    ) -> list[iam.PolicyStatement]:
+        """What a job does with the lake: read the DMS files, its assets, the warehouse and the lake tables, write
+        Glue's scratch files, its logs and metrics; with ``writes``, also tag the DMS files applied, write and
+        delete warehouse files and create and update the lake tables (the replay, maintenance and repair jobs)."""
         database = self.database_name
         folder = self.bucket_folder
         dms_objects = f"{folder}/*" if folder else "*"
         catalog_arn = stack.format_arn(service="glue", resource="catalog")
-        role = glue_role(
-            self, "JobRole", "cdc-lake Glue jobs: read DMS files, write the Iceberg warehouse, update the lake tables"
-        )
+        tag_actions = ["s3:GetObjectTagging", "s3:PutObjectTagging"] if writes else []
+        warehouse_actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+        table_actions = ["glue:GetDatabase", "glue:GetTable", "glue:GetTables"]
+        table_actions += ["glue:CreateTable", "glue:UpdateTable"] if writes else []
         statements = [
             read_assets_statement(assets),
             iam.PolicyStatement(
@@ -340,20 +357,32 @@ class GlueJobs(Construct):
                 actions=["s3:ListBucket", "s3:GetBucketLocation"],
                 resources=[storage.raw.bucket_arn, storage.lake.bucket_arn],
             ),
+            # Reading the DMS files, and tagging those applied (cdc-lake:applied) for the raw bucket's lifecycle.
             iam.PolicyStatement(
-                sid="ReadDmsFiles", actions=["s3:GetObject"], resources=[storage.raw.arn_for_objects(dms_objects)]
+                sid="ReadDmsFiles",
+                actions=["s3:GetObject", *tag_actions],
+                resources=[storage.raw.arn_for_objects(dms_objects)],
             ),
             iam.PolicyStatement(
-                sid="WriteWarehouseAndTemp",
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                resources=[
-                    storage.lake.arn_for_objects(f"{WAREHOUSE_PREFIX}*"),
-                    storage.lake.arn_for_objects(f"{GLUE_TEMP_PREFIX}*"),
-                ],
+                sid="WriteWarehouseAndTemp" if writes else "ReadWarehouseWriteTemp",
+                actions=warehouse_actions,
+                resources=[storage.lake.arn_for_objects(f"{GLUE_TEMP_PREFIX}*")]
+                + ([storage.lake.arn_for_objects(f"{WAREHOUSE_PREFIX}*")] if writes else []),
+            ),
+            *(
+                []
+                if writes
+                else [
+                    iam.PolicyStatement(
+                        sid="ReadWarehouse",
+                        actions=["s3:GetObject"],
+                        resources=[storage.lake.arn_for_objects(f"{WAREHOUSE_PREFIX}*")],
+                    )
+                ]
             ),
             iam.PolicyStatement(
                 sid="LakeCatalog",
-                actions=["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:CreateTable", "glue:UpdateTable"],
+                actions=table_actions,
                 resources=[
                     catalog_arn,
                     stack.format_arn(service="glue", resource="database", resource_name=database),
@@ -381,19 +410,26 @@ class GlueJobs(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
             ),
         ]
-        policy = iam.Policy(self, "JobPolicy", statements=statements, roles=[role])
-        self.policy = policy
+        return statements
+
+    def lake_wildcard_reasons(self, *, writes: bool) -> list[dict[str, Any]]:
+        """cdk-nag's acknowledgments of ``lake_statements``' wildcards, with the reason for each."""
+        database = self.database_name
         wildcard_reasons = [
             (
                 {"regex": "/^Resource::<.*Raw.*\\.Arn>\\/.*\\*$/"},
-                "Read-only access to the DMS folder of the raw bucket: DMS names the files it lands "
-                "(LOAD*/timestamped CDC files per table), so they cannot be listed in advance.",
+                "Read access to the DMS folder of the raw bucket"
+                + (", and tagging of the files applied" if writes else "")
+                + ": DMS names the files it lands (LOAD*/timestamped CDC files per table), so they cannot be listed "
+                "in advance.",
             ),
             (
                 {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/warehouse\\/\\*$/"},
                 "Iceberg writes data, delete and metadata files with generated names under the warehouse/ prefix "
                 "of the lake bucket, and deletes those of expired snapshots, replaced metadata and orphans; "
-                "access is limited to that prefix.",
+                "access is limited to that prefix."
+                if writes
+                else "Reading the Iceberg tables' files, named by Iceberg, under the warehouse/ prefix (read only).",
             ),
             (
                 {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/tmp\\/glue\\/\\*$/"},
@@ -403,7 +439,10 @@ class GlueJobs(Construct):
             (
                 f"Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{database}/*",
                 "The jobs create and update the lake tables named in the table configuration, which can change "
-                "without redeploying this stack; access is limited to tables of the lake database.",
+                "without redeploying this stack; access is limited to tables of the lake database."
+                if writes
+                else "Reading the lake tables named in the table configuration, which can change without "
+                "redeploying this stack; limited to tables of the lake database.",
             ),
             (
                 "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*",
@@ -417,11 +456,7 @@ class GlueJobs(Construct):
                 f"freshness and failure metrics ({METRICS_NAMESPACE}).",
             ),
         ]
-        NagSuppressions.add_resource_suppressions(
-            policy,
-            [
-                {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]}
-                for finding, reason in wildcard_reasons
-            ],
-        )
-        return role
+        return [
+            {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]}
+            for finding, reason in wildcard_reasons
+        ]

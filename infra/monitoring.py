@@ -28,6 +28,7 @@ from cdc_lake.core.names import (
     INPUT_NOTICES_METRIC,
     LANDED_LAG_METRIC,
     METRICS_NAMESPACE,
+    OLDEST_WAITING_METRIC,
     PIPELINE_DIMENSION,
     ROWS_APPLIED_METRIC,
     SOURCE_DIFFERENCES_METRIC,
@@ -98,6 +99,19 @@ class Monitoring(Construct):
             threshold=config.runs.lag_alarm_seconds,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
+        # Put once a day by the scheduled maintenance run; a file no table applied is kept by the raw bucket's
+        # catch-all rule (rawUnappliedRetentionDays), so this fires long before anything could expire.
+        settings = deployment.settings
+        waited_days = max(1, settings.raw_retention_days // 2)
+        self.oldest_waiting_alarm = self._alarm(
+            "OldestWaitingFile",
+            f"A landed DMS file has waited {waited_days} days or more without any table applying it (a refused "
+            f"table, replay runs failing or not started). It is kept until {settings.raw_unapplied_retention_days} "
+            "days after it landed, then expired unapplied: `cdc-lake status` names the table and why "
+            "(docs/deploy.md#when-something-fails)",
+            _pipeline_metric(config, OLDEST_WAITING_METRIC, "Maximum", period=Duration.days(1)),
+            threshold=waited_days * 86400,
+        )
         self.table_failures_alarm = self._alarm(
             "TableFailures",
             "A cdc-lake replay run refused a table's batch (bad input); the table's files stay "
@@ -146,6 +160,7 @@ class Monitoring(Construct):
             self.failure_queue_alarm,
             self.lambda_errors_alarm,
             self.landed_lag_alarm,
+            self.oldest_waiting_alarm,
             self.table_failures_alarm,
             self.input_notices_alarm,
             self.unknown_table_alarm,

@@ -27,7 +27,13 @@ class PipelineStack(Stack):
         self.config = deployment.config
 
         self.key = self._key()
-        self.storage = Storage(self, "Storage", raw_retention_days=self.settings.raw_retention_days)
+        self.storage = Storage(
+            self,
+            "Storage",
+            raw_retention_days=self.settings.raw_retention_days,
+            raw_unapplied_retention_days=self.settings.raw_unapplied_retention_days,
+            lake_noncurrent_days=self.settings.lake_noncurrent_days,
+        )
         self.dms = DmsReplication(self, "Dms", deployment=deployment, raw_bucket=self.storage.raw)
         self.glue = GlueJobs(self, "Glue", deployment=deployment, storage=self.storage, key=self.key)
         self.trigger = DmsTrigger(self, "Trigger", deployment=deployment, raw_bucket=self.storage.raw, jobs=self.glue)
@@ -50,11 +56,24 @@ class PipelineStack(Stack):
         )
         key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="AlarmAndEventPublishers",
-                principals=[
-                    iam.ServicePrincipal("cloudwatch.amazonaws.com"),
-                    iam.ServicePrincipal("events.amazonaws.com"),
-                ],
+                sid="AlarmPublishers",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
+                    },
+                },
+            )
+        )
+        # No aws:SourceAccount/SourceArn here: EventBridge's requests to KMS carry neither, and SNS's guide says
+        # they are not supported for EventBridge-to-encrypted-topic (a condition would drop every notification).
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="GlueFailureEvents",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
             )

@@ -30,6 +30,7 @@ SOURCE_PORT = "sourcePort"
 SOURCE_DATABASE = "sourceDatabase"
 SOURCE_SECRET_ARN = "sourceSecretArn"
 SOURCE_SECRET_KMS_KEY_ARN = "sourceSecretKmsKeyArn"
+DRIFT_SECRET_ARN = "driftSecretArn"
 SOURCE_SECURITY_GROUP_ID = "sourceSecurityGroupId"
 DMS_MODE = "dmsMode"
 DMS_INSTANCE_CLASS = "dmsInstanceClass"
@@ -38,7 +39,10 @@ DMS_SERVERLESS_MAX_CAPACITY_UNITS = "dmsServerlessMaxCapacityUnits"
 CREATE_DMS_SERVICE_ROLES = "createDmsServiceRoles"
 ALARM_EMAIL = "alarmEmail"
 RAW_RETENTION_DAYS = "rawRetentionDays"
+RAW_UNAPPLIED_RETENTION_DAYS = "rawUnappliedRetentionDays"
+LAKE_NONCURRENT_DAYS = "lakeNoncurrentDays"
 POWERTOOLS_LAYER_VERSION = "powertoolsLayerVersion"
+TRIGGER_RESERVED_CONCURRENCY = "triggerReservedConcurrency"
 MAINTENANCE_SCHEDULE = "maintenanceSchedule"
 MAINTENANCE_ENABLED = "maintenanceEnabled"
 SOURCE_CHECK_SCHEDULE = "sourceCheckSchedule"
@@ -95,6 +99,7 @@ class DeploySettings:
     source_port: int
     source_database: str | None = None
     source_secret_kms_key_arn: str | None = None
+    drift_secret_arn: str | None = None
     source_security_group_id: str | None = None
     stack_name: str = "CdcLake"
     table_config: str = "glue_jobs/cdc_lake/demo.yaml"
@@ -105,7 +110,10 @@ class DeploySettings:
     create_dms_service_roles: bool = True
     alarm_email: str | None = None
     raw_retention_days: int = 30
+    raw_unapplied_retention_days: int = 365
+    lake_noncurrent_days: int = 10
     powertools_layer_version: int = 38
+    trigger_reserved_concurrency: int = 10
     maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE
     maintenance_enabled: bool = True
     source_check_schedule: str = DEFAULT_SOURCE_CHECK_SCHEDULE
@@ -138,6 +146,7 @@ class DeploySettings:
             source_port=reader.integer(SOURCE_PORT, DEFAULT_PORTS.get(engine or "mysql", 3306), 1, 65535),
             source_database=reader.text(SOURCE_DATABASE),
             source_secret_kms_key_arn=reader.pattern(SOURCE_SECRET_KMS_KEY_ARN, _KMS_KEY_ARN),
+            drift_secret_arn=reader.pattern(DRIFT_SECRET_ARN, _SECRET_ARN),
             source_security_group_id=reader.pattern(SOURCE_SECURITY_GROUP_ID, _SECURITY_GROUP_ID),
             stack_name=reader.pattern(STACK_NAME, _STACK_NAME) or "CdcLake",
             table_config=reader.text(TABLE_CONFIG) or "glue_jobs/cdc_lake/demo.yaml",
@@ -148,7 +157,10 @@ class DeploySettings:
             create_dms_service_roles=reader.boolean(CREATE_DMS_SERVICE_ROLES, default=True),
             alarm_email=reader.pattern(ALARM_EMAIL, _EMAIL),
             raw_retention_days=reader.integer(RAW_RETENTION_DAYS, 30, 1, 3650),
+            raw_unapplied_retention_days=reader.integer(RAW_UNAPPLIED_RETENTION_DAYS, 365, 2, 3650),
+            lake_noncurrent_days=reader.integer(LAKE_NONCURRENT_DAYS, 10, 1, 365),
             powertools_layer_version=reader.integer(POWERTOOLS_LAYER_VERSION, 38, 1, 10_000),
+            trigger_reserved_concurrency=reader.integer(TRIGGER_RESERVED_CONCURRENCY, 10, 0, 1000),
             maintenance_schedule=reader.pattern(MAINTENANCE_SCHEDULE, _GLUE_CRON) or DEFAULT_MAINTENANCE_SCHEDULE,
             maintenance_enabled=reader.boolean(MAINTENANCE_ENABLED, default=True),
             source_check_schedule=reader.pattern(SOURCE_CHECK_SCHEDULE, _GLUE_CRON) or DEFAULT_SOURCE_CHECK_SCHEDULE,
@@ -161,6 +173,12 @@ class DeploySettings:
             reader.problems.append(f"{SOURCE_ENGINE} is required: one of {', '.join(SOURCE_ENGINES)}")
         if settings.source_engine == "postgres" and not settings.source_database:
             reader.problems.append(f"{SOURCE_DATABASE} is required when {SOURCE_ENGINE} is postgres")
+        if settings.raw_unapplied_retention_days < 2 * settings.raw_retention_days:
+            reader.problems.append(
+                f"{RAW_UNAPPLIED_RETENTION_DAYS} ({settings.raw_unapplied_retention_days}) must be at least twice "
+                f"{RAW_RETENTION_DAYS} ({settings.raw_retention_days}): it keeps the files no replay applied yet, "
+                "long after the alarm on the oldest waiting file"
+            )
         if settings.dms_serverless_max_capacity_units not in SERVERLESS_CAPACITY_UNITS:
             reader.problems.append(
                 f"{DMS_SERVERLESS_MAX_CAPACITY_UNITS} must be one of {list(SERVERLESS_CAPACITY_UNITS)}"

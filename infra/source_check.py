@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
@@ -34,7 +34,7 @@ from infra.glue import (
     scheduled_trigger,
 )
 from infra.packaging import pinned_requirement
-from infra.settings import DeploySettings
+from infra.settings import DRIFT_SECRET_ARN, SOURCE_SECRET_ARN, DeploySettings
 from infra.storage import Storage
 
 # The driver the catalog is read with, per sourceEngine (pinned as the tests ran it).
@@ -143,36 +143,71 @@ class SourceCheck(Construct):
         return role
 
     def _drift_job(self, deployment: Deployment, jobs: GlueJobs, storage: Storage, modules: str) -> glue.CfnJob:
-        """The drift job: the lake jobs' own policy (lake, raw files, catalog, logs, metrics), plus the source."""
+        """The drift job, which verifies (on its schedule, or by hand): a read-only role (the lake's files and
+        tables, the DMS files, no write, delete or create), the drift secret and the source network. Its repair
+        twin, ``<prefix>-repair``, holds the lake jobs' own policy instead, and runs only when started."""
         settings, stack = deployment.settings, Stack.of(self)
-        description = "cdc-lake drift job: the lake jobs' access, and the source secret and network"
-        role = glue_role(self, "DriftRole", description)
-        jobs.policy.attach_to_role(role)
-        access = iam.Policy(self, "DriftPolicy", statements=source_access_statements(stack, settings), roles=[role])
+        secret = settings.drift_secret_arn or settings.source_secret_arn
+        if settings.drift_secret_arn is None:
+            Annotations.of(self).add_warning(
+                f"The drift and repair jobs read DMS's replication secret ({SOURCE_SECRET_ARN}): create a "
+                f"read-only database user for them and set {DRIFT_SECRET_ARN} (docs/drift.md#a-read-only-user)"
+            )
+        assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["drift"]]
+        role = glue_role(self, "DriftRole", "cdc-lake drift job: read the lake and the DMS files, the drift secret")
+        lake = iam.Policy(
+            self,
+            "DriftLakePolicy",
+            statements=jobs.lake_statements(stack, storage, jobs.key, assets, writes=False),
+            roles=[role],
+        )
+        NagSuppressions.add_resource_suppressions(lake, jobs.lake_wildcard_reasons(writes=False))
+        self._modules = modules
+        job = self._source_job(deployment, jobs, role, lake, "verify", secret)
+        stack_output(self, "DriftJobName", job.ref, "Glue job verifying the lake against the source (read only)")
+        if settings.drift_check_enabled:
+            when = "Scheduled verify of every configured lake table against the source (UTC)"
+            name = f"{settings.resource_prefix}-drift-schedule"
+            schedule = Schedule(name, when, settings.drift_check_schedule, {"--action": "verify"})
+            self.drift_trigger = scheduled_trigger(self, "DriftSchedule", job, schedule)
+
+        repair_role = glue_role(self, "RepairRole", "cdc-lake repair job: the lake jobs' access, the drift secret")
+        jobs.policy.attach_to_role(repair_role)
+        self.repair_job = self._source_job(deployment, jobs, repair_role, jobs.policy, "repair", secret)
+        stack_output(
+            self, "RepairJobName", self.repair_job.ref, "Glue job repairing the lake's drifted keys from the source"
+        )
+        return job
+
+    def _source_job(  # noqa: PLR0913, PLR0917 - one job of two, each its role, policy, action and secret
+        self, deployment: Deployment, jobs: GlueJobs, role: iam.Role, lake: iam.Policy, action: str, secret: str
+    ) -> glue.CfnJob:
+        """A job of the drift script with ``role`` (its lake access in ``lake``), the source secret and network."""
+        settings, stack = deployment.settings, Stack.of(self)
+        name = "Drift" if action == "verify" else "Repair"
+        access = iam.Policy(
+            self, f"{name}Policy", statements=source_access_statements(stack, settings, secret), roles=[role]
+        )
         NagSuppressions.add_resource_suppressions(access, wildcard_reasons(with_logs=False))
         arguments = {
             **jobs.default_arguments,
-            "--additional-python-modules": modules,
+            "--additional-python-modules": self._modules,
             **source_arguments(settings),
-            "--action": "verify",
-            "--bucket": storage.raw.bucket_name,
+            "--source_secret": secret,
+            "--action": action,
+            "--bucket": jobs.storage.raw.bucket_name,
         }
+        suffix = "drift" if action == "verify" else "repair"
         definition = JobDefinition(
-            f"{settings.resource_prefix}-drift",
+            f"{settings.resource_prefix}-{suffix}",
             jobs.scripts["drift"],
             DRIFT_SIZING,
             role,
             arguments,
             self.connection.ref,
         )
-        job = jobs.job(self, "DriftJob", definition)
-        job.node.add_dependency(access, jobs.policy)
-        stack_output(self, "DriftJobName", job.ref, "Glue job verifying (or repairing) the lake against the source")
-        if settings.drift_check_enabled:
-            when = "Scheduled verify of every configured lake table against the source (UTC)"
-            name = f"{settings.resource_prefix}-drift-schedule"
-            schedule = Schedule(name, when, settings.drift_check_schedule, {"--action": "verify"})
-            self.drift_trigger = scheduled_trigger(self, "DriftSchedule", job, schedule)
+        job = jobs.job(self, f"{name}Job", definition)
+        job.node.add_dependency(access, lake)
         return job
 
 
@@ -184,12 +219,18 @@ def source_arguments(settings: DeploySettings) -> dict[str, str]:
     return arguments
 
 
-def source_access_statements(stack: Stack, settings: DeploySettings) -> list[iam.PolicyStatement]:
-    """Reading the source secret (and its key), and what Glue does in the VPC for a job with the connection."""
+def source_access_statements(
+    stack: Stack, settings: DeploySettings, secret: str | None = None
+) -> list[iam.PolicyStatement]:
+    """Reading the source secret (``secret``, default DMS's; and its key), and what Glue does in the VPC for a job
+    with the connection."""
     network = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+    vpc = stack.format_arn(service="ec2", resource="vpc", resource_name=settings.vpc_id)
     statements = [
         iam.PolicyStatement(
-            sid="ReadSourceSecret", actions=["secretsmanager:GetSecretValue"], resources=[settings.source_secret_arn]
+            sid="ReadSourceSecret",
+            actions=["secretsmanager:GetSecretValue"],
+            resources=[secret or settings.source_secret_arn],
         ),
         iam.PolicyStatement(
             sid="NetworkConnection",
@@ -214,14 +255,23 @@ def source_access_statements(stack: Stack, settings: DeploySettings) -> list[iam
             ],
             resources=["*"],
         ),
+        # The workers' network interfaces, only in the stack's VPC and subnets (ec2:Vpc is a condition key of the
+        # network-interface and security-group resources these actions name).
         iam.PolicyStatement(
             sid="WorkerNetworkInterfaces",
-            actions=["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:CreateTags", "ec2:DeleteTags"],
+            actions=["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"],
+            resources=[network, stack.format_arn(service="ec2", resource="security-group", resource_name="*")],
+            conditions={"ArnEquals": {"ec2:Vpc": vpc}},
+        ),
+        iam.PolicyStatement(
+            sid="WorkerSubnets",
+            actions=["ec2:CreateNetworkInterface"],
             resources=[
-                network,
-                stack.format_arn(service="ec2", resource="subnet", resource_name="*"),
-                stack.format_arn(service="ec2", resource="security-group", resource_name="*"),
+                stack.format_arn(service="ec2", resource="subnet", resource_name=s) for s in settings.subnet_ids
             ],
+        ),
+        iam.PolicyStatement(
+            sid="WorkerNetworkInterfaceTags", actions=["ec2:CreateTags", "ec2:DeleteTags"], resources=[network]
         ),
     ]
     if settings.source_secret_kms_key_arn:
@@ -240,10 +290,9 @@ def wildcard_reasons(*, with_logs: bool) -> list[dict[str, Any]]:
         f"metric statement is limited to the {METRICS_NAMESPACE} namespace.",
         "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*": "Glue creates "
         "its workers' network interfaces in the connection's subnet with names it chooses at run time.",
-        "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:subnet/*": "Creating a network "
-        "interface names its subnet; the connection fixes which one.",
         "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:security-group/*": "Creating a "
-        "network interface names its security groups; the connection fixes which ones.",
+        "network interface names its security groups (the connection fixes which ones); limited to the stack's "
+        "VPC by an ec2:Vpc condition.",
     }
     if with_logs:
         reasons["Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*"] = (

@@ -7,6 +7,7 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdc_lake.core.names import APPLIED_TAG
 from infra.deployment import stack_output
 
 WAREHOUSE_PREFIX = "warehouse/"
@@ -27,7 +28,15 @@ def _private_bucket_props() -> dict:
 class Storage(Construct):
     """``raw`` (DMS target), ``lake`` (Iceberg warehouse) and ``access_logs``."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, raw_retention_days: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        raw_retention_days: int,
+        raw_unapplied_retention_days: int,
+        lake_noncurrent_days: int,
+    ) -> None:
         super().__init__(scope, construct_id)
 
         self.access_logs = s3.Bucket(
@@ -38,19 +47,36 @@ class Storage(Construct):
         )
         # cdk-nag's S1 accepts a bucket that is the access-log destination of other buckets, like this one.
 
-        # No versioning: DMS advises against it on an S3 target, and the lake's Iceberg files are immutable.
+        # A landed file expires rawRetentionDays after it was written only once a replay applied it and tagged it
+        # (cdc-lake:applied); one still waiting (a refused table, a failing replay) is kept until the catch-all,
+        # far later, and the OldestWaitingFile alarm fires long before. No versioning: DMS advises against it.
+        name, value = APPLIED_TAG
         self.raw = self._logged_bucket(
             "Raw",
             s3.LifecycleRule(
-                id="expire-dms-files",
+                id="expire-applied-dms-files",
+                tag_filters={name: value},
                 expiration=Duration.days(raw_retention_days),
+            ),
+            s3.LifecycleRule(
+                id="expire-any-dms-file",
+                expiration=Duration.days(raw_unapplied_retention_days),
                 abort_incomplete_multipart_upload_after=Duration.days(1),
             ),
         )
+        # Versioned: a file removed by mistake (a wrong manual maintenance, a bug in orphan removal) can be restored
+        # for lake_noncurrent_days (docs/deploy.md#restoring-deleted-lake-files). Iceberg never overwrites a file, so
+        # only deleted files leave versions behind; their delete markers go once nothing is left under them.
         self.lake = self._logged_bucket(
             "Lake",
             s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(7)),
             s3.LifecycleRule(id="expire-glue-temp", prefix=GLUE_TEMP_PREFIX, expiration=Duration.days(7)),
+            s3.LifecycleRule(
+                id="expire-deleted-files",
+                noncurrent_version_expiration=Duration.days(lake_noncurrent_days),
+                expired_object_delete_marker=True,
+            ),
+            versioned=True,
         )
         self.warehouse_uri = f"s3://{self.lake.bucket_name}/{WAREHOUSE_PREFIX}"
         self.glue_temp_uri = f"s3://{self.lake.bucket_name}/{GLUE_TEMP_PREFIX}"
@@ -58,7 +84,9 @@ class Storage(Construct):
         stack_output(self, "LakeBucketName", self.lake.bucket_name, "Iceberg warehouse bucket")
         stack_output(self, "AccessLogBucketName", self.access_logs.bucket_name, "S3 server access logs")
 
-    def _logged_bucket(self, construct_id: str, *lifecycle_rules: s3.LifecycleRule) -> s3.Bucket:
+    def _logged_bucket(
+        self, construct_id: str, *lifecycle_rules: s3.LifecycleRule, versioned: bool = False
+    ) -> s3.Bucket:
         """A private bucket logging its access to ``access_logs`` under its own lower-cased name."""
         return s3.Bucket(
             self,
@@ -67,4 +95,5 @@ class Storage(Construct):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{construct_id.lower()}/",
             lifecycle_rules=list(lifecycle_rules),
+            versioned=versioned,
         )

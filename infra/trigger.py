@@ -120,6 +120,9 @@ class DmsTrigger(Construct):
             log_group=self.log_group,
             memory_size=256,
             timeout=Duration.seconds(60),
+            # A burst of DMS files cannot take the account's concurrency from other functions; an event over the
+            # limit is throttled and retried by Lambda within max_event_age. 0: none (accounts with a reduced limit).
+            reserved_concurrent_executions=deployment.settings.trigger_reserved_concurrency or None,
             environment={
                 ENV_CONFIG: CONFIG_FILE_NAME,
                 ENV_FULL_LOAD_JOB: full_load_job,

@@ -7,7 +7,7 @@ import http.client
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -82,6 +82,9 @@ class HookedStore:
 
     def folders(self, prefix: str) -> list[str]:
         return self.inner.folders(prefix)
+
+    def mark_applied(self, keys: Sequence[str]) -> None:
+        self.inner.mark_applied(keys)
 
 
 def remove(lake: Lake, key: str) -> None:

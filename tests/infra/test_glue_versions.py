@@ -33,7 +33,7 @@ def test_every_job_runs_the_configured_glue_version(request: pytest.FixtureReque
     synth: Synthesized = request.getfixturevalue(variant)
     assert synth.config.lake.glue_version == version
     jobs = jobs_by_name(synth)
-    assert len(jobs) == 5  # full load, CDC replay, maintenance, source check, drift
+    assert len(jobs) == 6  # full load, CDC replay, maintenance, source check, drift, repair
     for name, props in jobs.items():
         assert props["GlueVersion"] == version, name
         assert props["WorkerType"] == GLUE_VERSIONS[version].worker_type == "G.1X", name

@@ -37,6 +37,12 @@ def test_minimal_context_gets_documented_defaults() -> None:
     assert result.alarm_email is None
     assert result.maintenance_schedule == "cron(30 3 * * ? *)"
     assert result.maintenance_enabled is True
+    assert (result.raw_retention_days, result.raw_unapplied_retention_days, result.lake_noncurrent_days) == (
+        30,
+        365,
+        10,
+    )
+    assert result.trigger_reserved_concurrency == 10
 
 
 def test_cdk_json_types_are_accepted_too() -> None:
@@ -87,6 +93,9 @@ def test_missing_required_values_are_all_reported_at_once() -> None:
         ({"maintenanceSchedule": "cron(30 3 * * ?)"}, "maintenanceSchedule="),  # five fields
         ({"maintenanceSchedule": "cron(30 3 * * * *)"}, "maintenanceSchedule="),  # needs one "?" day field
         ({"maintenanceEnabled": "off"}, "maintenanceEnabled='off' must be true or false"),
+        ({"rawRetentionDays": "60", "rawUnappliedRetentionDays": "90"}, "must be at least twice rawRetentionDays"),
+        ({"lakeNoncurrentDays": "0"}, "lakeNoncurrentDays"),
+        ({"triggerReservedConcurrency": "-1"}, "triggerReservedConcurrency"),
     ],
 )
 def test_invalid_values_are_refused(overrides: dict[str, str], problem: str) -> None:

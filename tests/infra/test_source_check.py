@@ -6,10 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aws_cdk.assertions import Annotations, Match
 
 from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, SOURCE_DIFFERENCES_METRIC
 from infra.settings import DEFAULT_SOURCE_CHECK_SCHEDULE
 from tests.infra.conftest import SECRET_ARN, SOURCE_KEY_ARN, Synthesized, only, render, resources_of_type, synthesize
+
+DRIFT_SECRET = SECRET_ARN.replace("cdc-lake/source", "cdc-lake/drift")
+
+
+@pytest.fixture(scope="module")
+def own_secret(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize(tmp_path_factory.mktemp("drift-secret"), {"driftSecretArn": DRIFT_SECRET})
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +61,17 @@ def test_the_role_reads_the_secret_and_nothing_of_the_lake(demo: Synthesized) ->
     statements = role_statements(demo)
     assert set(statements) == {
         "ReadJobAssets", "ReadSourceSecret", "NetworkConnection", "DescribeNetwork", "WorkerNetworkInterfaces",
-        "JobLogs", "EncryptLogs", "SourceCheckMetric",
+        "WorkerSubnets", "WorkerNetworkInterfaceTags", "JobLogs", "EncryptLogs", "SourceCheckMetric",
     }  # fmt: skip
+    # Network interfaces only in the stack's VPC and its subnets, never anywhere in the account.
+    vpc = f"arn:${{AWS::Partition}}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:vpc/{demo.stack.settings.vpc_id}"
+    assert render(statements["WorkerNetworkInterfaces"]["Condition"]) == {"ArnEquals": {"ec2:Vpc": vpc}}
+    assert render(statements["WorkerSubnets"]["Resource"]) == [
+        f"arn:${{AWS::Partition}}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:subnet/{subnet}"
+        for subnet in demo.stack.settings.subnet_ids
+    ]
+    assert statements["WorkerNetworkInterfaceTags"]["Action"] == ["ec2:CreateTags", "ec2:DeleteTags"]
+    assert "subnet/*" not in str(render(list(statements.values())))
     assert statements["ReadSourceSecret"]["Action"] == "secretsmanager:GetSecretValue"
     assert statements["ReadSourceSecret"]["Resource"] == SECRET_ARN
     assert statements["SourceCheckMetric"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}}
@@ -99,7 +116,29 @@ def test_disabled_check_keeps_the_job_without_a_schedule(unscheduled: Synthesize
     )
 
 
-def test_the_drift_job_verifies_weekly_in_the_source_network_with_the_lake_jobs_access(demo: Synthesized) -> None:
+def role_policies(synth: Synthesized, job: Any) -> list[dict[str, Any]]:
+    """Every statement of the policies attached to ``job``'s role."""
+    role = {"Ref": properties(synth, job)["Role"]["Fn::GetAtt"][0]}
+    return [
+        statement
+        for policy in resources_of_type(synth, "AWS::IAM::Policy").values()
+        if role in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def granted(statements: list[dict[str, Any]]) -> set[str]:
+    found = set()
+    for statement in statements:
+        action = statement["Action"]
+        found |= set(action if isinstance(action, list) else [action])
+    return found
+
+
+WRITES = {"s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging", "glue:CreateTable", "glue:UpdateTable"}
+
+
+def test_the_drift_job_verifies_weekly_in_the_source_network_with_read_only_access(demo: Synthesized) -> None:
     check, glue = demo.stack.source_check, demo.stack.glue
     job = properties(demo, check.drift_job)
     assert job["Name"] == "cdclake-drift"
@@ -114,18 +153,47 @@ def test_the_drift_job_verifies_weekly_in_the_source_network_with_the_lake_jobs_
     assert arguments["--bucket"] == f"${{{demo.logical_id(demo.stack.storage.raw)}}}"
     assert arguments["--additional-python-modules"].split(",")[1] == "PyMySQL==1.2.4"
     assert arguments["--warehouse"] == f"s3://${{{demo.logical_id(demo.stack.storage.lake)}}}/warehouse/"
-    # The lake jobs' one policy serves the drift job's role too; the source's secret comes in a policy of its own.
-    role = {"Ref": job["Role"]["Fn::GetAtt"][0]}
-    lake_policy = properties(demo, glue.policy)
-    assert role in lake_policy["Roles"] and {"Ref": demo.logical_id(glue.role)} in lake_policy["Roles"]
-    drift_policies = [
-        p for p in resources_of_type(demo, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [role]
-    ]
-    [access] = drift_policies
-    sids = {s["Sid"]: s for s in access["Properties"]["PolicyDocument"]["Statement"]}
-    assert sids["ReadSourceSecret"]["Resource"] == SECRET_ARN
+    # Its role reads the lake, its tables and the DMS files, and writes nothing but Glue's scratch files.
+    statements = role_policies(demo, check.drift_job)
+    assert not granted(statements) & {"glue:CreateTable", "glue:UpdateTable", "s3:PutObjectTagging"}
+    lake = demo.logical_id(demo.stack.storage.lake)
+    for statement in statements:
+        if {"s3:PutObject", "s3:DeleteObject"} & set(
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        ):
+            assert render(statement["Resource"]) in ([f"${{{lake}.Arn}}/tmp/glue/*"], f"${{{lake}.Arn}}/tmp/glue/*")
+    assert {"glue:GetTable", "s3:GetObject", "secretsmanager:GetSecretValue"} <= granted(statements)
     assert check.drift_trigger is not None
     trigger = properties(demo, check.drift_trigger)
     assert (trigger["Schedule"], trigger["Actions"][0]["Arguments"]) == ("cron(0 4 ? * SUN *)", {"--action": "verify"})
     alarm = properties(demo, demo.stack.monitoring.drifted_keys_alarm)
     assert (alarm["MetricName"], alarm["Threshold"]) == (DRIFTED_KEYS_METRIC, 1)
+
+
+def test_repairs_run_as_a_job_of_their_own_with_the_lake_jobs_access(demo: Synthesized) -> None:
+    check, glue = demo.stack.source_check, demo.stack.glue
+    job = properties(demo, check.repair_job)
+    assert job["Name"] == "cdclake-repair"
+    assert render(job["DefaultArguments"])["--action"] == "repair"
+    assert job["Command"]["ScriptLocation"] == demo.stack.resolve(glue.scripts["drift"].s3_object_url)
+    role = {"Ref": job["Role"]["Fn::GetAtt"][0]}
+    assert role in properties(demo, glue.policy)["Roles"]  # the lake jobs' one policy
+    assert WRITES - {"s3:PutObjectTagging"} <= granted(role_policies(demo, check.repair_job))
+    triggers = resources_of_type(demo, "AWS::Glue::Trigger").values()
+    assert not [
+        t for t in triggers if t["Properties"]["Actions"][0]["JobName"] == {"Ref": demo.logical_id(check.repair_job)}
+    ]
+
+
+def test_the_drift_jobs_read_a_secret_of_their_own_when_given(demo: Synthesized, own_secret: Synthesized) -> None:
+    """Without driftSecretArn they read DMS's, and the synth says so; with it, only it."""
+    warnings = Annotations.from_stack(demo.stack).find_warning("*", Match.string_like_regexp("driftSecretArn"))
+    assert warnings
+    synth = own_secret
+    check = synth.stack.source_check
+    for job in (check.drift_job, check.repair_job):
+        assert render(properties(synth, job)["DefaultArguments"])["--source_secret"] == DRIFT_SECRET
+        reads = [s for s in role_policies(synth, job) if "secretsmanager:GetSecretValue" in str(s["Action"])]
+        assert [s["Resource"] for s in reads] == [DRIFT_SECRET]
+    assert render(properties(synth, check.job)["DefaultArguments"])["--source_secret"] == SECRET_ARN
+    assert not Annotations.from_stack(synth.stack).find_warning("*", Match.string_like_regexp("driftSecretArn"))

@@ -9,6 +9,7 @@ from typing import Any
 from aws_cdk.assertions import Annotations, Capture, Match
 
 from cdc_lake.core.names import (
+    APPLIED_TAG,
     BATCH_SECONDS_METRIC,
     BYTES_APPLIED_METRIC,
     CHANGE_LAG_METRIC,
@@ -112,8 +113,12 @@ def test_three_private_encrypted_buckets(demo: Synthesized) -> None:
             "RestrictPublicBuckets": True,
         }
         assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
-        assert "VersioningConfiguration" not in props  # DMS advises against versioning its target
         assert bucket["DeletionPolicy"] == "Retain"
+    names = ids(demo)
+    # DMS advises against versioning its target; the lake's files can be restored after a wrong deletion.
+    assert "VersioningConfiguration" not in buckets[names["raw"]]["Properties"]
+    assert buckets[names["lake"]]["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert "VersioningConfiguration" not in buckets[names["logs"]]["Properties"]
 
 
 def test_every_bucket_policy_denies_plain_http(demo: Synthesized) -> None:
@@ -132,22 +137,36 @@ def test_every_bucket_policy_denies_plain_http(demo: Synthesized) -> None:
 
 def test_raw_and_lake_log_to_the_access_log_bucket_and_raw_files_expire(demo: Synthesized) -> None:
     names = ids(demo)
-    demo.template.has_resource_properties(
-        "AWS::S3::Bucket",
-        {
-            "LoggingConfiguration": {"DestinationBucketName": {"Ref": names["logs"]}, "LogFilePrefix": "raw/"},
-            "LifecycleConfiguration": {
-                "Rules": [Match.object_like({"Id": "expire-dms-files", "ExpirationInDays": 30, "Status": "Enabled"})]
-            },
-        },
-    )
+    raw = resources_of_type(demo, "AWS::S3::Bucket")[names["raw"]]["Properties"]
+    assert raw["LoggingConfiguration"] == {"DestinationBucketName": {"Ref": names["logs"]}, "LogFilePrefix": "raw/"}
+    rules = raw["LifecycleConfiguration"]["Rules"]
+    assert all(r["Status"] == "Enabled" and "Prefix" not in r for r in rules)
+    # Only what a run tagged applied expires after rawRetentionDays; anything else only through the catch-all.
+    applied = {"Key": APPLIED_TAG[0], "Value": APPLIED_TAG[1]}
+    catch_all = [r for r in rules if "TagFilters" not in r and "ExpirationInDays" in r]
+    assert [r["ExpirationInDays"] for r in catch_all] == [365]
+    for rule in rules:
+        if rule.get("ExpirationInDays", 10**6) < 365:
+            assert rule["TagFilters"] == [applied], rule
+    assert [r["ExpirationInDays"] for r in rules if r.get("TagFilters") == [applied]] == [30]
+    assert catch_all[0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     demo.template.has_resource_properties(
         "AWS::S3::Bucket",
         {
             "LoggingConfiguration": {"DestinationBucketName": {"Ref": names["logs"]}, "LogFilePrefix": "lake/"},
             "LifecycleConfiguration": {
                 "Rules": Match.array_with(
-                    [Match.object_like({"Id": "expire-glue-temp", "Prefix": "tmp/glue/", "ExpirationInDays": 7})]
+                    [
+                        Match.object_like({"Id": "expire-glue-temp", "Prefix": "tmp/glue/", "ExpirationInDays": 7}),
+                        Match.object_like(
+                            {
+                                "Id": "expire-deleted-files",
+                                "NoncurrentVersionExpiration": {"NoncurrentDays": 10},
+                                "ExpiredObjectDeleteMarker": True,
+                                "Status": "Enabled",
+                            }
+                        ),
+                    ]
                 )
             },
         },
@@ -214,8 +233,8 @@ def test_source_endpoint_uses_the_secret_and_requires_ssl(demo: Synthesized) -> 
     )
     # DMS's endpoint role and the source check's job role read the secret, and only it.
     secret_reads = [s for s in statements(demo) if "secretsmanager:GetSecretValue" in actions(s)]
-    assert len(secret_reads) == 3  # and the drift job's role
-    assert [s["Resource"] for s in secret_reads] == [SECRET_ARN] * 3
+    assert len(secret_reads) == 4  # and the drift and repair jobs' roles (no driftSecretArn in this context)
+    assert [s["Resource"] for s in secret_reads] == [SECRET_ARN] * 4
 
 
 def test_replication_instance_is_private_in_the_subnet_group(demo: Synthesized) -> None:
@@ -239,9 +258,13 @@ def test_dms_service_roles_have_exact_names_and_come_first(demo: Synthesized) ->
     by_name = {r["Properties"].get("RoleName"): (logical_id, r) for logical_id, r in roles.items()}
     vpc_id, vpc_role = by_name["dms-vpc-role"]
     logs_id, logs_role = by_name["dms-cloudwatch-logs-role"]
-    for role, policy in ((vpc_role, "AmazonDMSVPCManagementRole"), (logs_role, "AmazonDMSCloudWatchLogsRole")):
+    this_account = {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    for role, policy, condition in (
+        (vpc_role, "AmazonDMSVPCManagementRole", {"Condition": this_account}),
+        (logs_role, "AmazonDMSCloudWatchLogsRole", {}),
+    ):
         assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
-            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "dms.amazonaws.com"}}
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "dms.amazonaws.com"}, **condition}
         ]
         assert render(role["Properties"]["ManagedPolicyArns"]) == [
             f"arn:${{AWS::Partition}}:iam::aws:policy/service-role/{policy}"
@@ -298,6 +321,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         "cdclake-drift",
         "cdclake-full-load",
         "cdclake-maintenance",
+        "cdclake-repair",
         "cdclake-source-check",
     ]
     for job in jobs.values():
@@ -335,7 +359,11 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         # Per-run arguments are the Lambda's (or an operator's) to pass; a default would hide a missing one
         # (and a default --table would limit maintenance to one table). Maintenance reads the raw bucket only
         # to reload, and there is only one.
-        lake_reader = props["Name"] in ("cdclake-maintenance", "cdclake-drift")  # the raw bucket: reload, re-check
+        lake_reader = props["Name"] in (
+            "cdclake-maintenance",
+            "cdclake-drift",
+            "cdclake-repair",
+        )  # the raw bucket: reload, re-check
         per_run = {"--key", "--table"} if lake_reader else {"--bucket", "--key", "--table"}
         assert not per_run & arguments.keys()
     full_load = jobs[names["full_load"]]["Properties"]
@@ -381,7 +409,8 @@ def test_glue_role_is_limited_to_the_buckets_database_and_tables(demo: Synthesiz
     _id, glue_policy = only(policy)
     by_sid = {s["Sid"]: s for s in glue_policy["Properties"]["PolicyDocument"]["Statement"]}
     assert resources(by_sid["ReadDmsFiles"]) == [f"${{{names['raw']}.Arn}}/dms/*"]
-    assert actions(by_sid["ReadDmsFiles"]) == ["s3:GetObject"]  # the jobs never change landed files
+    # The jobs never change or delete a landed file; they only tag those applied.
+    assert actions(by_sid["ReadDmsFiles"]) == ["s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"]
     assert sorted(resources(by_sid["WriteWarehouseAndTemp"])) == [
         f"${{{names['lake']}.Arn}}/tmp/glue/*",
         f"${{{names['lake']}.Arn}}/warehouse/*",
@@ -440,6 +469,7 @@ def test_trigger_function_runtime_layer_and_environment(demo: Synthesized) -> No
     props = function["Properties"]
     assert props["Runtime"] == "python3.14"
     assert props["Architectures"] == ["arm64"]
+    assert props["ReservedConcurrentExecutions"] == 10  # a burst of files cannot starve the account's others
     assert render(props["Layers"]) == [
         "arn:${AWS::Partition}:lambda:${AWS::Region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:38"
     ]
@@ -496,7 +526,7 @@ def test_failure_queue_is_encrypted_and_tls_only(demo: Synthesized) -> None:
 def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: Synthesized) -> None:
     names = ids(demo)
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 8  # and six on the pipeline's own metrics (test_runs.py, test_source_check.py)
+    assert len(alarms) == 9  # and seven on the pipeline's own metrics (test_runs.py, test_source_check.py)
     by_metric = {a["Properties"]["MetricName"]: a["Properties"] for a in alarms.values()}
     queue_alarm = by_metric["ApproximateNumberOfMessagesVisible"]
     assert queue_alarm["Namespace"] == "AWS/SQS"
@@ -601,4 +631,41 @@ def test_dashboard_draws_the_pipeline_from_the_metrics_it_alarms_on(demo: Synthe
     ]
     assert metric_names("Job runs and trigger") == ["TriggeredRules", "Errors", "ApproximateNumberOfMessagesVisible"]
     alarms = resources_of_type(demo, "AWS::CloudWatch::Alarm")
-    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 8
+    assert len(widgets["Alarms"]["alarms"]) == len(alarms) == 9
+
+
+def test_service_principals_act_for_this_account_only(demo: Synthesized) -> None:
+    """Every service trusted by a role or the key is held to this account (and CloudWatch to its alarms), except
+    where AWS documents that the service's requests carry no source (EventBridge to KMS) or a condition has broken
+    the service (DMS's CloudWatch logs role)."""
+    exempt = {("events.amazonaws.com", "kms"), ("dms.amazonaws.com", "dms-cloudwatch-logs-role")}
+    trusted: list[tuple[str, str, dict[str, Any]]] = []
+    for logical_id, role in resources_of_type(demo, "AWS::IAM::Role").items():
+        name = str(role["Properties"].get("RoleName", logical_id))
+        for statement in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            for service in _services(statement):
+                trusted.append((service, name, statement.get("Condition", {})))
+    for key in resources_of_type(demo, "AWS::KMS::Key").values():
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]:
+            for service in _services(statement):
+                trusted.append((service, "kms", statement.get("Condition", {})))
+    unconditioned = [
+        (service, where)
+        for service, where, condition in trusted
+        if service.split(".")[0] in ("dms", "cloudwatch", "events")
+        and (service, where) not in exempt
+        and render(condition.get("StringEquals", {}).get("aws:SourceAccount")) != "${AWS::AccountId}"
+        and not service.startswith("logs.")
+    ]
+    assert not unconditioned, unconditioned
+    assert any(s == "cloudwatch.amazonaws.com" for s, _, _ in trusted)
+    kms_cloudwatch = next(c for s, w, c in trusted if s == "cloudwatch.amazonaws.com" and w == "kms")
+    assert render(kms_cloudwatch["ArnLike"]["aws:SourceArn"]) == (
+        "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*"
+    )
+
+
+def _services(statement: dict[str, Any]) -> list[str]:
+    principal = statement.get("Principal", {})
+    service = principal.get("Service", []) if isinstance(principal, dict) else []
+    return [render(s) for s in (service if isinstance(service, list) else [service])]

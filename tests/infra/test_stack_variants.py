@@ -208,6 +208,7 @@ def test_names_follow_the_stack_name(parquet: Synthesized) -> None:
         "saleslake-drift",
         "saleslake-full-load",
         "saleslake-maintenance",
+        "saleslake-repair",
         "saleslake-source-check",
     ]
     assert "ReplicationConfigArn" in parquet.json["Outputs"]

@@ -51,6 +51,10 @@ KEEP_SNAPSHOTS = 500
 RETAIN_LAST = 20
 ORPHAN_DAYS = 3
 
+# The tag a replay puts on each landed DMS file once its table (and history) applied it: the raw bucket's lifecycle
+# expires tagged files after rawRetentionDays, and any other only after its much longer catch-all.
+APPLIED_TAG = ("cdc-lake:applied", "true")
+
 # CloudWatch metrics the replay jobs emit (namespace, the one dimension, names) and the stack alarms on.
 # One dimension, the lake database, not one per table: a metric costs per month, and hundreds of tables
 # would multiply it; the per-table detail is in each commit's snapshot summary (cdc-lake.freshness).
@@ -58,6 +62,8 @@ METRICS_NAMESPACE = "CdcLake"
 PIPELINE_DIMENSION = "Pipeline"
 CHANGE_LAG_METRIC = "ChangeLagSeconds"  # newest applied change's DMS timestamp -> commit
 LANDED_LAG_METRIC = "LandedLagSeconds"  # oldest applied file's landing -> commit
+# The scheduled maintenance run's look at the raw bucket: since when the oldest file no table applied has waited.
+OLDEST_WAITING_METRIC = "OldestWaitingFileSeconds"
 FILES_APPLIED_METRIC = "FilesApplied"
 ROWS_APPLIED_METRIC = "RowsApplied"
 BYTES_APPLIED_METRIC = "BytesApplied"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from cdc_lake.core.exceptions import AccessDeniedError
+from cdc_lake.core.names import APPLIED_TAG
 
 # S3's error codes for a request the caller's permissions refuse (a missing kms:Decrypt on the bucket's key too).
 _DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "KMS.AccessDeniedException"})
@@ -46,6 +47,11 @@ class ObjectStore(Protocol):
     def folders(self, prefix: str) -> builtins.list[str]:
         """The folders right under ``prefix`` (which ends with "/", or is empty), each as a prefix ending with "/"
         (S3's CommonPrefixes: one request per thousand, whatever the folders hold)."""
+        ...
+
+    def mark_applied(self, keys: Sequence[str]) -> None:
+        """Tag each object of ``keys`` as applied (``APPLIED_TAG``), keeping its other tags; an object gone is
+        skipped."""
         ...
 
 
@@ -116,6 +122,29 @@ class S3Store:
                 found += [item["Prefix"] for item in page.get("CommonPrefixes", [])]
         return found
 
+    def mark_applied(self, keys: Sequence[str]) -> None:
+        """Two requests an object (its tags read, then written with ``APPLIED_TAG`` added: a write replaces them
+        all), eight objects at a time."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(self._mark, keys))
+
+    def _mark(self, key: str) -> None:
+        name, value = APPLIED_TAG
+        with self._denied(key, "s3:GetObjectTagging"):
+            try:
+                tags = self._client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
+            except self._client.exceptions.NoSuchKey:
+                return
+        if {"Key": name, "Value": value} in tags:
+            return
+        kept = [t for t in tags if t["Key"] != name]
+        with self._denied(key, "s3:PutObjectTagging"):
+            self._client.put_object_tagging(
+                Bucket=self.bucket, Key=key, Tagging={"TagSet": [*kept, {"Key": name, "Value": value}]}
+            )
+
     def read_head(self, key: str, size: int) -> bytes:
         with self._denied(key, "s3:GetObject"):
             try:
@@ -151,6 +180,8 @@ class LocalFolderStore:
         # What listing would cost on S3: requests, and objects returned (benchmarks read these).
         self.listings = 0
         self.listed_objects = 0
+        # A folder has no tags: the objects marked applied, as S3 would have tagged them (two requests each).
+        self.marked: set[str] = set()
         self._count = threading.Lock()
 
     def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
@@ -193,6 +224,10 @@ class LocalFolderStore:
     def read_head(self, key: str, size: int) -> bytes:
         with (self.root / key).open("rb") as handle:
             return handle.read(size)
+
+    def mark_applied(self, keys: Sequence[str]) -> None:
+        with self._count:
+            self.marked.update(k for k in keys if (self.root / k).is_file())
 
     def folders(self, prefix: str) -> builtins.list[str]:
         base = self.root / prefix if prefix else self.root

@@ -12,6 +12,7 @@ with its files in place; the other tables go on, and the run reports the failure
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -20,11 +21,15 @@ from dataclasses import dataclass, field
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
-from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError
+from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError, RecordLostError
 from cdc_lake.core.notices import Notice, unique
-from cdc_lake.core.storage import ObjectStore
+from cdc_lake.core.plan import ReplayState, listing_start, plan_run
+from cdc_lake.core.storage import ObjectStore, StoredObject
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.record import table_record
+from cdc_lake.engine.rejects import applied
 from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.engine.tables import table_exists
 
 log = logging.getLogger(__name__)
 
@@ -206,3 +211,41 @@ def _round(
             on_batch(done)
     result.results.extend(results)
     return results
+
+
+def waiting_files(
+    context: ReplayContext, table: TableSpec, state: ReplayState | None
+) -> tuple[list[StoredObject], str | None]:
+    """The landed objects the table has not applied (every landed one before its lake table exists: ``state``
+    None), and the refusal a run would meet applying them. The store's failure propagates."""
+    config = context.config
+    if state is None:
+        landed = list_landed(context.store, config, table)
+        return [landed.objects[f.key] for f in landed.files], None
+    landed = list_landed(context.store, config, table, listing_start(config, table, state))
+    if landed.newest is None:
+        return [], None
+    try:
+        plan = plan_run(config, landed.newest, landed.listed, state, state.snapshot_id or 0)
+    except CdcLakeError as error:
+        unapplied = [landed.objects[f.key] for f in landed.files if not applied(f, state, config)]
+        return unapplied, str(error)
+    return [plan.objects[f.key] for f in plan.pending], None
+
+
+def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = None) -> dt.datetime | None:
+    """When the oldest landed file no table has applied landed (None: none waits), over ``tables`` (default: every
+    configured one). A table whose record is lost counts every file it has landed."""
+    oldest: dt.datetime | None = None
+    for table in tables or context.config.tables:
+        state: ReplayState | None = None
+        if table_exists(context.spark, context.location, table):
+            try:
+                state = table_record(context.spark, context.location, table.lake_table).state
+            except RecordLostError:
+                state = None
+        waiting, _ = waiting_files(context, table, state)
+        landed = [o.last_modified for o in waiting if o.last_modified is not None]
+        if landed and (oldest is None or min(landed) < oldest):
+            oldest = min(landed)
+    return oldest

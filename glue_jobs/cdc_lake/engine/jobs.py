@@ -8,11 +8,12 @@ job's ``--action reload`` rebuilds one table after DMS reloaded it (``cdc_lake.e
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pyspark.sql import SparkSession
 
@@ -22,12 +23,15 @@ from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
 from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_LAST, JobKind
 from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, DrainResult, drain
+from cdc_lake.engine.drain import Budget, DrainResult, drain, oldest_waiting
 from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
 from cdc_lake.engine.rejects_replay import replay_rejects
 from cdc_lake.engine.reload import ReloadResult, reload_table
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import LakeLocation
+
+if TYPE_CHECKING:
+    from cdc_lake.engine.metrics import CloudWatchPublisher
 
 log = logging.getLogger(__name__)
 
@@ -336,10 +340,32 @@ def describe_reload(result: ReloadResult) -> str:
     return "\n".join(lines)
 
 
-def glue_maintenance_main(argv: Sequence[str] | None = None) -> list[MaintenanceResult]:
-    """Entry point of the maintenance Glue script."""
+def glue_maintenance_main(clients: JobClients, argv: Sequence[str] | None = None) -> list[MaintenanceResult]:
+    """Entry point of the maintenance Glue script. The scheduled run (``--action all``) also puts how long the
+    oldest landed file no table applied has waited (``OLDEST_WAITING_METRIC``; 0 when none waits), which the stack
+    alarms on long before the raw bucket's lifecycle could expire it."""
+    from cdc_lake.engine.metrics import CloudWatchPublisher
     from cdc_lake.engine.session import glue_spark_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = MaintenanceOptions.from_sys_argv(list(argv if argv is not None else sys.argv))
-    return run_maintenance(options, job_context(options, glue_spark_session(options.catalog)))
+    store = S3Store(options.bucket, client=clients.s3)
+    context = job_context(options, glue_spark_session(options.catalog), store=store)
+    results = run_maintenance(options, context)
+    if options.action == "all" and options.bucket:
+        publish_oldest_waiting(context, CloudWatchPublisher(clients.cloudwatch, context.location.database))
+    return results
+
+
+def publish_oldest_waiting(context: ReplayContext, publisher: CloudWatchPublisher) -> float | None:
+    """Put the seconds the oldest unapplied landed file has waited (0: none waits); None, and a warning, when the
+    raw bucket cannot be read (the maintenance itself is done)."""
+    try:
+        oldest = oldest_waiting(context)
+    except Exception as error:  # the tables are maintained: only the look at the raw bucket is lost
+        log.warning("could not look for landed files waiting: %s", str(error)[:300])
+        return None
+    seconds = (dt.datetime.now(dt.UTC) - oldest).total_seconds() if oldest is not None else 0.0
+    log.info("oldest landed file no table applied: %s", f"waiting {seconds:.0f} s" if oldest else "none")
+    publisher.oldest_waiting(seconds)
+    return seconds

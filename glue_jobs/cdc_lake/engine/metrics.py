@@ -14,6 +14,7 @@ from cdc_lake.core.names import (
     BATCH_METRICS,
     INPUT_NOTICES_METRIC,
     METRICS_NAMESPACE,
+    OLDEST_WAITING_METRIC,
     PIPELINE_DIMENSION,
     TABLE_FAILURES_METRIC,
 )
@@ -39,6 +40,10 @@ class CloudWatchPublisher:
             if (value := facts.get(field)) is not None
         ]
         self._put(data)
+
+    def oldest_waiting(self, seconds: float) -> None:
+        self._put([{"MetricName": OLDEST_WAITING_METRIC, "Dimensions": self._dimensions,
+                    "Timestamp": dt.datetime.now(dt.UTC), "Value": float(seconds), "Unit": "Seconds"}])  # fmt: skip
 
     def table_failures(self, count: int) -> None:
         self._count(TABLE_FAILURES_METRIC, count)

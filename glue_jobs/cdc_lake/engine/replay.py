@@ -226,8 +226,26 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
     upkept: list[MaintenanceResult] = []
     if result.snapshot_id is not None:  # only a commit clears a refusal: a run with nothing to apply reads nothing
         record_refusal(context, table, None)
+        _mark_applied(context, table, result)
         upkept = _upkeep(context, table)
     return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started, upkeep=upkept)
+
+
+def _mark_applied(context: ReplayContext, table: TableSpec, result: RunResult) -> None:
+    """Tag the landed files the commit applied, so that the raw bucket's lifecycle may expire them. A file of a
+    table with history is tagged once both its tables hold it (in the same run, as they almost always do); one
+    left untagged is kept until the lifecycle's long catch-all, never expired early. A failure fails nothing."""
+    applied = result.applied_files
+    if table.history:
+        held = set(result.history_files)
+        applied = [key for key in applied if key in held]
+    if not applied:
+        return
+    try:
+        context.store.mark_applied(applied)
+    except Exception as error:  # the batch is committed: its files are only kept longer
+        log.warning("%s: %d applied file(s) left untagged, kept until the catch-all expiry: %s",
+                    table.name, len(applied), str(error)[:300])  # fmt: skip
 
 
 def _upkeep(context: ReplayContext, table: TableSpec) -> list[MaintenanceResult]:

@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 from cdc_lake.core.config import TableSpec, glue_version
 from cdc_lake.core.dms_files import list_landed
-from cdc_lake.core.exceptions import CdcLakeError, RecordLostError
+from cdc_lake.core.exceptions import RecordLostError
 from cdc_lake.core.names import GLUE_VERSIONS
-from cdc_lake.core.plan import ReplayState, listing_start, plan_run
+from cdc_lake.core.plan import ReplayState
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import waiting_files
 from cdc_lake.engine.iceberg_java import table_properties, timed_lineage
 from cdc_lake.engine.record import FRESHNESS, REFUSED, STATE, table_record
-from cdc_lake.engine.rejects import applied
 from cdc_lake.engine.tables import table_exists
 
 State = Literal["fresh", "behind", "refused", "diverged", "never loaded"]
@@ -143,19 +143,10 @@ def _commits(spark: Any, dotted: str, now: dt.datetime) -> list[tuple[dt.datetim
 
 def _waiting(context: ReplayContext, table: TableSpec, state: ReplayState) -> tuple[list[Any], str | None]:
     """The landed objects the table has not applied yet, and the refusal a run would meet applying them."""
-    config = context.config
     try:
-        landed = list_landed(context.store, config, table, listing_start(config, table, state))
+        return waiting_files(context, table, state)
     except Exception as error:  # any failure of the store: shown as the table's state, never a crash
         return [], _unlisted(error)
-    if landed.newest is None:
-        return [], None
-    try:
-        plan = plan_run(config, landed.newest, landed.listed, state, state.snapshot_id or 0)
-    except CdcLakeError as error:
-        unapplied = [landed.objects[f.key] for f in landed.files if not applied(f, state, config)]
-        return unapplied, str(error)
-    return [plan.objects[f.key] for f in plan.pending], None
 
 
 def _state(
