@@ -37,7 +37,13 @@ from cdc_lake.engine.changes import describe_problems, dms_order
 from cdc_lake.engine.commit import branch_head
 from cdc_lake.engine.reader import FILE, OP, PROBLEM, RAW, ROW, before_image_columns
 from cdc_lake.engine.record import table_record
-from cdc_lake.engine.tables import LakeLocation, TableDefinition, create_iceberg_table, table_exists
+from cdc_lake.engine.tables import (
+    LakeLocation,
+    TableDefinition,
+    create_iceberg_table,
+    table_exists,
+    write_mode_properties,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +81,9 @@ def ensure_rejects_table(spark: SparkSession, location: LakeLocation, table: Tab
         rejects_name(table),
         REJECTS_COLUMNS,
         [],
-        {"cdc-lake.rejects-of": table.name},
+        # Merged on read whatever lake.write_mode says: its MERGE's source reads the table itself, which Spark 4.1
+        # cannot plan against a copy-on-write target ("No plan for TableReference").
+        {"cdc-lake.rejects-of": table.name, **write_mode_properties("merge-on-read")},
         identifier_fields=None,
         sort_by=["file", "row"],
     )
