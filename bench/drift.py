@@ -29,6 +29,7 @@ from cdc_lake.engine.tables import TableSnapshot
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.local.session import local_spark_session
 from cdc_lake.ops.reconcile import reconcile
+from cdc_lake.ops.source_tls import SourceAddress
 from cdc_lake.ops.verify import verify
 
 DRIFTED = 10
@@ -87,7 +88,7 @@ def _measure(conninfo: str, rows: int, work: Path) -> dict[str, Any]:
         connection.execute("UPDATE drift.items SET price = price + 0.01 WHERE id = ANY(%s)", (keys,))
 
     started = time.perf_counter()
-    [found] = verify(LakeContext(spark, config, pipeline.location), conninfo)
+    [found] = verify(LakeContext(spark, config, pipeline.location), SourceAddress(conninfo))
     verify_s = time.perf_counter() - started
     assert sorted(d.key["id"] for d in found.drift) == sorted(keys), found.drift
 

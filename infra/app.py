@@ -43,7 +43,7 @@ def create_app(
     if not config_path.is_absolute():
         config_path = REPO_ROOT / config_path
     config = load_config(config_path)
-    assets = build_assets(config, asset_dir, sources=sources)
+    assets = build_assets(config, asset_dir, sources=sources, source_ca_file=settings.source_ca_file)
     deployment = Deployment(settings, config, assets, glue_version(config))
     stack = PipelineStack(app, settings.stack_name, deployment=deployment)
     message = example_values_message(settings)

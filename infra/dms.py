@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Aws, CfnResource, Stack
+from aws_cdk import Annotations, Aws, CfnResource, Stack
 from aws_cdk import aws_dms as dms
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -17,12 +17,13 @@ from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
 from infra.deployment import Deployment, stack_output
-from infra.settings import DeploySettings
+from infra.settings import SOURCE_WITHOUT_TLS, DeploySettings
 from infra.table_mappings import s3_settings, table_mappings
 
 DMS_VPC_ROLE_NAME = "dms-vpc-role"
 DMS_CLOUDWATCH_LOGS_ROLE_NAME = "dms-cloudwatch-logs-role"
-SOURCE_SSL_MODE = "require"
+# Certificate and host name checked, against the CAs the jobs check with (docs/deploy.md#source-tls).
+SOURCE_SSL_MODE = "verify-full"
 
 # Task settings: keep landed files (never drop the table folder on reload), no batch apply (DMS advises
 # against it with S3 targets), task logs in CloudWatch through dms-cloudwatch-logs-role.
@@ -151,7 +152,7 @@ class DmsReplication(Construct):
         if self.service_roles:
             self.subnet_group.node.add_dependency(self.service_roles.vpc_role)
 
-        self.source_endpoint = self._source_endpoint(settings, prefix)
+        self.source_endpoint = self._source_endpoint(settings, prefix, deployment.assets.source_ca)
         self.target_role, self.target_endpoint = self._target_endpoint(config, raw_bucket, prefix)
 
         mappings = table_mappings(config)
@@ -203,7 +204,7 @@ class DmsReplication(Construct):
             self, "DmsSecurityGroupId", self.security_group.security_group_id, "Allow it on the source database"
         )
 
-    def _source_endpoint(self, settings: DeploySettings, prefix: str) -> dms.CfnEndpoint:
+    def _source_endpoint(self, settings: DeploySettings, prefix: str, source_ca: str) -> dms.CfnEndpoint:
         # DMS reads host, port, username and password from the secret: with SecretsManagerSecretId the
         # endpoint must not also carry ServerName/Port/UserName/Password ("you can't specify both").
         self.secret_access_role = iam.Role(
@@ -232,13 +233,24 @@ class DmsReplication(Construct):
             engine_settings = {"postgre_sql_settings": dms.CfnEndpoint.PostgreSqlSettingsProperty(**secret)}
         else:
             engine_settings = {"my_sql_settings": dms.CfnEndpoint.MySqlSettingsProperty(**secret)}
+        tls: dict[str, str] = {"ssl_mode": "none"}
+        if settings.source_without_tls:
+            Annotations.of(self).add_warning_v2(
+                "cdc-lake:sourceWithoutTls",
+                f"{SOURCE_WITHOUT_TLS}=true: DMS and the Glue jobs reach the source without checked TLS, so its "
+                "credentials and rows cross the network unprotected (docs/deploy.md#source-tls)",
+            )
+        else:
+            # No identifier: DMS certificates cannot change, so a new bundle is a new resource beside the old.
+            self.source_ca = dms.CfnCertificate(self, "SourceCa", certificate_pem=source_ca)
+            tls = {"ssl_mode": SOURCE_SSL_MODE, "certificate_arn": self.source_ca.attr_certificate_arn}
         endpoint = dms.CfnEndpoint(
             self,
             "SourceEndpoint",
             endpoint_identifier=f"{prefix}-source",
             endpoint_type="source",
             engine_name=settings.source_engine,
-            ssl_mode=SOURCE_SSL_MODE,
+            **tls,
             database_name=settings.source_database if settings.source_engine == "postgres" else None,
             **engine_settings,
         )

@@ -227,6 +227,7 @@ class GlueJobs(Construct):
         )
 
         self.config_asset = s3_assets.Asset(self, "TableConfig", path=str(assets.config_json))
+        self.library_zip = assets.library_zip
         self.library_asset = s3_assets.Asset(self, "Library", path=str(assets.library_zip))
         self.scripts = scripts = {
             job: s3_assets.Asset(self, f"Script-{job}", path=str(path)) for job, path in assets.glue_scripts.items()

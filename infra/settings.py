@@ -32,6 +32,8 @@ SOURCE_SECRET_ARN = "sourceSecretArn"
 SOURCE_SECRET_KMS_KEY_ARN = "sourceSecretKmsKeyArn"
 DRIFT_SECRET_ARN = "driftSecretArn"
 SOURCE_SECURITY_GROUP_ID = "sourceSecurityGroupId"
+SOURCE_CA_FILE = "sourceCaFile"
+SOURCE_WITHOUT_TLS = "sourceWithoutTls"
 DMS_MODE = "dmsMode"
 DMS_INSTANCE_CLASS = "dmsInstanceClass"
 DMS_ALLOCATED_STORAGE_GB = "dmsAllocatedStorageGb"
@@ -101,6 +103,9 @@ class DeploySettings:
     source_secret_kms_key_arn: str | None = None
     drift_secret_arn: str | None = None
     source_security_group_id: str | None = None
+    # A PEM file of the CAs that may sign the source's certificate (default: Amazon RDS's, infra/packaging.py).
+    source_ca_file: str | None = None
+    source_without_tls: bool = False
     stack_name: str = "CdcLake"
     table_config: str = "glue_jobs/cdc_lake/demo.yaml"
     dms_mode: DmsMode = "instance"
@@ -148,6 +153,8 @@ class DeploySettings:
             source_secret_kms_key_arn=reader.pattern(SOURCE_SECRET_KMS_KEY_ARN, _KMS_KEY_ARN),
             drift_secret_arn=reader.pattern(DRIFT_SECRET_ARN, _SECRET_ARN),
             source_security_group_id=reader.pattern(SOURCE_SECURITY_GROUP_ID, _SECURITY_GROUP_ID),
+            source_ca_file=reader.text(SOURCE_CA_FILE),
+            source_without_tls=reader.boolean(SOURCE_WITHOUT_TLS, default=False),
             stack_name=reader.pattern(STACK_NAME, _STACK_NAME) or "CdcLake",
             table_config=reader.text(TABLE_CONFIG) or "glue_jobs/cdc_lake/demo.yaml",
             dms_mode=reader.choice(DMS_MODE, DMS_MODES, default="instance") or "instance",

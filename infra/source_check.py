@@ -212,10 +212,13 @@ class SourceCheck(Construct):
 
 
 def source_arguments(settings: DeploySettings) -> dict[str, str]:
-    """The job arguments naming the source: the DMS endpoint's secret, its engine, and its database if given."""
+    """The job arguments naming the source: the DMS endpoint's secret, its engine, its database if given, and
+    whether it may be reached without checked TLS (sourceWithoutTls)."""
     arguments = {"--source_secret": settings.source_secret_arn, "--source_engine": settings.source_engine}
     if settings.source_database:
         arguments["--source_database"] = settings.source_database
+    if settings.source_without_tls:
+        arguments["--source_without_tls"] = "true"
     return arguments
 
 

@@ -308,9 +308,11 @@ class SourceCheckRun:
     metric: list[float]  # the SourceDifferences values put
 
 
-def run_source_check_job(config_file: Path, secret: dict[str, Any], engine: str, database: str = "") -> SourceCheckRun:
+def run_source_check_job(
+    config_file: Path, secret: dict[str, Any], engine: str, ca: Path, database: str = ""
+) -> SourceCheckRun:
     """The source-check Glue job's code with its clients on moto: the configuration in S3, the source's
-    connection details in a Secrets Manager secret as RDS writes them."""
+    connection details in a Secrets Manager secret as RDS writes them, checked TLS with the server's ``ca``."""
     import json
 
     import boto3
@@ -325,7 +327,8 @@ def run_source_check_job(config_file: Path, secret: dict[str, Any], engine: str,
         s3.create_bucket(Bucket="assets")
         s3.put_object(Bucket="assets", Key="tables.yaml", Body=config_file.read_bytes())
         arn = secrets.create_secret(Name="cdc-lake/source", SecretString=json.dumps(secret))["ARN"]
-        arguments = {"--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": engine}
+        arguments = {"--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": engine,
+                     "--source_ca": str(ca)}  # fmt: skip
         if database:
             arguments["--source_database"] = database
         found = run_source_check(arguments, secrets, cloudwatch, s3)

@@ -24,6 +24,7 @@ from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.record import REPAIR, snapshot_summaries
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.repair import repair
+from cdc_lake.ops.source_tls import SourceAddress
 from cdc_lake.ops.verify import Cuts, Settle, SourceTable, _Range, connection_for, verify
 from tests.conftest import cli
 from tests.pg.checks import SUMMARIES, SourceRows, check_tables, hadoop_reader
@@ -120,14 +121,14 @@ def run_drift_scenario(
     verify_args = ["verify", "-c", written, "-w", warehouse, "--database", database, "--source", source.url]
 
     # In step: nothing differs, and no source row is read (the sums are computed in the database).
-    [clean] = verify(lake, source.url, cuts=CUTS)
+    [clean] = verify(lake, SourceAddress(source.url), cuts=CUTS)
     assert clean.drift == [] and clean.stats.source_rows == 0, clean
     code, printed = cli(capsys, *verify_args)
     assert code == 0 and "drift.items: 0 differing key(s)" in printed, printed
 
     source.execute(*drift_statements("drift.items"))
     spark.sql(f"DELETE FROM {pipeline.location.table(config.tables[0])} WHERE id BETWEEN {LOST[0]} AND {LOST[-1]}")
-    [found] = verify(lake, source.url, cuts=CUTS)
+    [found] = verify(lake, SourceAddress(source.url), cuts=CUTS)
     expected = {**EXPECTED, **{(k,): ("missing", []) for k in LOST}}
     got = {tuple(d.key.values()): (d.kind, d.columns) for d in found.drift}
     assert got == expected
@@ -221,7 +222,7 @@ def run_concurrent_scenario(
         settle = Settle(
             replicated.pipeline.context, interval_s=1.0, timeout_s=120.0, poll_s=0.3, rounds=6, wait=land_and_apply
         )
-        [repaired] = repair(replicated.pipeline.context, source.url, settle=settle)
+        [repaired] = repair(replicated.pipeline.context, SourceAddress(source.url), settle=settle)
     finally:
         stop.set()
         thread.join()
@@ -266,7 +267,7 @@ def check_percent_names(url: str) -> None:
     """What verify and repair ask of the source (extent, sums, key listing, rows) answers on ``PERCENT_TABLE``,
     which the caller created at ``url`` holding ``PERCENT_ROWS``."""
     table = parse_config({"tables": [PERCENT_TABLE]}).tables[0]
-    with connection_for(url) as (connection, dialect):
+    with connection_for(SourceAddress(url)) as (connection, dialect):
         source = SourceTable(connection, dialect, table, table.columns)
         assert source.extent() == (3, 1, 3)
         whole = _Range(None, None)

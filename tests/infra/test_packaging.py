@@ -9,7 +9,7 @@ import pytest
 
 from cdc_lake.core.config import load_config, parse_config_text
 from cdc_lake.core.exceptions import PackagingError
-from infra.packaging import SourceLayout, build_assets, pinned_requirement
+from infra.packaging import SOURCE_CA_ARCNAME, SourceLayout, build_assets, pinned_requirement
 from tests.infra.conftest import DEMO_CONFIG
 
 
@@ -31,7 +31,8 @@ def test_library_zip_has_the_package_at_its_root(built) -> None:
     assert "cdc_lake/core/config.py" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     expected = sorted(
-        f"cdc_lake/{path.relative_to(sources.library_dir).as_posix()}" for path in sources.glue_library_files()
+        [f"cdc_lake/{path.relative_to(sources.library_dir).as_posix()}" for path in sources.glue_library_files()]
+        + [SOURCE_CA_ARCNAME]  # the CAs the jobs check the source with (tests/infra/test_source_tls.py)
     )
     assert names == expected
     # Glue runs the replay and maintenance; the laptop tools (cdc_lake.local: CLI, demo, generator) stay home.

@@ -214,13 +214,14 @@ def test_table_mappings_are_generated_from_the_table_configuration(demo: Synthes
     assert task_settings["Logging"]["EnableLogging"] is True
 
 
-def test_source_endpoint_uses_the_secret_and_requires_ssl(demo: Synthesized) -> None:
+def test_source_endpoint_uses_the_secret_and_checks_the_certificate(demo: Synthesized) -> None:
     demo.template.has_resource_properties(
         "AWS::DMS::Endpoint",
         {
             "EndpointType": "source",
             "EngineName": "mysql",
-            "SslMode": "require",
+            "SslMode": "verify-full",
+            "CertificateArn": {"Fn::GetAtt": [Match.string_like_regexp("SourceCa"), "CertificateArn"]},
             "MySqlSettings": {
                 "SecretsManagerSecretId": SECRET_ARN,
                 "SecretsManagerAccessRoleArn": {"Fn::GetAtt": [Match.string_like_regexp("SecretAccessRole"), "Arn"]},

@@ -3,6 +3,9 @@ format with full row images and full row metadata (what DMS requires of a MySQL-
 
 mariadbd refuses to run as root: as root, it runs as the ``mysql`` user the Debian package creates
 (``--user=mysql``), in a folder chowned to it; otherwise as the current user.
+
+The server offers TLS with a throwaway CA's certificate for ``localhost``, and ``url`` names that CA
+(``ssl_ca``), so every client checks the certificate and the name, as cdc-lake requires of a source.
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pymysql
 import pymysql.cursors
 
 from cdc_lake.core.config import ColumnSpec, TableSpec
 from cdc_lake.ops import mysql_catalog
-from cdc_lake.ops.fingerprint import quote, source_fingerprint
+from cdc_lake.ops.fingerprint import quote as quote_name
+from cdc_lake.ops.fingerprint import source_fingerprint
 from tests.pg.checks import Row, SourceFingerprints, SourceRows
 from tests.pg.cluster import free_port
+from tests.tls import SERVER_NAME, Authority, make_authority
 
 USER = "cdc_lake"  # created with every privilege on 127.0.0.1; root stays on the socket
 
@@ -50,10 +55,17 @@ class Server:
     def socket(self) -> str:
         return str(self.folder / "mysqld.sock")
 
-    def url(self, database: str) -> str:
-        return f"mysql://{USER}@127.0.0.1:{self.port}/{database}"
+    @property
+    def authority(self) -> Authority:
+        tls = self.folder / "tls"
+        return Authority(tls / "ca.pem", tls / "server.pem", tls / "server.key")
+
+    def url(self, database: str, user: str = USER) -> str:
+        return f"mysql://{user}@{SERVER_NAME}:{self.port}/{database}?ssl_ca={quote(str(self.authority.ca))}"
 
     def start(self) -> None:
+        owner = (self.folder.stat().st_uid, self.folder.stat().st_gid) if os.geteuid() == 0 else None
+        make_authority(self.folder / "tls", "cdc-lake test MariaDB CA", owner)
         data = self.folder / "data"
         install = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
         install_args = ["--no-defaults", f"--datadir={data}", f"--user={self.os_user}", "--skip-test-db"]
@@ -81,6 +93,8 @@ class Server:
             "innodb-flush-log-at-trx-commit": "0",
             "sync-binlog": "0",
             "innodb-buffer-pool-size": "64M",
+            "ssl-cert": str(self.authority.cert),
+            "ssl-key": str(self.authority.key),
         }
         arguments = ["--no-defaults", *(f"--{name}={value}" for name, value in settings.items()), "--skip-name-resolve"]
         with (self.folder / "server.log").open("wb") as log:
@@ -128,9 +142,11 @@ def new_server(mariadbd: Path) -> Server:
 def execute(url: str, *statements: str) -> None:
     """Run statements on the server at ``url`` (``mysql://user@host:port/database``), each committed."""
     parts = urlsplit(url)
+    [ca] = parse_qs(parts.query)["ssl_ca"]
     connection = pymysql.connect(
         host=parts.hostname, port=parts.port or 3306, user=parts.username or "", autocommit=True,
         database=parts.path.lstrip("/") or None, init_command="SET time_zone = '+00:00'",
+        ssl={"ca": ca, "check_hostname": True, "verify_mode": True},
     )  # fmt: skip
     with connection, connection.cursor() as cursor:
         for statement in statements:
@@ -163,8 +179,8 @@ def source_fingerprints(url: str) -> SourceFingerprints:
     """Each row's fingerprint as MariaDB computes it, by key."""
 
     def read(table: TableSpec, columns: list[ColumnSpec]) -> dict[tuple[Any, ...], int]:
-        keys = ", ".join(quote(k, "mysql") for k in table.primary_key)
-        relation = ".".join(quote(part, "mysql") for part in table.name.split("."))
+        keys = ", ".join(quote_name(k, "mysql") for k in table.primary_key)
+        relation = ".".join(quote_name(part, "mysql") for part in table.name.split("."))
         connection = mysql_catalog.connect(url)
         with connection, connection.cursor() as cursor:
             cursor.execute(f"SELECT {keys}, {source_fingerprint(columns, 'mysql')} FROM {relation}")

@@ -75,7 +75,9 @@ def test_config_from_source_maps_each_type_as_dms_writes_it(mariadb: Server, tmp
 
 def test_an_unreachable_source_is_named_without_its_password(tmp_path: Path, capsys) -> None:
     url = "mysql://reader:s3cret@127.0.0.1:1/shop"
-    code, printed = cli(capsys, "config-from-source", "--source", url, "-o", tmp_path / "t.yaml")
+    code, printed = cli(
+        capsys, "config-from-source", "--source", url, "--source-without-tls", "-o", tmp_path / "t.yaml"
+    )
     assert code == 2 and "cannot connect to the source mysql://reader:***@127.0.0.1:1/shop" in printed, printed
     assert "s3cret" not in printed and not (tmp_path / "t.yaml").exists()
 
@@ -171,18 +173,18 @@ def test_the_scheduled_check_reads_the_dms_secret_and_puts_the_differences(
         f"CREATE USER 'checker'@'127.0.0.1' IDENTIFIED BY '{password}'",
         "GRANT SELECT ON nightly.* TO 'checker'@'127.0.0.1'",  # a catalog read needs no more
     )
-    secret = {"host": "127.0.0.1", "port": mariadb.port, "username": "checker", "password": password}
-    clean = run_source_check_job(out, secret, "mysql")
+    secret = {"host": "localhost", "port": mariadb.port, "username": "checker", "password": password}
+    clean = run_source_check_job(out, secret, "mysql", mariadb.authority.ca)
     assert (clean.differences, clean.metric) == ([], [0.0])
 
     execute(url, "ALTER TABLE typed ADD COLUMN note text", "ALTER TABLE orders DROP COLUMN qty")
     caplog.set_level("INFO", logger="cdc_lake.ops.source_check")
-    changed = run_source_check_job(out, secret, "aurora")
+    changed = run_source_check_job(out, secret, "aurora", mariadb.authority.ca)
     assert sorted(str(d) for d in changed.differences) == [
         "nightly.orders: column-dropped: qty (mark it dropped: true)",
         "nightly.typed: column-added: note text (add it at the end of columns as {name: note, type: string})",
     ]
     assert changed.metric == [2.0]
     assert "SOURCE DIFFERENCE nightly.typed: column-added" in caplog.text and password not in caplog.text
-    with pytest.raises(CdcLakeError, match=r"cannot connect to the source mysql://checker:\*\*\*@127\.0\.0\.1"):
-        run_source_check_job(out, {**secret, "password": "wrong"}, "mysql")
+    with pytest.raises(CdcLakeError, match=r"cannot connect to the source mysql://checker:\*\*\*@localhost"):
+        run_source_check_job(out, {**secret, "password": "wrong"}, "mysql", mariadb.authority.ca)

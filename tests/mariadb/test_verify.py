@@ -67,7 +67,7 @@ def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
     password = "drift:job/é"
     execute(source.url, f"CREATE USER 'repairer'@'127.0.0.1' IDENTIFIED BY '{password}'",
             "GRANT SELECT ON drift.* TO 'repairer'@'127.0.0.1'")  # fmt: skip
-    secret = {"host": "127.0.0.1", "port": mariadb.port, "username": "repairer", "password": password}
+    secret = {"host": "localhost", "port": mariadb.port, "username": "repairer", "password": password}
     options = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
     caplog.set_level("INFO", logger="cdc_lake.ops.drift_job")
     with mock_aws():
@@ -78,7 +78,7 @@ def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
         arguments = {
             "--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": "mysql",
             "--action": "repair", "--bucket": "raw", "--catalog": LOCAL_CATALOG, "--database": database,
-            "--settle_timeout": "60",
+            "--settle_timeout": "60", "--source_ca": str(mariadb.authority.ca),
         }  # fmt: skip
         clients = DriftClients(s3, secrets, cloudwatch)
         [after] = run_drift_job(arguments, clients, spark, store=replicated.pipeline.store)

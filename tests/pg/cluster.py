@@ -2,6 +2,9 @@
 
 PostgreSQL refuses to run as root: as root, initdb and pg_ctl run as the ``postgres`` user the Debian
 package creates, in a folder chowned to it; otherwise as the current user.
+
+The server offers TLS with a throwaway CA's certificate for ``localhost``, and ``conninfo`` connects with
+``sslmode=verify-full`` against that CA, as cdc-lake requires of a source.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.tls import SERVER_NAME, Authority, make_authority
 
 PG_BIN_ENV = "CDC_LAKE_PG_BIN"
 
@@ -48,8 +53,18 @@ class Cluster:
         return self.folder / "data"
 
     @property
+    def authority(self) -> Authority:
+        return Authority(
+            self.folder / "tls" / "ca.pem", self.folder / "tls" / "server.pem", self.folder / "tls" / "server.key"
+        )
+
+    @property
     def conninfo(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
+        """Checked TLS to the server's name (``hostaddr`` only saves resolving it)."""
+        return (
+            f"host={SERVER_NAME} hostaddr=127.0.0.1 port={self.port} user={self.user} dbname=postgres "
+            f"sslmode=verify-full sslrootcert={self.authority.ca}"
+        )
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [str(self.bin / args[0]), *args[1:]]
@@ -65,6 +80,8 @@ class Cluster:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}\n{tail}")
 
     def start(self) -> None:
+        owner = (self.folder.stat().st_uid, self.folder.stat().st_gid) if os.geteuid() == 0 else None
+        make_authority(self.folder / "tls", "cdc-lake test PostgreSQL CA", owner)
         self._check("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8", "--locale=C")
         settings = {
             "listen_addresses": "'127.0.0.1'",
@@ -77,6 +94,9 @@ class Cluster:
             "full_page_writes": "off",
             "shared_buffers": "64MB",
             "max_connections": "50",
+            "ssl": "on",
+            "ssl_cert_file": f"'{self.authority.cert}'",
+            "ssl_key_file": f"'{self.authority.key}'",
         }
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())

@@ -159,12 +159,12 @@ def test_the_scheduled_check_reaches_postgres_through_the_dms_secret(postgres: C
     out = tmp_path / "tables.yaml"
     assert cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)[0] == 0
     # The secret as RDS writes it names another database: the stack's sourceDatabase (DMS's) wins.
-    secret = {"host": "127.0.0.1", "port": postgres.port, "username": postgres.user, "password": "unused:/@",
+    secret = {"host": "localhost", "port": postgres.port, "username": postgres.user, "password": "unused:/@",
               "dbname": "postgres"}  # fmt: skip
-    assert run_source_check_job(out, secret, "postgres", "config_scheduled").metric == [0.0]
+    assert run_source_check_job(out, secret, "postgres", postgres.authority.ca, "config_scheduled").metric == [0.0]
     with psycopg.connect(conninfo, autocommit=True) as connection:
         connection.execute("ALTER TABLE shop.orders ALTER COLUMN qty TYPE numeric(10,2)")
-    changed = run_source_check_job(out, secret, "postgres", "config_scheduled")
+    changed = run_source_check_job(out, secret, "postgres", postgres.authority.ca, "config_scheduled")
     assert [str(d) for d in changed.differences] == [
         "shop.orders: type-changed: qty: source numeric(10,2) (decimal(10,2)), configured int"
     ]

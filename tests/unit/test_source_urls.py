@@ -10,6 +10,7 @@ import pytest
 
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.ops import mysql_catalog, source_catalog
+from cdc_lake.ops.source_tls import SourceTls
 
 # Each password is made of pieces no message holds by chance; the separators are what breaks a URL apart.
 URLS = [
@@ -36,7 +37,7 @@ PIECES = re.compile(r"Qx7k|Zm9w|Vb4t|Qx7|x7k|Zm9|m9w|Vb4|b4t")
                                               *((mysql_catalog.connect, u) for u in MYSQL_URLS)])  # fmt: skip
 def test_no_fragment_of_the_password_is_echoed(connect, url: str) -> None:
     with pytest.raises(CdcLakeError, match="cannot connect to the source") as refused:
-        connect(url)
+        connect(url, SourceTls(required=False))  # the drivers' own messages: TLS would refuse a CA-less URL first
     assert not PIECES.search(str(refused.value)), str(refused.value)
     assert "reader" in str(refused.value)  # it still says which source
 

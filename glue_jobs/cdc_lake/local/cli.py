@@ -200,6 +200,28 @@ SOURCE_HELP = (
 )
 
 
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", required=True, help=SOURCE_HELP)
+    parser.add_argument(
+        "--source-without-tls",
+        action="store_true",
+        help="allow a source without TLS or whose certificate is not checked (default: refused; see "
+        "docs/deploy.md#source-tls)",
+    )
+
+
+def _source_tls(args: argparse.Namespace) -> Any:
+    from cdc_lake.ops.source_tls import SourceTls
+
+    return SourceTls(required=not args.source_without_tls)
+
+
+def _source(args: argparse.Namespace) -> Any:
+    from cdc_lake.ops.source_tls import SourceAddress
+
+    return SourceAddress(args.source, _source_tls(args))
+
+
 def _add_config_commands(commands: Any) -> None:
     check = commands.add_parser("check-config", help="validate a table configuration and print its tables")
     _add_config(check)
@@ -207,7 +229,7 @@ def _add_config_commands(commands: Any) -> None:
     _add_config(verify)
     _add_lake(verify)
     verify.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
-    verify.add_argument("--source", required=True, help=SOURCE_HELP)
+    _add_source(verify)
     verify.add_argument("--json", action="store_true", help="one JSON object a line per differing key")
     verify.add_argument(
         "--landing", "-l", type=Path, help="where DMS files land: re-check differing keys once the lake caught up"
@@ -217,14 +239,14 @@ def _add_config_commands(commands: Any) -> None:
     _add_config(repair)
     _add_lake(repair)
     repair.add_argument("--table", "-t", action="append", help="only this table (repeatable; default all)")
-    repair.add_argument("--source", required=True, help=SOURCE_HELP)
+    _add_source(repair)
     repair.add_argument("--landing", "-l", type=Path, required=True, help="where DMS files land (changes in flight)")
     repair.add_argument("--settle-timeout", type=float, default=900.0, help="seconds to wait for the lake per look")
     repair.add_argument("--dry-run", action="store_true", help="show what would be rewritten; write nothing")
     from_source = commands.add_parser(
         "config-from-source", help="write the table configuration from a PostgreSQL, MySQL or MariaDB source's catalog"
     )
-    from_source.add_argument("--source", required=True, help=SOURCE_HELP)
+    _add_source(from_source)
     from_source.add_argument("--schema", action="append", default=[], help="only this schema (repeatable)")
     from_source.add_argument("--table", action="append", default=[], help="only <schema>.<table> matching (glob)")
     from_source.add_argument("--format", choices=["csv", "parquet"], default="csv", help="the DMS target's format")
@@ -251,7 +273,7 @@ def _add_config_commands(commands: Any) -> None:
         "config-check-source", help="every difference between a table configuration and the live source"
     )
     _add_config(check_source)
-    check_source.add_argument("--source", required=True, help=SOURCE_HELP)
+    _add_source(check_source)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -421,7 +443,7 @@ def cmd_config_from_source(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.exists() and not args.force:
         raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
     source = dialect(args.source)
-    with source.connect(args.source) as connection:
+    with source.connect(args.source, _source_tls(args)) as connection:
         tables = source.read_catalog(connection, args.schema, args.table, args.format)
     if not tables:
         where = f"schema(s) {', '.join(args.schema)}" if args.schema else "any schema"
@@ -487,7 +509,7 @@ def cmd_config_check_source(args: argparse.Namespace) -> int:
     from cdc_lake.ops.source_check import check_source
 
     config = _config(args)
-    _, found = check_source(config, args.source)
+    _, found = check_source(config, args.source, _source_tls(args))
     for difference in found:
         print(difference)
     print(f"{len(config.tables)} table(s) checked: {len(found)} difference(s)")
@@ -770,7 +792,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
     elif not args.json:
         print("without --landing, a change still in flight shows as drift: verify when the lake has caught up")
-    results = verify(LakeContext(spark, config, location), args.source, args.table, settle=settle)
+    results = verify(LakeContext(spark, config, location), _source(args), args.table, settle=settle)
     for result in results:
         for drift in result.drift:
             if args.json:
@@ -807,7 +829,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     spark, location = _lake(args, config)
     context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
     settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
-    results = repair(context, args.source, args.table, settle=settle, dry_run=args.dry_run)
+    results = repair(context, _source(args), args.table, settle=settle, dry_run=args.dry_run)
     for result in results:
         for drift in result.verified.drift:
             key = ", ".join(f"{k}={v!r}" for k, v in drift.key.items())
@@ -827,7 +849,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     repaired = [r.table for r in results if r.snapshot_id is not None]
     if not repaired:
         return 0
-    again = verify(context, args.source, repaired, settle=settle)
+    again = verify(context, _source(args), repaired, settle=settle)
     left = sum(len(v.drift) for v in again)
     print(f"verified again: {left} differing key(s) in {', '.join(repaired)}")
     return 1 if left else 0

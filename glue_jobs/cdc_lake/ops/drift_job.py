@@ -25,13 +25,16 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.ops.repair import repair
 from cdc_lake.ops.source_check import secret_url
+from cdc_lake.ops.source_tls import SourceAddress, job_tls
 from cdc_lake.ops.verify import Settle, TableVerify, verify
 
 log = logging.getLogger(__name__)
 
 ACTIONS = ("verify", "repair")
 JOB_REQUIRED = ("config_uri", "source_secret", "source_engine", "action", "bucket")
-JOB_OPTIONAL = ("source_database", "table", "catalog", "database", "settle_timeout")
+JOB_OPTIONAL = (
+    "source_database", "table", "catalog", "database", "settle_timeout", "source_without_tls", "source_ca"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -56,23 +59,25 @@ def run_drift_job(
         raise JobArgumentError(f"--action {action!r}: use one of {', '.join(ACTIONS)}")
     config = load_config_uri(plain["config_uri"], s3_client=clients.s3)
     secret = json.loads(clients.secrets.get_secret_value(SecretId=plain["source_secret"])["SecretString"])
-    url = secret_url(secret, plain["source_engine"], plain.get("source_database") or None)
+    source = SourceAddress(
+        secret_url(secret, plain["source_engine"], plain.get("source_database") or None), job_tls(plain)
+    )
     location = LakeLocation(plain.get("catalog") or GLUE_CATALOG, plain.get("database") or config.lake.database)
     context = ReplayContext(spark, config, location, store or S3Store(plain["bucket"], client=clients.s3))
     timeout = float(plain.get("settle_timeout") or 900)
     settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=timeout)
     tables: Sequence[str] | None = [plain["table"]] if plain.get("table") else None
     if action == "repair":
-        for repaired in repair(context, url, tables, settle=settle):
+        for repaired in repair(context, source, tables, settle=settle):
             for drift in repaired.verified.drift:
                 log.warning("DRIFT %s", json.dumps(drift.as_json()))
             if repaired.snapshot_id is not None:
                 log.info("%s: repaired %d key(s) in change %d (source position %s)", repaired.table, repaired.keys,
                          repaired.snapshot_id, repaired.position)  # fmt: skip
         tables = tables or [t.name for t in config.tables]
-        results = verify(context, url, tables, settle=settle)
+        results = verify(context, source, tables, settle=settle)
     else:
-        results = verify(context, url, tables, settle=settle)
+        results = verify(context, source, tables, settle=settle)
         for result in results:
             for drift in result.drift:
                 log.warning("DRIFT %s", json.dumps(drift.as_json()))

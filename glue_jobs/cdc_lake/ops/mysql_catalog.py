@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.ops.source_catalog import MAX_DECIMAL_PRECISION, CatalogColumn, CatalogTable, masked, redacted
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, mysql_ssl
 
 SCHEMES = ("mysql", "mariadb")
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
@@ -69,9 +70,9 @@ def is_mysql_url(url: str) -> bool:
     return urlsplit(url).scheme.split("+")[0] in SCHEMES
 
 
-def connect(url: str) -> Any:
-    """A read-only connection to the source in UTC (password from the URL or $MYSQL_PWD), refused with the
-    reason, never with the password."""
+def connect(url: str, tls: SourceTls = CHECKED) -> Any:
+    """A read-only connection to the source in UTC (password from the URL or $MYSQL_PWD) over checked TLS
+    (``source_tls``: ``ssl_ca`` in the URL names the CA), refused with the reason, never with the password."""
     import pymysql
 
     try:
@@ -80,6 +81,7 @@ def connect(url: str) -> Any:
     except ValueError as error:  # a malformed URL: its message may quote the part it stumbled on
         raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(str(error), url)}") from None
     options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    ssl = mysql_ssl(options, tls, masked(url))
     password = unquote(parts.password) if parts.password is not None else os.environ.get(PASSWORD_ENV, "")
     try:
         connection = pymysql.connect(
@@ -90,11 +92,12 @@ def connect(url: str) -> Any:
             database=unquote(parts.path.lstrip("/")) or None,
             connect_timeout=10,
             autocommit=True,
-            ssl={"ca": options["ssl_ca"]} if "ssl_ca" in options else None,
+            ssl=ssl,
         )
-    except pymysql.Error as error:
-        reason = error.args[1] if len(error.args) > 1 else str(error)
-        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(str(reason), url)}") from None
+    except (pymysql.Error, OSError) as error:  # OSError: a CA file that cannot be read
+        reason = error.args[1] if isinstance(error, pymysql.Error) and len(error.args) > 1 else str(error)
+        reason = explained(redacted(str(reason), url), tls)
+        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {reason}") from None
     with connection.cursor() as cursor:
         cursor.execute("SET time_zone = '+00:00'")  # TIMESTAMP values in UTC, as DMS writes them
         cursor.execute("SET SESSION TRANSACTION READ ONLY")

@@ -37,6 +37,7 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import REPAIR
 from cdc_lake.engine.replay import committed_with_retries
 from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.ops.source_tls import SourceAddress
 from cdc_lake.ops.verify import Settle, SourceTable, TableVerify, connection_for, verify
 
 
@@ -53,14 +54,14 @@ class TableRepair:
 
 def repair(
     context: ReplayContext,
-    source_url: str,
+    source: SourceAddress,
     tables: Sequence[str] | None = None,
     *,
     settle: Settle | None,
     dry_run: bool = False,
 ) -> list[TableRepair]:
     """Verify the chosen tables, then rewrite each one's drifted keys from the source (nothing with ``dry_run``)."""
-    found = verify(context, source_url, tables, settle=settle)
+    found = verify(context, source, tables, settle=settle)
     chosen = {t.name: t for t in context.config.tables}
     refused = [
         f"{v.table}: {why}"
@@ -70,7 +71,7 @@ def repair(
     if refused:
         raise CdcLakeError("cannot repair, and nothing was written:\n  " + "\n  ".join(refused))
     results = []
-    with connection_for(source_url) as (connection, dialect):
+    with connection_for(source) as (connection, dialect):
         for verified in found:
             table = chosen[verified.table]
             keys = [tuple(d.key.values()) for d in verified.drift]
@@ -78,8 +79,8 @@ def repair(
                 results.append(TableRepair(table.name, len(keys), 0, 0, "", None, verified))
                 continue
             columns = [c for c in table.columns if not c.dropped]
-            source = SourceTable(connection, dialect, table, columns)
-            results.append(_repair_table(context, table, source, keys, verified))
+            rows = SourceTable(connection, dialect, table, columns)
+            results.append(_repair_table(context, table, rows, keys, verified))
     return results
 
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.identifiers import lake_name
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, postgres_conninfo
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 MAX_DECIMAL_PRECISION = 38  # Iceberg's and DMS's NUMERIC limit: above it DMS writes the value as text
@@ -144,16 +145,17 @@ def redacted(text: str, url: str) -> str:
     return re.sub(r"'[^']*'|\"[^\"]*\"|[^\s'\"]+", hide, text.replace(secret, "***"))
 
 
-def connect(url: str) -> Any:
+def connect(url: str, tls: SourceTls = CHECKED) -> Any:
     """A read-only connection to the source (libpq URL or conninfo; the password from the URL, PGPASSWORD or
-    .pgpass); refused with the reason, never with the password."""
+    .pgpass) over checked TLS (``source_tls``); refused with the reason, never with the password."""
     import psycopg
 
+    where = masked(url)
     try:
-        connection = psycopg.connect(url, connect_timeout=10, autocommit=True)
+        connection = psycopg.connect(postgres_conninfo(url, tls, where), connect_timeout=10, autocommit=True)
     except psycopg.Error as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(reason, url)}") from None
+        raise CdcLakeError(f"cannot connect to the source {where}: {explained(redacted(reason, url), tls)}") from None
     connection.execute("SET default_transaction_read_only = on")
     return connection
 

@@ -21,20 +21,21 @@ from cdc_lake.core.exceptions import CdcLakeError, JobArgumentError
 from cdc_lake.core.names import METRICS_NAMESPACE, PIPELINE_DIMENSION, SOURCE_DIFFERENCES_METRIC
 from cdc_lake.ops import mysql_catalog, source_catalog
 from cdc_lake.ops.source_catalog import CatalogTable, Difference, differences
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, job_tls
 
 log = logging.getLogger(__name__)
 
 # The stack's sourceEngine -> the URL scheme of its catalog reader.
 ENGINE_SCHEMES = {"postgres": "postgresql", "mysql": "mysql", "aurora": "mysql", "mariadb": "mysql"}
 JOB_REQUIRED = ("config_uri", "source_secret", "source_engine")
-JOB_OPTIONAL = ("source_database",)
+JOB_OPTIONAL = ("source_database", "source_without_tls", "source_ca")
 
 
 @dataclass(frozen=True)
 class Dialect:
     """How to reach a source's catalog: PostgreSQL (libpq URL or conninfo), or MySQL/MariaDB (``mysql://``)."""
 
-    connect: Callable[[str], Any]
+    connect: Callable[[str, SourceTls], Any]
     read_catalog: Callable[[Any, Sequence[str], Sequence[str], str], list[CatalogTable]]
     mapping: str
 
@@ -45,10 +46,12 @@ def dialect(url: str) -> Dialect:
     return Dialect(source_catalog.connect, source_catalog.read_catalog, source_catalog.POSTGRES_MAPPING)
 
 
-def check_source(config: PipelineConfig, url: str) -> tuple[list[CatalogTable], list[Difference]]:
+def check_source(
+    config: PipelineConfig, url: str, tls: SourceTls = CHECKED
+) -> tuple[list[CatalogTable], list[Difference]]:
     """The configured tables as the source's catalog has them, and every difference with the configuration."""
     source = dialect(url)
-    with source.connect(url) as connection:
+    with source.connect(url, tls) as connection:
         tables = source.read_catalog(connection, (), [t.name for t in config.tables], config.dms.format)
     return tables, differences(config, tables)
 
@@ -78,7 +81,7 @@ def run_source_check(options: Mapping[str, str], secrets: Any, cloudwatch: Any, 
     config = load_config_uri(plain["config_uri"], s3_client=s3)
     secret = json.loads(secrets.get_secret_value(SecretId=plain["source_secret"])["SecretString"])
     url = secret_url(secret, plain["source_engine"], plain.get("source_database") or None)
-    _, found = check_source(config, url)
+    _, found = check_source(config, url, job_tls(plain))
     for difference in found:
         log.warning("SOURCE DIFFERENCE %s", difference)
     log.info("%d table(s) checked against the source: %d difference(s)", len(config.tables), len(found))

@@ -39,6 +39,7 @@ from cdc_lake.ops.export import read_table
 from cdc_lake.ops.fingerprint import INTEGERS, Dialect, comparable, quote, source_fingerprint, spark_fingerprint
 from cdc_lake.ops.mysql_catalog import is_mysql_url
 from cdc_lake.ops.source_check import dialect as source_dialect
+from cdc_lake.ops.source_tls import SourceAddress
 
 Kind = Literal["missing", "extra", "changed"]
 FINGERPRINT = "_cdc_lake_fp"
@@ -352,7 +353,7 @@ def _rows_by_key(
 
 def verify(
     lake: LakeContext,
-    source_url: str,
+    source: SourceAddress,
     tables: Sequence[str] | None = None,
     *,
     cuts: Cuts = Cuts(),
@@ -364,7 +365,7 @@ def verify(
 
     config, spark, location = lake.config, lake.spark, lake.location
     chosen = [config.table(name) for name in tables] if tables else list(config.tables)
-    catalog, differences = check_source(config, source_url)
+    catalog, differences = check_source(config, source.url, source.tls)
     at_source = {t.name: t for t in catalog}
     problems = [
         str(d)
@@ -377,7 +378,7 @@ def verify(
             "config-check-source) before verifying:\n  " + "\n  ".join(problems)
         )
     results = []
-    with connection_for(source_url) as (connection, kind):
+    with connection_for(source) as (connection, kind):
         for table in chosen:
             faithful = {c.name for c in at_source[table.name].columns if c.note is None or c.config_type != "string"}
             columns = [c for c in table.columns if not c.dropped and comparable(c) and c.source in faithful]
@@ -390,11 +391,11 @@ def verify(
 
 
 @contextmanager
-def connection_for(url: str) -> Iterator[tuple[Any, Dialect]]:
-    """A read-only connection to the source, and its SQL dialect."""
-    connection = source_dialect(url).connect(url)
+def connection_for(source: SourceAddress) -> Iterator[tuple[Any, Dialect]]:
+    """A read-only connection to the source over checked TLS, and its SQL dialect."""
+    connection = source_dialect(source.url).connect(source.url, source.tls)
     try:
-        yield connection, "mysql" if is_mysql_url(url) else "postgres"
+        yield connection, "mysql" if is_mysql_url(source.url) else "postgres"
     finally:
         connection.close()
 

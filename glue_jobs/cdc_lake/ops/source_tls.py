@@ -1,0 +1,128 @@
+"""Checked TLS to the source database: every connection that carries its credentials checks the server's
+certificate against a CA and the server's name against the certificate, or is refused before it is made.
+
+PostgreSQL connects with ``sslmode=verify-full`` (a URL naming a weaker mode is refused), MySQL and MariaDB with
+PyMySQL's TLS, a CA (``ssl_ca``) and a host-name check. A source without TLS, or with a certificate nobody can
+check, is reached only when a setting says so (``--source-without-tls`` on the command line, ``sourceWithoutTls``
+in the stack), and each such connection is logged as a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cdc_lake.core.exceptions import CdcLakeError
+
+log = logging.getLogger(__name__)
+
+CLI_SETTING = "--source-without-tls"
+STACK_SETTING = "the stack setting sourceWithoutTls (docs/deploy.md#source-tls)"
+# What each weaker libpq mode leaves unchecked.
+WEAK_MODES = {
+    "disable": "no TLS at all",
+    "allow": "TLS only if the server insists, and no certificate check",
+    "prefer": "falls back to plaintext and checks no certificate",
+    "require": "encrypts but checks no certificate: anyone in the path can pose as the server",
+    "verify-ca": "checks the certificate's CA but not that it names this server",
+}
+_TLS_WORDS = ("ssl", "tls", "certificate")
+# The CA bundle the Glue jobs check the source with: packaged beside this module in the jobs' library
+# (infra/packaging.py: Amazon RDS's CAs, or the stack's sourceCaFile).
+BUNDLED_CA = "source-ca.pem"
+
+
+@dataclass(frozen=True)
+class SourceTls:
+    """How a connection to the source is secured: ``required`` checked TLS (the default), the CA file to check the
+    server's certificate with when the URL names none, and the setting that allows less, named in refusals."""
+
+    required: bool = True
+    ca_file: str | None = None
+    allowed_by: str = CLI_SETTING
+
+    def hint(self) -> str:
+        return (
+            "cdc-lake checks the source's certificate and name: give the CA that signed it (PostgreSQL: "
+            "sslrootcert=<file>, MySQL: ssl_ca=<file>; for RDS its CA bundle, docs/deploy.md#source-tls), or, for a "
+            f"source without TLS, allow it with {self.allowed_by}"
+        )
+
+    def announce(self, where: str) -> None:
+        log.warning("%s: the source's certificate is not checked (allowed by %s)", where, self.allowed_by)
+
+
+CHECKED = SourceTls()
+
+
+@dataclass(frozen=True)
+class SourceAddress:
+    """A source database's URL (libpq URL or conninfo, or ``mysql://``) and how its TLS is checked."""
+
+    url: str
+    tls: SourceTls = CHECKED
+
+
+def postgres_conninfo(url: str, tls: SourceTls, where: str) -> str:
+    """The conninfo to connect with: ``url`` with ``sslmode=verify-full`` (and ``tls.ca_file`` as its root
+    certificate when it names none), refused when it asks for less and ``tls`` does not allow it."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(url)
+    if not tls.required:
+        tls.announce(where)
+        return url
+    mode = str(params.get("sslmode") or os.environ.get("PGSSLMODE") or "verify-full")
+    if mode != "verify-full":
+        raise CdcLakeError(
+            f"cannot connect to the source {where}: sslmode={mode} {WEAK_MODES.get(mode, 'is not verify-full')}; "
+            f"remove it or write sslmode=verify-full. {tls.hint()}"
+        )
+    extra: dict[str, Any] = {"sslmode": "verify-full"}
+    if tls.ca_file and not params.get("sslrootcert") and not os.environ.get("PGSSLROOTCERT"):
+        extra["sslrootcert"] = tls.ca_file
+    return make_conninfo(url, **extra)
+
+
+def mysql_ssl(options: dict[str, str], tls: SourceTls, where: str) -> dict[str, Any] | None:
+    """PyMySQL's ``ssl`` argument for a URL's query ``options``: the CA (``ssl_ca``, else ``tls.ca_file``) with
+    the certificate and host name checked; refused when there is no CA and ``tls`` does not allow it."""
+    ca = options.get("ssl_ca") or tls.ca_file
+    if not tls.required:
+        tls.announce(where)
+        return {"ca": ca} if ca else None
+    if not ca:
+        raise CdcLakeError(f"cannot connect to the source {where}: no CA to check its certificate with. {tls.hint()}")
+    # With a CA given, PyMySQL refuses a server that offers no TLS instead of falling back to plaintext.
+    return {"ca": ca, "check_hostname": True, "verify_mode": True}
+
+
+def explained(reason: str, tls: SourceTls) -> str:
+    """A driver's refusal, with what to do when it is about TLS."""
+    return f"{reason}. {tls.hint()}" if tls.required and any(w in reason.lower() for w in _TLS_WORDS) else reason
+
+
+def bundled_ca_file() -> str | None:
+    """The packaged CA bundle as a file the drivers can open (the library runs from a zip), if packaged."""
+    packaged = resources.files(__package__ or "cdc_lake.ops").joinpath(BUNDLED_CA)
+    if not packaged.is_file():
+        return None
+    target = Path(tempfile.gettempdir()) / f"cdc-lake-{BUNDLED_CA}"
+    target.write_bytes(packaged.read_bytes())
+    return str(target)
+
+
+def job_tls(options: Mapping[str, str]) -> SourceTls:
+    """A Glue job's TLS to the source from its arguments: ``--source_without_tls true`` (the stack's
+    sourceWithoutTls) allows less, ``--source_ca`` names a CA file, else the packaged bundle."""
+    return SourceTls(
+        required=(options.get("source_without_tls") or "false").lower() != "true",
+        ca_file=options.get("source_ca") or bundled_ca_file(),
+        allowed_by=STACK_SETTING,
+    )
