@@ -4,10 +4,13 @@ maintenance job's schedule."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, FileAssetPackaging, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -28,10 +31,19 @@ from cdc_lake.core.names import (
     RETAIN_LAST,
 )
 from infra.deployment import Deployment, stack_output
-from infra.packaging import pinned_requirement
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
+from infra.wheels import WheelGroup, job_wheels
 
-PYDANTIC_FALLBACK = "pydantic==2.*"
+# pip's options for --additional-python-modules: the listed wheels only, never an index.
+MODULES_INSTALLER_OPTION = "--no-index"
+
+
+@dataclass(frozen=True)
+class JobWheels:
+    """A job group's wheels in the assets bucket: the ``--additional-python-modules`` value and their ARNs."""
+
+    modules: str
+    arns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -153,12 +165,13 @@ def glue_role(scope: Construct, construct_id: str, description: str) -> iam.Role
     return iam.Role(scope, construct_id, assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description=description)
 
 
-def read_assets_statement(assets: list[s3_assets.Asset]) -> iam.PolicyStatement:
-    """Reading a job's own assets (script, library, configuration), not the rest of the assets bucket."""
+def read_assets_statement(assets: list[s3_assets.Asset], wheels: Sequence[str] = ()) -> iam.PolicyStatement:
+    """Reading a job's own assets (script, library, configuration, the ARNs of its ``wheels``), not the rest of
+    the assets bucket."""
     return iam.PolicyStatement(
         sid="ReadJobAssets",
         actions=["s3:GetObject"],
-        resources=[asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets],
+        resources=[*(asset.bucket.arn_for_objects(asset.s3_object_key) for asset in assets), *wheels],
     )
 
 
@@ -226,6 +239,8 @@ class GlueJobs(Construct):
             ),
         )
 
+        self._wheel_arns: dict[str, tuple[str, str]] = {}  # wheel file name -> (s3:// URL, object ARN)
+        self.lake_wheels = self.wheels("lake")
         self.config_asset = s3_assets.Asset(self, "TableConfig", path=str(assets.config_json))
         self.library_zip = assets.library_zip
         self.library_asset = s3_assets.Asset(self, "Library", path=str(assets.library_zip))
@@ -243,7 +258,8 @@ class GlueJobs(Construct):
             "--datalake-formats": "iceberg",
             "--conf": iceberg_spark_conf(storage.warehouse_uri),
             "--extra-py-files": self.library_asset.s3_object_url,
-            "--additional-python-modules": pinned_requirement("pydantic", fallback=PYDANTIC_FALLBACK),
+            "--additional-python-modules": self.lake_wheels.modules,
+            "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
             "--enable-continuous-cloudwatch-log": "true",
             "--enable-metrics": "true",
             "--enable-glue-datacatalog": "true",
@@ -327,6 +343,23 @@ class GlueJobs(Construct):
     def job_arn(self, job: glue.CfnJob) -> str:
         return Stack.of(self).format_arn(service="glue", resource="job", resource_name=job.ref)
 
+    def wheels(self, group: WheelGroup) -> JobWheels:
+        """``group``'s wheels (infra/wheels.py) as assets, each once per stack and published under its own wheel
+        file name (pip installs only a file named like a wheel; CDK names assets by their hash otherwise)."""
+        stack = Stack.of(self)
+        found = []
+        for wheel in job_wheels(self.glue_version, group):
+            if wheel.name not in self._wheel_arns:
+                staged = Path(Stage.of(self).outdir) / f"wheel.{wheel.name}"
+                shutil.copyfile(wheel, staged)
+                location = stack.synthesizer.add_file_asset(
+                    file_name=staged.name, packaging=FileAssetPackaging.FILE, source_hash=wheel.stem
+                )
+                arn = f"arn:{Aws.PARTITION}:s3:::{location.bucket_name}/{location.object_key}"
+                self._wheel_arns[wheel.name] = (location.s3_object_url, arn)
+            found.append(self._wheel_arns[wheel.name])
+        return JobWheels(",".join(url for url, _ in found), tuple(arn for _, arn in found))
+
     def _role(self, stack: Stack, storage: Storage, key: kms.IKey, assets: list[s3_assets.Asset]) -> iam.Role:
         role = glue_role(
             self, "JobRole", "cdc-lake Glue jobs: read DMS files, write the Iceberg warehouse, update the lake tables"
@@ -352,7 +385,7 @@ class GlueJobs(Construct):
         table_actions = ["glue:GetDatabase", "glue:GetTable", "glue:GetTables"]
         table_actions += ["glue:CreateTable", "glue:UpdateTable"] if writes else []
         statements = [
-            read_assets_statement(assets),
+            read_assets_statement(assets, self.lake_wheels.arns),
             iam.PolicyStatement(
                 sid="ListBuckets",
                 actions=["s3:ListBucket", "s3:GetBucketLocation"],

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import shutil
 import ssl
 import subprocess
@@ -274,18 +273,3 @@ def build_assets(
         lambda_dir=lambda_out,
         source_ca=source_ca,
     )
-
-
-def pinned_requirement(package: str, *, requirements: Path | None = None, fallback: str) -> str:
-    """The ``package==version`` pin from requirements.txt, so Glue installs the version the tests ran with."""
-    path = requirements or REPO_ROOT / "requirements.txt"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return fallback
-    pattern = re.compile(rf"^{re.escape(package)}==([0-9][0-9A-Za-z.]*)\s*(?:#.*)?$", re.IGNORECASE)
-    for line in lines:
-        match = pattern.match(line.strip())
-        if match:
-            return f"{package}=={match[1]}"
-    return fallback

@@ -23,7 +23,7 @@ from cdc_lake.core.names import METRICS_NAMESPACE
 from infra.deployment import Deployment, stack_output
 from infra.dms import outbound_group, reach_source
 from infra.glue import (
-    PYDANTIC_FALLBACK,
+    MODULES_INSTALLER_OPTION,
     GlueJobs,
     JobDefinition,
     JobSizing,
@@ -33,12 +33,9 @@ from infra.glue import (
     read_assets_statement,
     scheduled_trigger,
 )
-from infra.packaging import pinned_requirement
 from infra.settings import DRIFT_SECRET_ARN, SOURCE_SECRET_ARN, DeploySettings
 from infra.storage import Storage
 
-# The driver the catalog is read with, per sourceEngine (pinned as the tests ran it).
-DRIVERS = {"postgres": ("psycopg[binary]", "psycopg[binary]==3.*"), "mysql": ("PyMySQL", "PyMySQL==1.*")}
 SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
 SOURCE_CHECK_SIZING = JobSizing(
     workers=2,
@@ -90,19 +87,17 @@ class SourceCheck(Construct):
             ),
         )
 
+        # The source's driver beside the lake jobs' packages (the wheels pinned in infra/job-wheels-glue*.txt).
+        self.wheels = jobs.wheels("postgres" if settings.source_engine == "postgres" else "mysql")
         self.role = self._role(stack, deployment, jobs, key)
-        driver, fallback = DRIVERS["postgres" if settings.source_engine == "postgres" else "mysql"]
-        modules = [
-            pinned_requirement("pydantic", fallback=PYDANTIC_FALLBACK),
-            pinned_requirement(driver, fallback=fallback),
-        ]
         self.drift_trigger: glue.CfnTrigger | None = None
-        self.drift_job = self._drift_job(deployment, jobs, storage, ",".join(modules))
+        self.drift_job = self._drift_job(deployment, jobs, storage)
         arguments = {
             "--job-language": "python",
             "--config_uri": jobs.config_asset.s3_object_url,
             "--extra-py-files": jobs.library_asset.s3_object_url,
-            "--additional-python-modules": ",".join(modules),
+            "--additional-python-modules": self.wheels.modules,
+            "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
             **source_arguments(settings),
             "--enable-continuous-cloudwatch-log": "true",
         }
@@ -128,7 +123,7 @@ class SourceCheck(Construct):
         )
         assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["source_check"]]
         statements = [
-            read_assets_statement(assets),
+            read_assets_statement(assets, self.wheels.arns),
             *source_access_statements(stack, settings),
             *job_log_statements(stack, key, "EncryptLogs"),
             iam.PolicyStatement(
@@ -142,7 +137,7 @@ class SourceCheck(Construct):
         NagSuppressions.add_resource_suppressions(self.policy, wildcard_reasons(with_logs=True))
         return role
 
-    def _drift_job(self, deployment: Deployment, jobs: GlueJobs, storage: Storage, modules: str) -> glue.CfnJob:
+    def _drift_job(self, deployment: Deployment, jobs: GlueJobs, storage: Storage) -> glue.CfnJob:
         """The drift job, which verifies (on its schedule, or by hand): a read-only role (the lake's files and
         tables, the DMS files, no write, delete or create), the drift secret and the source network. Its repair
         twin, ``<prefix>-repair``, holds the lake jobs' own policy instead, and runs only when started."""
@@ -162,7 +157,6 @@ class SourceCheck(Construct):
             roles=[role],
         )
         NagSuppressions.add_resource_suppressions(lake, jobs.lake_wildcard_reasons(writes=False))
-        self._modules = modules
         job = self._source_job(deployment, jobs, role, lake, "verify", secret)
         stack_output(self, "DriftJobName", job.ref, "Glue job verifying the lake against the source (read only)")
         if settings.drift_check_enabled:
@@ -185,13 +179,15 @@ class SourceCheck(Construct):
         """A job of the drift script with ``role`` (its lake access in ``lake``), the source secret and network."""
         settings, stack = deployment.settings, Stack.of(self)
         name = "Drift" if action == "verify" else "Repair"
-        access = iam.Policy(
-            self, f"{name}Policy", statements=source_access_statements(stack, settings, secret), roles=[role]
+        statements = source_access_statements(stack, settings, secret)
+        statements.append(
+            iam.PolicyStatement(sid="ReadDriverWheels", actions=["s3:GetObject"], resources=list(self.wheels.arns))
         )
+        access = iam.Policy(self, f"{name}Policy", statements=statements, roles=[role])
         NagSuppressions.add_resource_suppressions(access, wildcard_reasons(with_logs=False))
         arguments = {
             **jobs.default_arguments,
-            "--additional-python-modules": self._modules,
+            "--additional-python-modules": self.wheels.modules,
             **source_arguments(settings),
             "--source_secret": secret,
             "--action": action,

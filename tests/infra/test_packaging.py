@@ -9,7 +9,7 @@ import pytest
 
 from cdc_lake.core.config import load_config, parse_config_text
 from cdc_lake.core.exceptions import PackagingError
-from infra.packaging import SOURCE_CA_ARCNAME, SourceLayout, build_assets, pinned_requirement
+from infra.packaging import SOURCE_CA_ARCNAME, SourceLayout, build_assets
 from tests.infra.conftest import DEMO_CONFIG
 
 
@@ -68,11 +68,3 @@ def test_missing_sources_are_named(tmp_path: Path) -> None:
     assert "full_load.py" in str(error.value)
     assert "maintenance.py" in str(error.value)
     assert "handler.py" in str(error.value)
-
-
-def test_pinned_requirement_reads_requirements_txt(tmp_path: Path) -> None:
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("# pins\nPydantic==2.14.3  # models\nPyYAML==6.0.3\n")
-    assert pinned_requirement("pydantic", requirements=requirements, fallback="x") == "pydantic==2.14.3"
-    assert pinned_requirement("boto3", requirements=requirements, fallback="boto3==1.*") == "boto3==1.*"
-    assert pinned_requirement("boto3", requirements=tmp_path / "absent.txt", fallback="f") == "f"

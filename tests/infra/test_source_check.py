@@ -10,6 +10,7 @@ from aws_cdk.assertions import Annotations, Match
 
 from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, PIPELINE_DIMENSION, SOURCE_DIFFERENCES_METRIC
 from infra.settings import DEFAULT_SOURCE_CHECK_SCHEDULE
+from infra.wheels import job_wheels
 from tests.infra.conftest import SECRET_ARN, SOURCE_KEY_ARN, Synthesized, only, render, resources_of_type, synthesize
 
 DRIFT_SECRET = SECRET_ARN.replace("cdc-lake/source", "cdc-lake/drift")
@@ -23,6 +24,10 @@ def own_secret(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 @pytest.fixture(scope="module")
 def unscheduled(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize(tmp_path_factory.mktemp("no-source-check"), {"sourceCheckEnabled": "false"})
+
+
+def wheel_names(arguments: dict[str, Any]) -> list[str]:
+    return [url.rsplit("/", 1)[1] for url in arguments["--additional-python-modules"].split(",")]
 
 
 def properties(synth: Synthesized, construct: Any) -> dict[str, Any]:
@@ -46,8 +51,8 @@ def test_the_job_runs_the_check_script_in_the_source_network(demo: Synthesized) 
     assert arguments["--source_secret"] == SECRET_ARN
     assert arguments["--source_engine"] == "mysql"
     assert "--source_database" not in arguments  # MySQL: every schema the configuration names
-    pydantic, driver = arguments["--additional-python-modules"].split(",")
-    assert pydantic.startswith("pydantic==2.") and driver == "PyMySQL==1.2.4"  # as requirements.txt pins it
+    assert wheel_names(arguments) == [w.name for w in job_wheels("5.1", "mysql")]  # as requirements.txt pins them
+    assert "pymysql-1.2.4-py3-none-any.whl" in wheel_names(arguments)
     assert arguments["--config_uri"] == render(demo.stack.resolve(demo.stack.glue.config_asset.s3_object_url))
     connection = properties(demo, check.connection)["ConnectionInput"]
     assert connection["ConnectionType"] == "NETWORK"
@@ -84,7 +89,8 @@ def test_the_role_reads_the_secret_and_nothing_of_the_lake(demo: Synthesized) ->
 def test_postgres_sources_get_their_driver_database_and_key(parquet: Synthesized) -> None:
     arguments = render(properties(parquet, parquet.stack.source_check.job)["DefaultArguments"])
     assert (arguments["--source_engine"], arguments["--source_database"]) == ("postgres", "sales")
-    assert arguments["--additional-python-modules"].split(",")[1] == "psycopg[binary]==3.3.9"
+    assert wheel_names(arguments) == [w.name for w in job_wheels("5.1", "postgres")]
+    assert "psycopg-3.3.9-py3-none-any.whl" in wheel_names(arguments)
     assert role_statements(parquet)["DecryptSourceSecret"]["Resource"] == SOURCE_KEY_ARN
 
 
@@ -151,7 +157,7 @@ def test_the_drift_job_verifies_weekly_in_the_source_network_with_read_only_acce
         "mysql",
     )
     assert arguments["--bucket"] == f"${{{demo.logical_id(demo.stack.storage.raw)}}}"
-    assert arguments["--additional-python-modules"].split(",")[1] == "PyMySQL==1.2.4"
+    assert wheel_names(arguments) == [w.name for w in job_wheels("5.1", "mysql")]
     assert arguments["--warehouse"] == f"s3://${{{demo.logical_id(demo.stack.storage.lake)}}}/warehouse/"
     # Its role reads the lake, its tables and the DMS files, and writes nothing but Glue's scratch files.
     statements = role_policies(demo, check.drift_job)

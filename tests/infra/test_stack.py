@@ -22,6 +22,7 @@ from cdc_lake.core.names import (
     TABLE_FAILURES_METRIC,
     UNKNOWN_TABLE_OBJECTS_METRIC,
 )
+from infra.wheels import job_wheels
 from tests.infra.conftest import SECRET_ARN, Synthesized, only, render, resources_of_type
 
 DEMO_S3_SETTINGS_STATIC = {
@@ -353,7 +354,10 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         assert arguments["--TempDir"] == f"s3://${{{lake}}}/tmp/glue/"
         assert arguments["--config_uri"].startswith("s3://cdk-") and arguments["--config_uri"].endswith(".json")
         assert arguments["--extra-py-files"].startswith("s3://cdk-") and arguments["--extra-py-files"].endswith(".zip")
-        assert arguments["--additional-python-modules"].startswith("pydantic==2.")
+        wheels = [url.rsplit("/", 1)[1] for url in arguments["--additional-python-modules"].split(",")]
+        group = "mysql" if props["Name"] in ("cdclake-drift", "cdclake-repair") else "lake"  # the source's driver too
+        assert wheels == [w.name for w in job_wheels("5.1", group)]  # tests/infra/test_job_wheels.py
+        assert arguments["--python-modules-installer-option"] == "--no-index"
         for flag in ("--enable-continuous-cloudwatch-log", "--enable-metrics", "--enable-glue-datacatalog"):
             assert arguments[flag] == "true"
         assert arguments["--job-language"] == "python"
