@@ -11,12 +11,14 @@ from aws_cdk import Annotations, Aws, CfnResource, Stack
 from aws_cdk import aws_dms as dms
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from cdc_lake.core.config import PipelineConfig
 from infra.deployment import Deployment, stack_output
+from infra.log_groups import dms_instance_log_group, dms_serverless_log_group, log_group
 from infra.settings import SOURCE_WITHOUT_TLS, DeploySettings
 from infra.table_mappings import s3_settings, table_mappings
 
@@ -130,7 +132,9 @@ def reach_source(
 class DmsReplication(Construct):
     """Endpoints and replication for one source database into the raw bucket."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, raw_bucket: s3.IBucket) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, deployment: Deployment, raw_bucket: s3.IBucket, key: kms.IKey
+    ) -> None:
         super().__init__(scope, construct_id)
         settings, config = deployment.settings, deployment.config
         prefix = settings.resource_prefix
@@ -198,6 +202,12 @@ class DmsReplication(Construct):
             )
         if self.service_roles:
             self.replication.node.add_dependency(self.service_roles.logs_role)
+        # The task log group DMS would otherwise create at the first start, never to expire.
+        if settings.dms_mode == "serverless":
+            name = dms_serverless_log_group(self.replication.get_att("ReplicationConfigArn").to_string())
+        else:
+            name = dms_instance_log_group(settings)
+        self.log_group = log_group(self, "TaskLogGroup", name, settings, key)
         replication = "ReplicationConfigArn" if settings.dms_mode == "serverless" else "ReplicationTaskArn"
         stack_output(self, replication, self.replication.ref, "Start this to begin the full load and CDC")
         stack_output(

@@ -31,6 +31,7 @@ from cdc_lake.core.names import (
     RETAIN_LAST,
 )
 from infra.deployment import Deployment, stack_output
+from infra.log_groups import glue_log_prefix, log_group
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
 from infra.wheels import WheelGroup, job_wheels
 
@@ -248,6 +249,13 @@ class GlueJobs(Construct):
             job: s3_assets.Asset(self, f"Script-{job}", path=str(path)) for job, path in assets.glue_scripts.items()
         }
         self.role = self._role(stack, storage, key, [self.config_asset, self.library_asset, *scripts.values()])
+        # Where every job of the stack logs (Glue 5.0+: <prefix>/error and <prefix>/output), made here with a
+        # retention and the pipeline key instead of by Glue at the first run.
+        self.log_prefix = glue_log_prefix(settings)
+        self.log_groups = [
+            log_group(self, f"{kind.title()}LogGroup", f"{self.log_prefix}/{kind}", settings, key)
+            for kind in ("error", "output")
+        ]
 
         self.default_arguments = {
             "--job-language": "python",
@@ -260,6 +268,7 @@ class GlueJobs(Construct):
             "--extra-py-files": self.library_asset.s3_object_url,
             "--additional-python-modules": self.lake_wheels.modules,
             "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
+            "--custom-logGroup-prefix": self.log_prefix,
             "--enable-continuous-cloudwatch-log": "true",
             "--enable-metrics": "true",
             "--enable-glue-datacatalog": "true",
@@ -480,8 +489,9 @@ class GlueJobs(Construct):
             ),
             (
                 "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*",
-                "Glue names its job log groups at run time after the security configuration and role "
-                "(/aws-glue/jobs/<configuration>-role/<role>/...); limited to the /aws-glue/ namespace.",
+                "The jobs log to the stack's /aws-glue/<stack>/error and /output groups (--custom-logGroup-prefix); "
+                "the rest of /aws-glue/ stays writable so a run Glue logs under its own naming (with a security "
+                "configuration, /aws-glue/jobs/<configuration>-role/<role>/...) still logs.",
             ),
             (
                 "Resource::*",

@@ -13,6 +13,7 @@ from constructs import Construct
 from infra.deployment import Deployment
 from infra.dms import DmsReplication
 from infra.glue import GlueJobs
+from infra.log_groups import key_log_group_arns
 from infra.monitoring import Monitoring, Watched
 from infra.source_check import SourceCheck
 from infra.storage import Storage
@@ -34,9 +35,11 @@ class PipelineStack(Stack):
             raw_unapplied_retention_days=self.settings.raw_unapplied_retention_days,
             lake_noncurrent_days=self.settings.lake_noncurrent_days,
         )
-        self.dms = DmsReplication(self, "Dms", deployment=deployment, raw_bucket=self.storage.raw)
+        self.dms = DmsReplication(self, "Dms", deployment=deployment, raw_bucket=self.storage.raw, key=self.key)
         self.glue = GlueJobs(self, "Glue", deployment=deployment, storage=self.storage, key=self.key)
-        self.trigger = DmsTrigger(self, "Trigger", deployment=deployment, raw_bucket=self.storage.raw, jobs=self.glue)
+        self.trigger = DmsTrigger(
+            self, "Trigger", deployment=deployment, raw_bucket=self.storage.raw, jobs=self.glue, key=self.key
+        )
         self.source_check = SourceCheck(self, "SourceCheck", deployment=deployment, jobs=self.glue)
         jobs = [*self.glue.jobs, self.source_check.job, self.source_check.drift_job]
         watched = Watched([job.ref for job in jobs], self.trigger.failure_queue, self.trigger.function)
@@ -44,12 +47,12 @@ class PipelineStack(Stack):
         self._acknowledge_cdk_internals()
 
     def _key(self) -> kms.Key:
-        """One customer-managed key for the alarm topic and the Glue logs/bookmarks (AWS-managed keys
-        cannot be used by CloudWatch alarms, EventBridge or CloudWatch Logs)."""
+        """One customer-managed key for the alarm topic, the pipeline's log groups and the Glue bookmarks
+        (AWS-managed keys cannot be used by CloudWatch alarms, EventBridge or CloudWatch Logs)."""
         key = kms.Key(
             self,
             "PipelineKey",
-            description="cdc-lake: alarm topic, Glue job logs and bookmarks",
+            description="cdc-lake: alarm topic, log groups (Glue, DMS, trigger) and Glue bookmarks",
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
             pending_window=Duration.days(30),
@@ -80,17 +83,11 @@ class PipelineStack(Stack):
         )
         key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="GlueJobLogGroups",
+                sid="PipelineLogGroups",
                 principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
                 actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
                 resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": (
-                            f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:/aws-glue/*"
-                        )
-                    }
-                },
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": key_log_group_arns(self.settings)}},
             )
         )
         return key

@@ -43,6 +43,32 @@ ALARM_EMAIL = "alarmEmail"
 RAW_RETENTION_DAYS = "rawRetentionDays"
 RAW_UNAPPLIED_RETENTION_DAYS = "rawUnappliedRetentionDays"
 LAKE_NONCURRENT_DAYS = "lakeNoncurrentDays"
+LOG_RETENTION_DAYS = "logRetentionDays"
+# The retentions CloudWatch Logs accepts.
+LOG_RETENTIONS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 POWERTOOLS_LAYER_VERSION = "powertoolsLayerVersion"
 TRIGGER_RESERVED_CONCURRENCY = "triggerReservedConcurrency"
 MAINTENANCE_SCHEDULE = "maintenanceSchedule"
@@ -117,6 +143,7 @@ class DeploySettings:
     raw_retention_days: int = 30
     raw_unapplied_retention_days: int = 365
     lake_noncurrent_days: int = 10
+    log_retention_days: int = 90
     powertools_layer_version: int = 38
     trigger_reserved_concurrency: int = 10
     maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE
@@ -166,6 +193,7 @@ class DeploySettings:
             raw_retention_days=reader.integer(RAW_RETENTION_DAYS, 30, 1, 3650),
             raw_unapplied_retention_days=reader.integer(RAW_UNAPPLIED_RETENTION_DAYS, 365, 2, 3650),
             lake_noncurrent_days=reader.integer(LAKE_NONCURRENT_DAYS, 10, 1, 365),
+            log_retention_days=reader.integer(LOG_RETENTION_DAYS, 90, 1, 3653),
             powertools_layer_version=reader.integer(POWERTOOLS_LAYER_VERSION, 38, 1, 10_000),
             trigger_reserved_concurrency=reader.integer(TRIGGER_RESERVED_CONCURRENCY, 10, 0, 1000),
             maintenance_schedule=reader.pattern(MAINTENANCE_SCHEDULE, _GLUE_CRON) or DEFAULT_MAINTENANCE_SCHEDULE,
@@ -186,6 +214,8 @@ class DeploySettings:
                 f"{RAW_RETENTION_DAYS} ({settings.raw_retention_days}): it keeps the files no replay applied yet, "
                 "long after the alarm on the oldest waiting file"
             )
+        if settings.log_retention_days not in LOG_RETENTIONS:
+            reader.problems.append(f"{LOG_RETENTION_DAYS} must be one of {list(LOG_RETENTIONS)} (CloudWatch Logs')")
         if settings.dms_serverless_max_capacity_units not in SERVERLESS_CAPACITY_UNITS:
             reader.problems.append(
                 f"{DMS_SERVERLESS_MAX_CAPACITY_UNITS} must be one of {list(SERVERLESS_CAPACITY_UNITS)}"

@@ -98,6 +98,7 @@ class SourceCheck(Construct):
             "--extra-py-files": jobs.library_asset.s3_object_url,
             "--additional-python-modules": self.wheels.modules,
             "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
+            "--custom-logGroup-prefix": jobs.log_prefix,
             **source_arguments(settings),
             "--enable-continuous-cloudwatch-log": "true",
         }
@@ -295,7 +296,8 @@ def wildcard_reasons(*, with_logs: bool) -> list[dict[str, Any]]:
     }
     if with_logs:
         reasons["Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*"] = (
-            "Glue names its job log groups at run time; limited to the /aws-glue/ namespace."
+            "The job logs to the stack's /aws-glue/<stack>/ groups; the rest of /aws-glue/ stays writable so a run "
+            "Glue logs under its own naming still logs."
         )
     return [
         {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]} for finding, reason in reasons.items()

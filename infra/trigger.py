@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
@@ -16,6 +16,7 @@ from constructs import Construct
 from cdc_lake.core.names import TRIGGER_SERVICE_NAME
 from infra.deployment import Deployment, stack_output
 from infra.glue import GlueJobs
+from infra.log_groups import log_group, trigger_log_group
 from infra.packaging import CONFIG_FILE_NAME, LAMBDA_HANDLER
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -46,8 +47,15 @@ def powertools_layer_arn(version: int, runtime: lambda_.Runtime = RUNTIME) -> st
 class DmsTrigger(Construct):
     """Function, its on-failure queue and the raw bucket's OBJECT_CREATED notification."""
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, deployment: Deployment, raw_bucket: s3.IBucket, jobs: GlueJobs
+    def __init__(  # noqa: PLR0913 - the stack's pieces it wires together, all keyword
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        deployment: Deployment,
+        raw_bucket: s3.IBucket,
+        jobs: GlueJobs,
+        key: kms.IKey,
     ) -> None:
         """Runs ``jobs``' full-load and CDC jobs for the files that land in ``raw_bucket``."""
         super().__init__(scope, construct_id)
@@ -75,9 +83,7 @@ class DmsTrigger(Construct):
                 }
             ],
         )
-        self.log_group = logs.LogGroup(
-            self, "LogGroup", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
-        )
+        self.log_group = log_group(self, "LogGroup", trigger_log_group(deployment.settings), deployment.settings, key)
         self.role = iam.Role(
             self,
             "Role",
