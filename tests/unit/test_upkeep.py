@@ -71,6 +71,16 @@ def test_a_configured_mode_holds_whatever_the_size(mode: WriteMode) -> None:
         assert fitting_write_mode(table, mode, 8) == mode
 
 
+@pytest.mark.parametrize("mode", ["auto", "copy-on-write", "merge-on-read"])
+def test_a_pinned_table_keeps_its_mode_whatever_is_configured(mode: WriteMode) -> None:
+    """A rejects table: its MERGE reads the table it writes, which Spark 4.1 plans only merge-on-read."""
+    for mb in (0, 8, 10_000):
+        table = TableShape(
+            100, 0, 0, None, files_bytes=mb * MB, write_mode="merge-on-read", pinned_mode="merge-on-read"
+        )
+        assert fitting_write_mode(table, mode, 8) == "merge-on-read"
+
+
 def test_auto_up_to_no_size_is_merge_on_read_always() -> None:
     table = TableShape(100, 0, 0, None, files_bytes=0, write_mode="copy-on-write")
     assert fitting_write_mode(table, "auto", 0) == "merge-on-read"

@@ -246,6 +246,5 @@ def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = 
                 state = None
         waiting, _ = waiting_files(context, table, state)
         landed = [o.last_modified for o in waiting if o.last_modified is not None]
-        if landed and (oldest is None or min(landed) < oldest):
-            oldest = min(landed)
+        oldest = min([*landed, *([oldest] if oldest else [])], default=None)
     return oldest

@@ -33,7 +33,14 @@ from cdc_lake.engine.iceberg_java import (
     set_table_property,
 )
 from cdc_lake.engine.record import RECORD, STATE
-from cdc_lake.engine.tables import WRITE_MODE_PROPERTIES, LakeLocation, table_exists, write_mode_properties
+from cdc_lake.engine.tables import (
+    PINNED_WRITE_MODE,
+    REJECTS_OF,
+    WRITE_MODE_PROPERTIES,
+    LakeLocation,
+    table_exists,
+    write_mode_properties,
+)
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +211,7 @@ class TableShape:
     oldest_ms: int | None
     files_bytes: int = 0
     write_mode: str = "merge-on-read"
+    pinned_mode: str | None = None  # PINNED_WRITE_MODE: what upkeep keeps whatever the configuration says
 
 
 def table_shape(spark: SparkSession, location: LakeLocation, name: str) -> TableShape:
@@ -218,6 +226,8 @@ def table_shape(spark: SparkSession, location: LakeLocation, name: str) -> Table
         oldest_ms=metadata.oldest_ms(),
         files_bytes=int(head.get("total-files-size", "0")),
         write_mode=properties.get(WRITE_MODE_PROPERTIES[0], "copy-on-write"),  # Iceberg's default
+        # Rejects tables made before the pin existed are pinned merge-on-read all the same.
+        pinned_mode=properties.get(PINNED_WRITE_MODE) or ("merge-on-read" if REJECTS_OF in properties else None),
     )
 
 
@@ -226,7 +236,9 @@ def fitting_write_mode(shape: TableShape, mode: WriteMode, up_to_mb: float) -> s
     ``up_to_mb``, where rewriting the files a batch touches costs less than the delete files readers would apply
     and upkeep compact; merge-on-read above, where it would rewrite most of a large table at every batch. A table
     goes back to copy-on-write only under 90% of the size, so one whose size hovers at it does not switch back and
-    forth at every commit. An ``up_to_mb`` of 0 keeps every table merge-on-read."""
+    forth at every commit. An ``up_to_mb`` of 0 keeps every table merge-on-read. A table's pinned mode wins."""
+    if shape.pinned_mode:
+        return shape.pinned_mode
     if mode != "auto":
         return mode
     limit = up_to_mb * 1024 * 1024

@@ -38,6 +38,7 @@ from cdc_lake.engine.commit import branch_head
 from cdc_lake.engine.reader import FILE, OP, PROBLEM, RAW, ROW, before_image_columns
 from cdc_lake.engine.record import table_record
 from cdc_lake.engine.tables import (
+    REJECTS_OF,
     LakeLocation,
     TableDefinition,
     create_iceberg_table,
@@ -83,7 +84,7 @@ def ensure_rejects_table(spark: SparkSession, location: LakeLocation, table: Tab
         [],
         # Merged on read whatever lake.write_mode says: its MERGE's source reads the table itself, which Spark 4.1
         # cannot plan against a copy-on-write target ("No plan for TableReference").
-        {"cdc-lake.rejects-of": table.name, **write_mode_properties("merge-on-read")},
+        {REJECTS_OF: table.name, **write_mode_properties("merge-on-read", pinned=True)},
         identifier_fields=None,
         sort_by=["file", "row"],
     )

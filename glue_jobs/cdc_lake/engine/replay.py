@@ -254,9 +254,7 @@ def _upkeep(context: ReplayContext, table: TableSpec) -> list[MaintenanceResult]
     results: list[MaintenanceResult] = []
     for name in lake_tables(table):
         try:
-            # A rejects table stays merge-on-read (rejects.write_rejects' MERGE reads the table it writes).
-            mode = "merge-on-read" if name == rejects_name(table) else context.config.write_mode(table)
-            results += upkeep(context, name, mode)
+            results += upkeep(context, name, context.config.write_mode(table))  # a rejects table's pin wins
         except (Py4JJavaError, PySparkException) as error:
             log.warning("%s: upkeep left for the next commit: %s", context.location.dotted(name), root_cause(error))
     return results

@@ -145,8 +145,14 @@ class TableDefinition:
 WRITE_MODE_PROPERTIES = ("write.merge.mode", "write.update.mode", "write.delete.mode")
 
 
-def write_mode_properties(mode: str) -> dict[str, str]:
-    return dict.fromkeys(WRITE_MODE_PROPERTIES, mode)
+# A write mode the table keeps whatever the configuration says, which upkeep honours (the rejects tables').
+PINNED_WRITE_MODE = "cdc-lake.write-mode"
+# The lake table a rejects table keeps the quarantined rows of.
+REJECTS_OF = "cdc-lake.rejects-of"
+
+
+def write_mode_properties(mode: str, *, pinned: bool = False) -> dict[str, str]:
+    return {**dict.fromkeys(WRITE_MODE_PROPERTIES, mode), **({PINNED_WRITE_MODE: mode} if pinned else {})}
 
 
 def created_write_mode(mode: WriteMode) -> str:
