@@ -32,7 +32,7 @@ demo: setup ## generate a shop database, replicate it through the local pipeline
 demo-aws: setup ## the demo through the deployed path: cdc-lake aws-replay on a local AWS endpoint (Glue catalog, S3, Lambda, glue-run), read back by pyiceberg and Trino
 	$(BIN)/cdc-lake demo-aws --workdir demo-output-aws
 
-docs: setup ## rewrite docs/architecture.md from the code (rooms, imports, bundles)
+docs: setup ## rewrite docs/architecture.md (rooms, imports, bundles, every module) and the README's layout block from the code
 	$(PY) scripts/architecture.py
 
 test: setup ## run the whole suite: unit, functional (real Spark + Iceberg, moto) and infra (CDK), on TEST_WORKERS workers

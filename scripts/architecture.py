@@ -1,24 +1,39 @@
-"""Write docs/architecture.md from the code: the rooms and their imports, and what each bundle ships.
+"""Write docs/architecture.md from the code (the rooms and their imports, what each bundle ships, every module with
+the first sentence of its docstring) and the README's layout block (the folders, with the rooms' module counts).
 
-python scripts/architecture.py          # rewrite docs/architecture.md
-python scripts/architecture.py --check  # exit 1 if it is out of date (tests/unit/test_architecture.py)
+python scripts/architecture.py          # rewrite both
+python scripts/architecture.py --check  # exit 1 if either is out of date (tests/unit/test_architecture.py)
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
+import re
 import sys
 from pathlib import Path
 
-from infra.packaging import REPO_ROOT, SourceLayout, first_party_modules, import_graph
+from infra.packaging import GLUE_SCRIPTS, REPO_ROOT, SourceLayout, first_party_modules, import_graph
 
 DOC = REPO_ROOT / "docs" / "architecture.md"
+README = REPO_ROOT / "README.md"
+LAYOUT_START = "<!-- layout: made by scripts/architecture.py (make docs) -->"
+LAYOUT_END = "<!-- /layout -->"
+# The repository's folders beside the library, as the README's layout shows them.
+FOLDERS = {
+    "lambda/dms_trigger/": "the S3-triggered Lambda (no Spark): event -> job-run requests -> glue:StartJobRun",
+    "infra/": "the CDK v2 app; packaging.py builds the Glue zip and the Lambda folder, wheels.py the jobs' packages",
+    "tests/": "unit/ (pure), functional/ (real Spark + Iceberg, moto), pg/ and mariadb/ (real servers), infra/ (CDK)",
+    "bench/": "the benchmark harness (make bench, bench-large, bench-aging, bench-config, bench-drift)",
+    "scripts/": "setup.sh (make setup) and architecture.py (docs/architecture.md and this block)",
+    "docs/": "deployment, drift, performance, source types, cost; architecture.md is made from the code",
+}
 LIBRARY = REPO_ROOT / "glue_jobs" / "cdc_lake"
 # The units drawn, in the order imports may point (each may import those after it), with where they run.
 ROOMS = {
     "local": "laptop only: CLI, demo, generator, local Spark and AWS",
-    "ops": "operator tools, run from the CLI",
+    "ops": "operator tools on the engine: the CLI's, and the source-check and drift Glue jobs",
     "infra": "the CDK app",
     "engine": "Spark + Iceberg: the Glue jobs",
     "dms_trigger": "the Lambda",
@@ -52,6 +67,41 @@ def room_imports() -> collections.Counter[tuple[str, str]]:
 def module_names(paths: list[Path], root: Path) -> str:
     names = [p.relative_to(root).with_suffix("").as_posix() for p in paths if p.name != "__init__.py"]
     return ", ".join(f"`{name}`" for name in sorted(names))
+
+
+def summary(path: Path) -> str:
+    """The first sentence of a module's docstring, on one line."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(docstring.split("\n\n", 1)[0].split())
+    sentence = re.split(r"(?<=[.!?])\s", paragraph, maxsplit=1)[0]
+    return sentence.replace("|", "\\|")
+
+
+def scripts_entry() -> str:
+    return "`glue_jobs/{" + ",".join(Path(name).stem for name in GLUE_SCRIPTS.values()) + "}.py`"
+
+
+def render_layout() -> str:
+    """The README's layout block: the library's rooms (what runs where, how many modules) and the other folders."""
+    rooms = sources()
+    counts = collections.Counter(room for path, room in rooms.items() if path.name != "__init__.py")
+    width = max(len(name) for name in [*FOLDERS, "glue_jobs/"]) + 4
+    lines = [LAYOUT_START, "```"]
+    lines.append(f"{'glue_jobs/':<{width}}the Glue entry scripts ({', '.join(sorted(GLUE_SCRIPTS))}) and the library")
+    lines.append(f"  {'cdc_lake/':<{width - 2}}")
+    for room in ("core", "engine", "ops", "local"):
+        lines.append(f"    {room + '/':<{width - 4}}{counts[room]} modules: {ROOMS[room]}")
+    lines += [f"{folder:<{width}}{what}" for folder, what in FOLDERS.items()]
+    lines += ["```", LAYOUT_END]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def readme_text() -> str:
+    text = README.read_text(encoding="utf-8")
+    start, end = text.find(LAYOUT_START), text.find(LAYOUT_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"README.md lacks the layout markers {LAYOUT_START} ... {LAYOUT_END}")
+    return text[:start] + render_layout() + text[end + len(LAYOUT_END) :]
 
 
 def render() -> str:
@@ -89,10 +139,20 @@ def render() -> str:
         "",
         "| bundle | entry | `cdc_lake` modules it ships |",
         "|---|---|---|",
-        f"| Glue library zip | `glue_jobs/{{full_load,cdc_replay,maintenance}}.py` | {module_names(glue, LIBRARY)} |",
+        f"| Glue library zip | {scripts_entry()} | {module_names(glue, LIBRARY)} |",
         f"| Lambda folder | `lambda/dms_trigger/handler.py` | {module_names(lambda_, LIBRARY)} |",
         "",
+        "## Modules",
+        "",
+        "Each module with the first sentence of its docstring, room by room.",
+        "",
     ]
+    for room, runs in ROOMS.items():
+        lines += [f"### {room}/ · {runs}", "", "| module | what it is |", "|---|---|"]
+        for path, found in rooms.items():
+            if found == room and path.name != "__init__.py":
+                lines.append(f"| `{path.relative_to(REPO_ROOT).as_posix()}` | {summary(path)} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -100,13 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if docs/architecture.md is out of date")
     args = parser.parse_args(argv)
-    text = render()
+    made = {DOC: render(), README: readme_text()}
     if args.check:
-        if not DOC.is_file() or DOC.read_text(encoding="utf-8") != text:
-            print(f"{DOC.relative_to(REPO_ROOT)} is out of date: run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(text, encoding="utf-8")
+        stale = [path for path, text in made.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
+        for path in stale:
+            print(f"{path.relative_to(REPO_ROOT)} is out of date: run `make docs`", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in made.items():
+        path.write_text(text, encoding="utf-8")
     return 0
 
 
