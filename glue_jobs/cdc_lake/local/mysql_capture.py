@@ -21,14 +21,11 @@ import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Unpack
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import CaptureError
 from cdc_lake.local.capture_files import CaptureBase, FileOptions, RowChange, Shape, SourceColumn
 from cdc_lake.ops import mysql_catalog
-from cdc_lake.ops.source_catalog import masked
-from cdc_lake.ops.source_tls import SourceTls, mysql_ssl
 
 log = logging.getLogger(__name__)
 
@@ -109,19 +106,11 @@ class MysqlCapture(CaptureBase):
 
         if self.position is None:
             raise CaptureError("no binary log position yet: start() writes the full load first")
-        parts = urlsplit(self.url)
         connection = mysql_catalog.connect(self.url)  # fails with the reason, before the stream would
         connection.close()
-        settings: dict[str, Any] = {
-            "host": parts.hostname or "127.0.0.1",
-            "port": parts.port or 3306,
-            "user": unquote(parts.username or ""),
-            "password": unquote(parts.password) if parts.password is not None else "",
-        }
-        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        ssl = mysql_ssl(options, SourceTls(), masked(self.url))  # the binary log over the same checked TLS
-        if ssl is not None:
-            settings["ssl"] = ssl
+        # The binary log over the same checked TLS and credentials; the stream names its schemas itself.
+        settings = mysql_catalog.connection_settings(self.url)
+        del settings["database"]
         schemas = sorted({t.name.split(".", 1)[0] for t in self.config.tables})
         stream = BinLogStreamReader(
             connection_settings=settings,

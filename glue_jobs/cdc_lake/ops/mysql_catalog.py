@@ -70,30 +70,34 @@ def is_mysql_url(url: str) -> bool:
     return urlsplit(url).scheme.split("+")[0] in SCHEMES
 
 
-def connect(url: str, tls: SourceTls = CHECKED) -> Any:
-    """A read-only connection to the source in UTC (password from the URL or $MYSQL_PWD) over checked TLS
-    (``source_tls``: ``ssl_ca`` in the URL names the CA), refused with the reason, never with the password."""
-    import pymysql
-
+def connection_settings(url: str, tls: SourceTls = CHECKED) -> dict[str, Any]:
+    """PyMySQL's connection arguments for ``url`` (password from the URL or $MYSQL_PWD), over checked TLS
+    (``source_tls``: ``ssl_ca`` in the URL names the CA); a malformed URL is refused without its password."""
     try:
         parts = urlsplit(url)
         port = parts.port or 3306
     except ValueError as error:  # a malformed URL: its message may quote the part it stumbled on
         raise CdcLakeError(f"cannot connect to the source {masked(url)}: {redacted(str(error), url)}") from None
     options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    ssl = mysql_ssl(options, tls, masked(url))
     password = unquote(parts.password) if parts.password is not None else os.environ.get(PASSWORD_ENV, "")
+    return {
+        "host": parts.hostname or "127.0.0.1",
+        "port": port,
+        "user": unquote(parts.username or ""),
+        "password": password.encode("utf-8"),  # PyMySQL would send a str as Latin-1
+        "database": unquote(parts.path.lstrip("/")) or None,
+        "ssl": mysql_ssl(options, tls, masked(url)),
+    }
+
+
+def connect(url: str, tls: SourceTls = CHECKED) -> Any:
+    """A read-only connection to the source in UTC (``connection_settings``), refused with the reason, never
+    with the password."""
+    import pymysql
+
+    settings = connection_settings(url, tls)
     try:
-        connection = pymysql.connect(
-            host=parts.hostname or "127.0.0.1",
-            port=port,
-            user=unquote(parts.username or ""),
-            password=password.encode("utf-8"),  # PyMySQL would send a str as Latin-1
-            database=unquote(parts.path.lstrip("/")) or None,
-            connect_timeout=10,
-            autocommit=True,
-            ssl=ssl,
-        )
+        connection = pymysql.connect(**settings, connect_timeout=10, autocommit=True)
     except (pymysql.Error, OSError) as error:  # OSError: a CA file that cannot be read
         reason = error.args[1] if isinstance(error, pymysql.Error) and len(error.args) > 1 else str(error)
         reason = explained(redacted(str(reason), url), tls)
