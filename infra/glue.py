@@ -257,19 +257,23 @@ class GlueJobs(Construct):
             for kind in ("error", "output")
         ]
 
-        self.default_arguments = {
+        # What every job of the stack runs with, the lake's or not: the library, its wheels, its logs.
+        self.python_arguments = {
             "--job-language": "python",
             "--config_uri": self.config_asset.s3_object_url,
-            "--catalog": GLUE_CATALOG,
-            "--warehouse": storage.warehouse_uri,
-            "--database": database_name,
-            "--datalake-formats": "iceberg",
-            "--conf": iceberg_spark_conf(storage.warehouse_uri),
             "--extra-py-files": self.library_asset.s3_object_url,
             "--additional-python-modules": self.lake_wheels.modules,
             "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
             "--custom-logGroup-prefix": self.log_prefix,
             "--enable-continuous-cloudwatch-log": "true",
+        }
+        self.default_arguments = {
+            **self.python_arguments,
+            "--catalog": GLUE_CATALOG,
+            "--warehouse": storage.warehouse_uri,
+            "--database": database_name,
+            "--datalake-formats": "iceberg",
+            "--conf": iceberg_spark_conf(storage.warehouse_uri),
             "--enable-metrics": "true",
             "--enable-glue-datacatalog": "true",
             "--job-bookmark-option": "job-bookmark-disable",

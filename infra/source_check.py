@@ -23,7 +23,6 @@ from cdc_lake.core.names import METRICS_NAMESPACE
 from infra.deployment import Deployment, stack_output
 from infra.dms import outbound_group, reach_source
 from infra.glue import (
-    MODULES_INSTALLER_OPTION,
     GlueJobs,
     JobDefinition,
     JobSizing,
@@ -93,14 +92,9 @@ class SourceCheck(Construct):
         self.drift_trigger: glue.CfnTrigger | None = None
         self.drift_job = self._drift_job(deployment, jobs, storage)
         arguments = {
-            "--job-language": "python",
-            "--config_uri": jobs.config_asset.s3_object_url,
-            "--extra-py-files": jobs.library_asset.s3_object_url,
+            **jobs.python_arguments,
             "--additional-python-modules": self.wheels.modules,
-            "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
-            "--custom-logGroup-prefix": jobs.log_prefix,
             **source_arguments(settings),
-            "--enable-continuous-cloudwatch-log": "true",
         }
         script = jobs.scripts["source_check"]
         definition = JobDefinition(
