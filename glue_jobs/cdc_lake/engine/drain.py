@@ -236,7 +236,7 @@ def waiting_files(
 def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = None) -> dt.datetime | None:
     """When the oldest landed file no table has applied landed (None: none waits), over ``tables`` (default: every
     configured one). A table whose record is lost counts every file it has landed."""
-    oldest: dt.datetime | None = None
+    landed: list[dt.datetime] = []
     for table in tables or context.config.tables:
         state: ReplayState | None = None
         if table_exists(context.spark, context.location, table):
@@ -245,6 +245,5 @@ def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = 
             except RecordLostError:
                 state = None
         waiting, _ = waiting_files(context, table, state)
-        landed = [o.last_modified for o in waiting if o.last_modified is not None]
-        oldest = min([*landed, *([oldest] if oldest else [])], default=None)
-    return oldest
+        landed += [o.last_modified for o in waiting if o.last_modified is not None]
+    return min(landed, default=None)
