@@ -78,6 +78,9 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         # A laptop session lives long and meets many tables: Spark's default of 100 compiled query classes made
         # it compile the same code again and again.
         "spark.sql.codegen.cache.maxEntries": "2000",
+        # ... and its JIT-compiled code outgrows the JVM's default 240 MB code cache over a long session (Spark 4.1
+        # then dies with "Out of space in CodeCache for method handle intrinsic").
+        "spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=512m",
         "spark.sql.ansi.enabled": "false",
         CODING_ERRORS_REPLACED: "true",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
