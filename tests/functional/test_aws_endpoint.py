@@ -201,15 +201,21 @@ def test_endpoint_environment_defaults_to_us_east_1() -> None:
     }
 
 
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
-def test_server_exits_cleanly_on_signal(stop: signal.Signals) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-m", "cdc_lake.local.aws_endpoint"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as server:
-        assert server.stdout is not None
-        assert server.stdout.readline().decode().startswith("ready http://127.0.0.1:")
-        server.send_signal(stop)
-        _, stderr = server.communicate(timeout=10)
+def test_server_exits_cleanly_on_signal(stop: signal.Signals, inherited: str) -> None:
+    # "ignored": started as a shell's background job (`make test &`, nohup) starts it, with SIGINT ignored.
+    trap = 'trap "" INT; ' if inherited == "ignored" else ""
+    command = ["sh", "-c", f'{trap}exec "$0" -m cdc_lake.local.aws_endpoint', sys.executable]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as server:
+        try:
+            assert server.stdout is not None
+            assert server.stdout.readline().decode().startswith("ready http://127.0.0.1:")
+            server.send_signal(stop)
+            _, stderr = server.communicate(timeout=10)
+        finally:  # a server that kept serving is killed, or Popen's exit would wait for it for good
+            if server.poll() is None:
+                server.kill()
     assert (server.returncode, stderr) == (0, b"")
 
 

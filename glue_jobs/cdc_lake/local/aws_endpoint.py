@@ -201,7 +201,10 @@ def serve() -> None:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # both signals raise KeyboardInterrupt
+    # Both signals raise KeyboardInterrupt, whatever was inherited: a shell's background job (`cmd &`, nohup)
+    # starts with SIGINT ignored, and a server that kept serving would leave its parent waiting for good.
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, signal.default_int_handler)
     with contextlib.suppress(KeyboardInterrupt):
         _extend_moto()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
