@@ -426,6 +426,13 @@ class LakeSettings(_Model):
         "the scan) and an append of their new rows, rather than one MERGE whose outer join shuffles every scanned "
         "key; below it the MERGE's shuffle costs less than the second write (docs/performance.md)",
     )
+    small_batch_mb: float = Field(
+        default=16,
+        ge=0,
+        description="A batch whose change files hold at most this much is read, checked, counted and reduced in one "
+        "task, its changed keys collected to the driver as the MERGE's source: no shuffle and no second read, where "
+        "a small batch's cost is Spark's per-job overhead, not its rows (docs/performance.md#small-batches)",
+    )
     upkeep: UpkeepSettings = Field(default_factory=UpkeepSettings)
     glue_version: GlueVersion = Field(
         default=GLUE_VERSION,

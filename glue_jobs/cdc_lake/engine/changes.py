@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import DmsSettings, TableSpec
@@ -76,6 +77,46 @@ def last_change_per_key(changes: DataFrame, table: TableSpec, use_change_sequenc
         *[F.col(f"`{k}`") for k in table.primary_key],
         *[F.col("_last").getField(c).alias(c) for c in table.value_columns],
         F.col("_last").getField(OP).alias(OP),
+    )
+
+
+TOTALS = "_totals"
+
+
+def last_change_per_key_in_one_task(
+    changes: DataFrame, table: TableSpec, use_change_sequence: bool, ranged: Sequence[str]
+) -> DataFrame:
+    """``last_change_per_key``'s rows, each carrying the batch's totals in ``_totals``: the change rows of each kind,
+    the bad ones, the newest DMS timestamp, the keys, those left with a row (last change not a delete), and the
+    lowest and highest value of each ``ranged`` key column.
+
+    For a small batch: every row goes to one task (``coalesce(1)``), where Spark needs no shuffle to group or to
+    total them, so reading, checking, counting and reducing are one stage of one job.
+    """
+    one = changes.coalesce(1)
+    keys = [F.col(f"`{k}`") for k in table.primary_key]
+    payload = F.struct(*[F.col(f"`{c}`") for c in table.value_columns], F.col(OP).alias(OP))
+    per_key = one.groupBy(*keys).agg(
+        F.max_by(payload, dms_order(use_change_sequence)).alias("_last"),
+        *[F.count(F.when(F.col(OP) == op, 1)).alias(f"_{op}") for op in ("I", "U", "D")],
+        F.count(F.col(PROBLEM)).alias("_bad"),
+        F.max(DMS_TS).alias("_newest"),
+    )
+    everything = Window.partitionBy()  # the one task holds every key: no exchange
+    totals = F.struct(
+        *[F.sum(f"_{op}").over(everything).alias(op) for op in ("I", "U", "D")],
+        F.sum("_bad").over(everything).alias("bad"),
+        F.max("_newest").over(everything).alias("newest"),
+        F.count(F.lit(1)).over(everything).alias("keys"),
+        F.count(F.when(F.col("_last").getField(OP) != "D", 1)).over(everything).alias("upserts"),
+        *[F.min(f"`{k}`").over(everything).alias(f"lo{i}") for i, k in enumerate(ranged)],
+        *[F.max(f"`{k}`").over(everything).alias(f"hi{i}") for i, k in enumerate(ranged)],
+    )
+    return per_key.select(
+        *keys,
+        *[F.col("_last").getField(c).alias(c) for c in table.value_columns],
+        F.col("_last").getField(OP).alias(OP),
+        totals.alias(TOTALS),
     )
 
 

@@ -220,12 +220,17 @@ class ChangedKeys:
     upserts: int | None = None  # None: not counted, so a row is written if any comes
 
 
-def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
-    """One aggregation over the batch's keys: their number, how many keep a row, and the range of each key column
-    whose values bind as parameters without a conversion (numbers, text, dates; not timestamps, which a zone
-    could shift)."""
+def ranged_keys(table: TableSpec) -> list[str]:
+    """The key columns whose lowest and highest changed value bind as parameters without a conversion (numbers,
+    text, dates; not timestamps, which a zone could shift): the MERGE's match condition takes their range."""
     types = {c.name: lake_type(c.type) for c in table.columns}
-    ranged = [k for k in table.primary_key if isinstance(types[k], _RANGED_TYPES)]
+    return [k for k in table.primary_key if isinstance(types[k], _RANGED_TYPES)]
+
+
+def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
+    """One aggregation over the batch's keys: their number, how many keep a row, and the range of each of
+    ``ranged_keys``."""
+    ranged = ranged_keys(table)
     aggregates = [F.count(F.lit(1)).alias("keys"), F.count(F.when(F.col(OP) != "D", 1)).alias("upserts")]
     for index, key in enumerate(ranged):
         aggregates += [F.min(quote(key)).alias(f"lo{index}"), F.max(quote(key)).alias(f"hi{index}")]

@@ -48,10 +48,12 @@ from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.storage import ObjectStore, changed_since_listed
 from cdc_lake.engine.changes import (
+    TOTALS,
     ChangeCounts,
     count_changes,
     describe_problems,
     last_change_per_key,
+    last_change_per_key_in_one_task,
     split_key_updates,
 )
 from cdc_lake.engine.commit import (
@@ -62,6 +64,7 @@ from cdc_lake.engine.commit import (
     batch_updates,
     changed_keys,
     commit_transaction,
+    ranged_keys,
     remove_dead_run_branches,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
@@ -89,6 +92,7 @@ from cdc_lake.engine.rejects import (
     write_rejects,
 )
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
+from cdc_lake.engine.spark_types import local_relation
 from cdc_lake.engine.tables import LakeLocation, ensure_table, refuse_legacy_table, table_exists
 
 log = logging.getLogger(__name__)
@@ -159,6 +163,10 @@ class BatchRead:
     changes: DataFrame | None
     notices: tuple[Notice, ...] = ()  # what the batch announces (core.notices), recorded by its commit
     quarantined: Quarantined | None = None  # with on_bad_rows: quarantine, the rows kept out (``rejects``)
+    # A small batch's rows are checked by ``reduce_changes``, in the same pass as its counts and reduction: a bad
+    # row refuses the batch there, named by reading the files again (``layouts``).
+    checked_in_reduce: bool = False
+    layouts: Mapping[str, FileLayout] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -379,7 +387,17 @@ def read_files(
         quarantined = _quarantined_changes(context, batch, table, merged, layouts)
         changes = split_key_updates(quarantined.good, table, context.config.dms)
         return BatchRead(table, load, merged, changes, quarantined=quarantined)
+    if _small(context, batch, merged):
+        changes = split_key_updates(read_changes(context, merged, table, layouts), table, context.config.dms)
+        return BatchRead(table, load, merged, changes, checked_in_reduce=True, layouts=layouts)
     return BatchRead(table, load, merged, _checked_changes(context, table, merged, layouts))
+
+
+def _small(context: ReplayContext, batch: Batch, merged: list[DmsFile]) -> bool:
+    """Whether the batch's change rows are reduced in one task (``lake.small_batch_mb``); history reads its rows
+    apart, so a table with history keeps the shared, checked read."""
+    size = sum(batch.landed.objects[f.key].size for f in merged)
+    return batch.history_plan is None and size <= context.config.lake.small_batch_mb * 1024 * 1024
 
 
 def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Reduced:
@@ -388,11 +406,34 @@ def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Red
     if read.changes is None or not batch.plan.pending:
         return Reduced()
     use_sequence = context.config.dms.change_sequence_column is not None
+    if read.checked_in_reduce:
+        return _reduced_in_one_task(context, batch, read, use_sequence)
     changes = _only(read.changes, [f for f in batch.plan.pending if f in read.merged], read.merged)
     last_changes = last_change_per_key(changes, read.table, use_sequence).localCheckpoint(eager=True)
     keys = changed_keys(last_changes, read.table)
     log.info("%s: merging %d key(s) into %s", read.table.name, keys.count, read.table.lake_table)
     return Reduced(count_changes(changes), last_changes, keys)
+
+
+def _reduced_in_one_task(context: ReplayContext, batch: Batch, read: BatchRead, use_sequence: bool) -> Reduced:
+    """``reduce_changes`` of a small batch: its rows read, checked, counted and reduced in one job, the changed keys'
+    last changes kept on the driver (``local_relation``) as the MERGE's source. A bad row refuses the batch, named
+    by the checked read."""
+    assert read.changes is not None
+    table, ranged = read.table, ranged_keys(read.table)
+    reduced = local_relation(last_change_per_key_in_one_task(read.changes, table, use_sequence, ranged))
+    last_changes = reduced.drop(TOTALS)
+    first = reduced.select(TOTALS).limit(1).collect()  # a local relation's: no job
+    if not first:
+        return Reduced(last_changes=last_changes)
+    totals = first[0][TOTALS]
+    if totals["bad"]:
+        checked = _checked_changes(context, table, read.merged, read.layouts)  # raises, naming the bad rows
+        return reduce_changes(context, batch, dataclasses.replace(read, changes=checked, checked_in_reduce=False))
+    bounds = {key: (totals[f"lo{i}"], totals[f"hi{i}"]) for i, key in enumerate(ranged)}
+    keys = ChangedKeys(totals["keys"], bounds, totals["upserts"])
+    log.info("%s: merging %d key(s) into %s", table.name, keys.count, table.lake_table)
+    return Reduced(ChangeCounts(totals["I"], totals["U"], totals["D"], totals["newest"]), last_changes, keys)
 
 
 def evolve_schema(context: ReplayContext, batch: Batch, read: BatchRead) -> list[str]:

@@ -111,3 +111,11 @@ def select_sql(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
         return spark.sql(f"SELECT {', '.join(columns)} FROM {view}").select("*")
     finally:
         spark.catalog.dropTempView(view)
+
+
+def local_relation(frame: DataFrame) -> DataFrame:
+    """``frame``'s rows collected to the driver's JVM, as a local relation: one job, and the rows never pass through
+    Python. Plans over it read no file and shuffle nothing; Spark folds projections and limits of it on the driver,
+    without a job, and broadcasts it as it is."""
+    rows = frame._jdf.collectAsList()
+    return DataFrame(frame.sparkSession._jsparkSession.createDataFrame(rows, frame._jdf.schema()), frame.sparkSession)

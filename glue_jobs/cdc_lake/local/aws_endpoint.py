@@ -7,12 +7,13 @@ behaviours the pipeline relies on and moto 5.2.5 lacks (``_extend_moto``); moto 
 so this module imports without moto installed.
 
 ``python -m cdc_lake.local.aws_endpoint`` prints ``ready http://127.0.0.1:PORT`` and serves until SIGTERM
-or SIGINT.
+or SIGINT. It counts the requests it serves (``served_requests``): what a run would ask of AWS, and wait for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import selectors
@@ -22,7 +23,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV
 from cdc_lake.core.exceptions import EndpointStartError
 
 if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from moto.core.responses import ActionResult
     from moto.glue.responses import GlueResponse
 
@@ -48,6 +51,8 @@ _PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 _STOPPABLE_RUN_STATES = frozenset({"STARTING", "RUNNING", "WAITING", "STOPPING"})
 # UpdateTable's version check and moto's update, one request at a time (the server is threaded).
 _UPDATE_TABLE_LOCK = threading.Lock()
+# GET: the requests served so far, by kind (``_kind``), as JSON; DELETE: the same, and the counts start again.
+REQUESTS_PATH = "/_cdc_lake/requests"
 
 
 def aws_region() -> str:
@@ -110,6 +115,51 @@ def _await_ready(server: subprocess.Popen[bytes], stderr: IO[bytes], timeout: fl
     if word != READY or not url:
         raise EndpointStartError(f"the local AWS endpoint printed {output!r} instead of '{READY} <url>'")
     return url
+
+
+def served_requests(url: str, *, reset: bool = False) -> Counter[str]:
+    """The requests the local endpoint at ``url`` has served, by kind: ``glue:GetTable`` (an action of a JSON
+    service), ``s3:GET metadata.json`` (a method and the object's kind of file); with ``reset``, counting
+    starts again."""
+    import urllib.request
+
+    request = urllib.request.Request(url + REQUESTS_PATH, method="DELETE" if reset else "GET")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return Counter(json.load(response))
+
+
+def _kind(environ: WSGIEnvironment) -> str:
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:  # "AWSGlue.GetTable"
+        service, _, action = target.partition(".")
+        return f"{service.removeprefix('AWS').lower()}:{action}"
+    # A REST request's service is in its signature's scope: "Credential=KEY/20250301/us-east-1/s3/aws4_request".
+    scope = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2].split(",")[0].split("/")
+    service = scope[3] if len(scope) > 3 else "unsigned"
+    name = environ.get("PATH_INFO", "").rsplit("/", 1)[-1]
+    suffix = "metadata.json" if name.endswith(".metadata.json") else name.rpartition(".")[2] if "." in name else ""
+    return f"{service}:{environ.get('REQUEST_METHOD', '')} {suffix}".rstrip()
+
+
+class _Counting:
+    """The endpoint's WSGI application, counting each request by ``_kind`` and answering ``REQUESTS_PATH``."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == REQUESTS_PATH:
+            with self.lock:
+                body = json.dumps(dict(self.counts)).encode()
+                if environ.get("REQUEST_METHOD") == "DELETE":
+                    self.counts.clear()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        with self.lock:
+            self.counts[_kind(environ)] += 1
+        return self.app(environ, start_response)
 
 
 def stop_process(server: subprocess.Popen[bytes], timeout: float) -> None:
@@ -208,7 +258,7 @@ def serve() -> None:
     with contextlib.suppress(KeyboardInterrupt):
         _extend_moto()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-        app = DomainDispatcherApplication(create_backend_app)
+        app = _Counting(DomainDispatcherApplication(create_backend_app))
         server = make_server(HOST, 0, app, threaded=True, request_handler=MotoRequestHandler)
         port = server.server_address[1]
         os.environ["MOTO_PORT"] = str(port)  # moto builds some of its own URLs from it
