@@ -1,0 +1,73 @@
+"""What a small batch costs on the deployed path (the Glue catalog and S3 of the local endpoint): the Spark jobs it
+runs and the table loads it asks of the catalog, each bounded here so that a change which adds some fails.
+
+A small batch's cost is Spark's and the catalog's per-call overhead, not its rows: each job is scheduled, each
+table load is a Glue ``GetTable`` plus an S3 read of the table's metadata. docs/performance.md#small-batches
+gives the figures; a change that lowers them lowers the bounds too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.core.storage import S3Store
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.local.aws_endpoint import served_requests
+from cdc_lake.ops.export import export_tables
+from tests.functional.conftest import GlueRun
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TABLE = "app.accounts"
+# A warm batch of one CDC file (10 changes into a 30-row table), as it stands: the one-task read-check-reduce
+# (1 job) and the MERGE of a copy-on-write table (6); 20 GetTable and 13 metadata reads.
+MOST_JOBS = 7
+MOST_GET_TABLE = 20
+MOST_METADATA_READS = 13
+
+
+def _last_job(spark: SparkSession) -> int:
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+
+
+def _counted_run(spark: SparkSession, endpoint: str, context: ReplayContext, key: str) -> tuple[RunResult, int, Counter]:
+    served_requests(endpoint, reset=True)
+    before = _last_job(spark)
+    result = replay(context, parse_key(key, context.config))
+    return result, _last_job(spark) - before, served_requests(endpoint)
+
+
+def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
+    spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path
+) -> None:
+    run = GlueRun(aws_endpoint, database, tmp_path)
+    context = ReplayContext(spark, run.config, run.lake().location, S3Store(run.bucket, client=run.s3))
+    keys = [key for key in run.keys if key.startswith(TABLE.replace(".", "/") + "/")]
+    loads, changes = [k for k in keys if "/LOAD" in k], [k for k in keys if "/LOAD" not in k]
+    assert loads and len(changes) >= 2, keys
+    for key in loads:
+        run.land(key)
+    replay(context, parse_key(loads[-1], run.config))
+    for key in changes[:-1]:  # warm: the table's first CDC batch plans and compiles what later ones reuse
+        run.land(key)
+        replay(context, parse_key(key, run.config))
+    run.land(changes[-1])
+
+    result, jobs, requests = _counted_run(spark, aws_endpoint, context, changes[-1])
+
+    assert result.applied_files == [changes[-1]]
+    export_tables(run.lake(), tmp_path / "export", [TABLE])  # the counted batch left the table equal to the oracle
+    lake = read_jsonl(tmp_path / "export" / f"{TABLE}.jsonl")
+    assert lake == read_jsonl(run.generated.expected / f"{TABLE}.jsonl")
+    cost = f"{jobs} Spark jobs, requests {dict(sorted(requests.items()))}"
+    assert jobs <= MOST_JOBS, cost
+    assert requests["glue:GetTable"] <= MOST_GET_TABLE, cost
+    assert requests["s3:GET metadata.json"] <= MOST_METADATA_READS, cost
+    assert requests["glue:UpdateTable"] == 3, cost  # the run's branch, its MERGE, main moved: see commit.py
