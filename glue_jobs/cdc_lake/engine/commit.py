@@ -328,16 +328,24 @@ def lake_columns(table: TableSpec, names: Sequence[str] | None = None) -> list[s
 
 
 def batch_updates(
-    context: LakeContext, table: TableSpec, last_changes: DataFrame, base: int, keys: ChangedKeys | None = None
+    context: LakeContext,
+    table: TableSpec,
+    last_changes: DataFrame,
+    base: Mapping[str, str],
+    keys: ChangedKeys | None = None,
 ) -> list[Update]:
-    """``merge_updates`` of a batch into the table at snapshot ``base``, split from ``lake.split_merge_from_rows``
-    rows as its summary counts them (a table whose summary has no count: split). ``keys``: the batch's
-    ``changed_keys`` when the caller has them already."""
-    spark, location = context.spark, context.location
-    total = snapshot_summary(spark, location.dotted(table.lake_table), base).get("total-records")
+    """``merge_updates`` of a batch into the table at the base snapshot whose summary is ``base``
+    (``summary_of``), split from ``lake.split_merge_from_rows`` rows as it counts them (a summary with no count:
+    split). ``keys``: the batch's ``changed_keys`` when the caller has them already."""
+    total = base.get("total-records")
     split = not str(total).isdigit() or int(str(total)) >= context.config.lake.split_merge_from_rows
     keys = changed_keys(last_changes, table) if keys is None else keys
-    return merge_updates(spark, table, last_changes, keys, split=split)
+    return merge_updates(context.spark, table, last_changes, keys, split=split)
+
+
+def summary_of(context: LakeContext, table: TableSpec, snapshot_id: int) -> dict[str, str]:
+    """The summary of one snapshot of the table (empty when expired): what ``batch_updates`` decides from."""
+    return snapshot_summary(context.spark, context.location.dotted(table.lake_table), snapshot_id)
 
 
 def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:

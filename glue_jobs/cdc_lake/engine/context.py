@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles
@@ -46,6 +48,9 @@ class Batch:
     state: ReplayState
     next_listing_start: str | None
     started: float  # time.monotonic() when the run began: the commit records how long its batch took
+    # The lake table's columns and its base snapshot's summary, read with its state: not loaded again.
+    lake_fields: tuple[T.StructField, ...]
+    base_summary: Mapping[str, str]
 
     @property
     def table(self) -> TableSpec:

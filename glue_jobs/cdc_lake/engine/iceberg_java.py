@@ -44,6 +44,7 @@ from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from cdc_lake.core.exceptions import ConcurrentCommitError, TableMovedError
 from cdc_lake.core.retry import RetryPolicy, retried
@@ -178,6 +179,16 @@ class Metadata:
 
     def properties(self) -> dict[str, str]:
         return _as_dict(self._spark, self._metadata.properties())
+
+    def summary(self, snapshot_id: int) -> dict[str, str]:
+        """``snapshot_summary`` in this version."""
+        snapshot = self._metadata.snapshot(snapshot_id)
+        return _as_dict(self._spark, snapshot.summary()) if snapshot is not None else {}
+
+    def spark_fields(self) -> list[T.StructField]:
+        """The table's columns as Spark reads them (``spark.table(...).schema``), without loading it again."""
+        converted = java_class(self._spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(self._metadata.schema())
+        return list(T.StructType.fromJson(json.loads(converted.json())).fields)
 
     def head_sequence(self, branch: str = "main") -> int:
         head = next(self._snapshots(branch), None)

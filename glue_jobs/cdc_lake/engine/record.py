@@ -154,7 +154,11 @@ def table_record(spark: SparkSession, location: LakeLocation, table_name: str) -
     """The record of the table's main branch: from the newest cdc-lake commits in its lineage, or where
     maintenance expired them, from the ``RECORD`` property; raises RecordLostError when neither holds it."""
     dotted = location.dotted(table_name)
-    metadata = Metadata(spark, dotted)
+    return record_in(Metadata(spark, dotted), dotted)
+
+
+def record_in(metadata: Metadata, dotted: str) -> TableRecord:
+    """``table_record`` of table ``dotted`` in one version of its metadata."""
     head: int | None = None
     state: ReplayState | None = None
     decided, mark = False, None

@@ -23,7 +23,15 @@ from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, DmsInputError
 from cdc_lake.engine.changes import describe_problems, last_change_per_key, split_key_updates
-from cdc_lake.engine.commit import Properties, Transaction, Update, batch_updates, changed_keys, commit_transaction
+from cdc_lake.engine.commit import (
+    Properties,
+    Transaction,
+    Update,
+    batch_updates,
+    changed_keys,
+    commit_transaction,
+    summary_of,
+)
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW, raw_fields, typed_changes
 from cdc_lake.engine.record import REJECTS_REPLAYED, recorded_state
@@ -87,7 +95,7 @@ def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[Rej
     if applied:
         last = _last_changes(context, table, kept)
         keys = changed_keys(last, table)
-        updates, key_count = batch_updates(context, table, last, base, keys), keys.count
+        updates, key_count = batch_updates(context, table, last, summary_of(context, table, base), keys), keys.count
     summary = {"applied": applied, "dropped": dropped, "keys": key_count, "accepted": accept}
     # No DIVERGED mark: nothing this replay read stays outstanding; rows held meanwhile mark their own commit.
     properties = {REJECTS_REPLAYED: json.dumps(summary, separators=(",", ":"))}

@@ -33,6 +33,7 @@ from cdc_lake.engine.commit import (
     base_snapshot,
     batch_updates,
     commit_transaction,
+    summary_of,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.history import history_name, versions_update
@@ -124,7 +125,7 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
         history_properties = {**record, **run_properties(plan.run_plan(), None)}
         history_snapshot, history_counts = _commit_history(context, table, last, history_base, history_properties)
         properties[HISTORY_SNAPSHOT] = str(history_snapshot)
-    merge = batch_updates(context, table, diff, base)
+    merge = batch_updates(context, table, diff, summary_of(context, table, base))
     snapshot_id = _commit(context, Transaction(table.lake_table, base, merge, lambda: Properties(properties)))
     if quarantines(table):  # rebuilt from the source: its quarantined rows are superseded
         resolve_rejects(spark, location, table, None, ("reloaded", "reloaded"))

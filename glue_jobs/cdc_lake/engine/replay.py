@@ -25,6 +25,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed
@@ -70,6 +71,7 @@ from cdc_lake.engine.commit import (
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name, lake_tables
 from cdc_lake.engine.iceberg_java import (
+    Metadata,
     aws_denial,
     conflicts_raised,
     root_cause,
@@ -79,7 +81,7 @@ from cdc_lake.engine.iceberg_java import (
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.maintenance import MaintenanceResult, upkeep
 from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
-from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, recorded_state
+from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, record_in
 from cdc_lake.engine.rejects import (
     REJECTED,
     Quarantined,
@@ -91,7 +93,7 @@ from cdc_lake.engine.rejects import (
     rejects_name,
     write_rejects,
 )
-from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
+from cdc_lake.engine.schema import align_lake_table, plan_schema
 from cdc_lake.engine.spark_types import local_relation
 from cdc_lake.engine.tables import LakeLocation, ensure_table, refuse_legacy_table, table_exists
 
@@ -145,6 +147,8 @@ class Recorded:
 
     base_snapshot_id: int
     state: ReplayState
+    fields: tuple[T.StructField, ...]  # the table's columns, and the base's summary, in the same version
+    base_summary: Mapping[str, str]
     history: Recorded | None = None
 
     @property
@@ -331,7 +335,9 @@ def plan_batch(
     if history is not None:
         history_plan = plan_run(config, trigger, landed.listed, history.state, history.base_snapshot_id)
     next_start = _common_start(config, table, [p.next_state for p in (main, history_plan) if p is not None])
-    return Batch(trigger, landed, main, history_plan, recorded.state, next_start, started)
+    return Batch(
+        trigger, landed, main, history_plan, recorded.state, next_start, started, recorded.fields, recorded.base_summary
+    )
 
 
 def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] = ()) -> RunResult:
@@ -341,8 +347,7 @@ def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] 
     announces (schema changes, files lacking a column, repeated LOAD keys), go into its record."""
     log.info("%s: applying %d file(s) up to %s", batch.table.name, len(batch.files), batch.trigger.key)
     layouts = file_layouts(context, batch.files, batch.table)
-    lake = lake_fields(context.spark, context.location, batch.table.lake_table)
-    schema = plan_schema(context.config, batch.table, layouts, lake)
+    schema = plan_schema(context.config, batch.table, layouts, list(batch.lake_fields))
     table = schema.table
     announced = [*notices, *schema.notices(table.lake_table)]
     if appendable_loads(batch):
@@ -440,7 +445,7 @@ def evolve_schema(context: ReplayContext, batch: Batch, read: BatchRead) -> list
     """Alter the lake table, and the history table it writes, to hold the run's columns; returns what changed.
     Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own."""
     spark, location, columns = context.spark, context.location, read.table.columns
-    changed = align_lake_table(spark, location, read.table.lake_table, columns)
+    changed = align_lake_table(spark, location, read.table.lake_table, columns, batch.lake_fields)
     if batch.history_plan is not None and read.changes is not None:
         changed += align_lake_table(spark, location, history_name(read.table), columns)
     return changed
@@ -498,7 +503,7 @@ def commit_batch(
     load = read.load
     updates = [load.update()] if load is not None else []
     if reduced.last_changes is not None:
-        updates += batch_updates(context, table, reduced.last_changes, plan.base_snapshot_id, reduced.keys)
+        updates += batch_updates(context, table, reduced.last_changes, batch.base_summary, reduced.keys)
     else:
         updates.append(Update("record"))
 
@@ -630,16 +635,21 @@ def _refusal(
 def _recorded(context: ReplayContext, table: TableSpec) -> Recorded:
     main = _recorded_of(context, table.lake_table)
     history = _recorded_of(context, history_name(table)) if table.history else None
-    return Recorded(main.base_snapshot_id, main.state, history)
+    return dataclasses.replace(main, history=history)
 
 
 def _recorded_of(context: ReplayContext, table_name: str) -> Recorded:
-    # The state is read from the base's own lineage: if the table moves on, the commit will be refused.
-    base, state = recorded_state(context.spark, context.location, table_name)
-    while base is None:  # a new table gets an empty first snapshot; read both again, another run may be ahead
+    # The state is read from the base's own lineage: if the table moves on, the commit will be refused. The
+    # columns and the base's summary come from the same version of the metadata: one load of the table.
+    dotted = context.location.dotted(table_name)
+    metadata = Metadata(context.spark, dotted)
+    record = record_in(metadata, dotted)
+    while record.head is None:  # a new table gets an empty first snapshot; read again, another run may be ahead
         base_snapshot(context.spark, context.location, table_name)
-        base, state = recorded_state(context.spark, context.location, table_name)
-    return Recorded(base, state)
+        metadata = Metadata(context.spark, dotted)
+        record = record_in(metadata, dotted)
+    fields = tuple(metadata.spark_fields())
+    return Recorded(record.head, record.state, fields, metadata.summary(record.head))
 
 
 def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[ReplayState]) -> str | None:

@@ -207,14 +207,20 @@ def lake_fields(spark: SparkSession, location: LakeLocation, table_name: str) ->
 
 
 def align_lake_table(
-    spark: SparkSession, location: LakeLocation, table_name: str, columns: Sequence[ColumnSpec]
+    spark: SparkSession,
+    location: LakeLocation,
+    table_name: str,
+    columns: Sequence[ColumnSpec],
+    fields: Sequence[T.StructField] | None = None,
 ) -> list[str]:
     """Alter one lake table (metadata only) so it holds ``columns``: add the missing, widen the narrower.
+    ``fields``: the table's columns when the caller has read them already (``lake_fields``).
 
     Idempotent, so the history table and a concurrent run's table are aligned by the same call; returns
     what it changed.
     """
-    present = {f.name.lower(): f for f in lake_fields(spark, location, table_name)}
+    fields = lake_fields(spark, location, table_name) if fields is None else fields
+    present = {f.name.lower(): f for f in fields}
     target = location.named(table_name)
     done = []
     for spec in columns:

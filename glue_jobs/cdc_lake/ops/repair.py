@@ -32,6 +32,7 @@ from cdc_lake.engine.commit import (
     base_snapshot,
     batch_updates,
     commit_transaction,
+    summary_of,
 )
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import REPAIR
@@ -120,7 +121,7 @@ def _repair_table(
         diff = spark.createDataFrame(records, schema).localCheckpoint(eager=True)
         deleted = sum(1 for r in records if r[-1] == "D")
         detail = {"keys": len(keys), "upserted": len(keys) - deleted, "deleted": deleted, "position": position}
-        merge = batch_updates(context, table, diff.withColumn(OP, F.col(OP)), base)
+        merge = batch_updates(context, table, diff.withColumn(OP, F.col(OP)), summary_of(context, table, base))
         properties = {REPAIR: json.dumps(detail, separators=(",", ":"))}
         transaction = Transaction(table.lake_table, base, merge, lambda: Properties(properties))
         committed = commit_transaction(spark, location, transaction)
