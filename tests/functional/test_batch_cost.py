@@ -18,6 +18,7 @@ from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.storage import S3Store
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.local.aws_endpoint import served_requests
 from cdc_lake.ops.export import export_tables
@@ -32,13 +33,19 @@ TABLE = "app.accounts"
 MOST_JOBS = 7
 MOST_GET_TABLE = 17
 MOST_METADATA_READS = 10
+# A table with nothing pending, in a run's first round (later rounds list only): whether its lake table exists
+# (twice: before listing it, and before making it), its dead run branches, its recorded state.
+MOST_IDLE_GET_TABLE = 4
+MOST_IDLE_METADATA_READS = 4
 
 
 def _last_job(spark: SparkSession) -> int:
     return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
 
 
-def _counted_run(spark: SparkSession, endpoint: str, context: ReplayContext, key: str) -> tuple[RunResult, int, Counter]:
+def _counted_run(
+    spark: SparkSession, endpoint: str, context: ReplayContext, key: str
+) -> tuple[RunResult, int, Counter]:
     served_requests(endpoint, reset=True)
     before = _last_job(spark)
     result = replay(context, parse_key(key, context.config))
@@ -72,3 +79,27 @@ def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
     assert requests["glue:GetTable"] <= MOST_GET_TABLE, cost
     assert requests["s3:GET metadata.json"] <= MOST_METADATA_READS, cost
     assert requests["glue:UpdateTable"] == 3, cost  # the run's branch, its MERGE, main moved: see commit.py
+
+
+def test_a_drain_round_with_nothing_pending_runs_no_spark_job(
+    spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path
+) -> None:
+    run = GlueRun(aws_endpoint, database, tmp_path)
+    context = ReplayContext(spark, run.config, run.lake().location, S3Store(run.bucket, client=run.s3))
+    for key in run.keys:
+        run.land(key)
+    first = drain(context, Budget(0, 0, 0.01, 2))
+    assert not first.failures and len(first.applied_files) == len(run.keys)
+
+    served_requests(aws_endpoint, reset=True)
+    before = _last_job(spark)
+    again = drain(context, Budget(0, 0, 0.01, 2))
+    jobs, requests = _last_job(spark) - before, served_requests(aws_endpoint)
+
+    assert again.already_applied and again.rounds == 1
+    cost = f"{jobs} Spark jobs, requests {dict(sorted(requests.items()))}"
+    assert jobs == 0, cost
+    tables = len(run.config.tables)
+    assert requests["s3:GET"] <= 2 * tables, cost  # each table's listing, and the survey's
+    assert requests["glue:GetTable"] <= MOST_IDLE_GET_TABLE * tables, cost
+    assert requests["s3:GET metadata.json"] <= MOST_IDLE_METADATA_READS * tables, cost

@@ -66,9 +66,9 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
     On AWS the stack creates the database and the job's role may not (it has no ``glue:CreateDatabase``): a
     missing one is then refused, never created where the stack did not put it.
     """
-    ensure_database(spark, location)
     if table_exists(spark, location, table):
         return
+    ensure_database(spark, location)
     definition = TableDefinition(
         table.lake_table,
         [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns],
