@@ -48,7 +48,8 @@ from pyspark.sql import types as T
 from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.replay import replay
 from cdc_lake.engine.spark_types import parse_type
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import csv_field
@@ -287,6 +288,21 @@ def peer_merge(spark: SparkSession, table: TableSpec, name: str, cdc_file: Path)
     return seconds
 
 
+def last_spark_job(spark: SparkSession) -> int:
+    """The id of the session's newest Spark job: ids are consecutive, so jobs run = after - before."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+
+
+def _small_figures(runs: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+    """Seconds per run, their median, and the Spark jobs (and metadata commits, when counted) of each."""
+    seconds = [run[0] for run in runs]
+    figures = {"runs_s": [round(s, 3) for s in seconds], "median_s": round(statistics.median(seconds), 3)}
+    figures["spark_jobs"] = [run[1] for run in runs]
+    if runs and len(runs[0]) > 2:
+        figures["metadata_commits"] = [run[2] for run in runs]
+    return figures
+
+
 def fingerprint(frame: DataFrame, columns: Sequence[str]) -> tuple[int, Decimal]:
     """Row count and an order-independent checksum of the rows' values (as text, NULL marked)."""
     texts: list[Column] = [F.coalesce(F.col(c).cast("string"), F.lit("\x00NULL")) for c in columns]
@@ -376,13 +392,12 @@ class PerfBench:
         rng = random.Random(f"{SEED}:{database}:{moment.isoformat()}")
         return self.key(database, path), write_cdc_file(path, max_key, changes, pattern, rng, moment)
 
-    def apply(self, database: str, key: str) -> float:
+    def apply(self, database: str, key: str, config: PipelineConfig | None = None) -> float:
         """One run through the library, as a job runs it: every pending file of the table up to ``key``."""
-        location = LakeLocation(LOCAL_CATALOG, database)
-        trigger = parse_key(key, self.config)
-        seconds, result = timed(
-            lambda: apply_up_to(self.spark, self.config, location, LocalFolderStore(self.landing(database)), trigger)
-        )
+        config = config or self.config
+        context = ReplayContext(self.spark, config, LakeLocation(LOCAL_CATALOG, database),
+                                LocalFolderStore(self.landing(database)))  # fmt: skip
+        seconds, result = timed(lambda: replay(context, parse_key(key, config)))
         if not result.applied_files:
             raise RuntimeError(f"{database}: {key} applied nothing")
         return seconds
@@ -516,27 +531,43 @@ class PerfBench:
         return runs
 
     def small_runs(self) -> dict[str, Any]:
-        """``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times, warm."""
-        database = "small_runs"
-        self.progress(
-            f"{SMALL_RUNS} small runs: {SMALL_RUN_CHANGES} changes into {short_count(SMALL_TABLE_ROWS)} rows …"
-        )
-        self.full_load(database, SMALL_TABLE_ROWS, 1)
-        max_key = SMALL_TABLE_ROWS
-        seconds, commits = [], []
-        for number in range(SMALL_RUNS):
-            moment = CDC_START + dt.timedelta(seconds=number + 1)
-            key, max_key = self.land_cdc(database, max_key, SMALL_RUN_CHANGES, "uniform", moment)
-            before = self.metadata_version(database)
-            seconds.append(self.apply(database, key))
-            commits.append(self.metadata_version(database) - before)
-        return {
-            "rows": SMALL_TABLE_ROWS,
-            "changes": SMALL_RUN_CHANGES,
-            "runs_s": [round(s, 3) for s in seconds],
-            "median_s": round(statistics.median(seconds), 3),
-            "metadata_commits": commits,
-        }
+        """``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times, warm: seconds,
+        Spark jobs and metadata commits per run, for the table without history and with it. Side by side with the
+        first, each CDC file merged by hand into a plain merge-on-read table of the same rows (``peer_merge``),
+        which must end equal to the lake table."""
+        figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
+        peer = peer_table(self.spark, self.table, self.current_rows(SMALL_TABLE_ROWS), PEER_MODES[0])
+        for history in (False, True):
+            label = "history" if history else "plain"
+            self.progress(
+                f"{SMALL_RUNS} small runs ({label}): {SMALL_RUN_CHANGES} changes into "
+                f"{short_count(SMALL_TABLE_ROWS)} rows{'' if history else ', each beside a plain MERGE INTO'} …"
+            )
+            config = self.config
+            if history:
+                config = config.model_copy(update={"tables": [self.table.model_copy(update={"history": True})]})
+            database = f"small_runs_{label}"
+            self.full_load(database, SMALL_TABLE_ROWS, 1)
+            max_key, runs, peers = SMALL_TABLE_ROWS, [], []
+            for number in range(SMALL_RUNS):
+                moment = CDC_START + dt.timedelta(seconds=number + 1)
+                key, max_key = self.land_cdc(database, max_key, SMALL_RUN_CHANGES, "uniform", moment)
+                before, jobs = self.metadata_version(database), last_spark_job(self.spark)
+                seconds = self.apply(database, key, config)
+                runs.append((seconds, last_spark_job(self.spark) - jobs, self.metadata_version(database) - before))
+                if not history:
+                    jobs = last_spark_job(self.spark)
+                    seconds = peer_merge(self.spark, self.table, peer, self.landing(database) / key)
+                    peers.append((seconds, last_spark_job(self.spark) - jobs))
+            figures[label] = _small_figures(runs)
+            if not history:
+                figures["peer_merge"] = _small_figures(peers)
+                lake = fingerprint(self.lake_frame(database), self.table.column_names)
+                merged = fingerprint(self.spark.table(peer), self.table.column_names)
+                if lake != merged:
+                    raise OracleMismatch(f"small runs: the lake table {lake} differs from the plain MERGE's {merged}")
+        self.spark.sql(f"DROP TABLE {peer} PURGE")
+        return figures
 
     def demo(self) -> float:
         """``cdc-lake demo`` in a new process (its own JVM), as ``make demo`` runs it once set up."""
@@ -639,15 +670,23 @@ def describe(figures: dict[str, Any]) -> list[str]:
         f"{cow / uniform['cdc_s']:.2f}× than copy-on-write |"
     )
     small_run = figures["small_run"]
+    plain, history, hand = small_run["plain"], small_run["history"], small_run["peer_merge"]
+    into = f"{small_run['changes']} changes into {short_count(small_run['rows'])} rows"
     lines.append(
-        f"| small run: {small_run['changes']} rows into {short_count(small_run['rows'])} rows "
-        f"(median of {len(small_run['runs_s'])}, warm) | {_seconds(small_run['median_s'])} | | |"
+        f"| small run: {into} (median of {len(plain['runs_s'])}, warm) | {_seconds(plain['median_s'])}, "
+        f"{_commits(plain['spark_jobs'])} Spark jobs | plain `MERGE INTO` a merge-on-read table, side by side: "
+        f"{_seconds(hand['median_s'])}, {_commits(hand['spark_jobs'])} jobs | "
+        f"{hand['median_s'] / plain['median_s']:.2f} |"
+    )
+    lines.append(
+        f"| small run with history: {into} | {_seconds(history['median_s'])}, "
+        f"{_commits(history['spark_jobs'])} Spark jobs | | |"
     )
     lines.append(f"| make demo (warm) | {_seconds(figures['demo_s'])} | | |")
     cdc_commits = _commits([r["metadata_commits"] for r in figures["cdc"]])
     lines.append(
         f"| Iceberg metadata commits per CDC run | {cdc_commits} ({short_count(changes)} changes), "
-        f"{_commits(small_run['metadata_commits'])} (small run) | | |"
+        f"{_commits(small_run['plain']['metadata_commits'])} (small run) | | |"
     )
     peak = one.get("driver_peak_rss_mib")
     lines.append(

@@ -17,7 +17,7 @@ for the start-up time, RUNNING, SUCCEEDED), and the simulation plays each run's 
 Out: runs, DPU-hours and dollars per day and month, freshness lag (commit minus landing) per (tables,
 interval, design), on one Glue version (``--glue-version``, default ``GLUE_VERSION`` or ``lake.glue_version``'s
 default); and the new design's 100 and 1,000 busy tables on every Glue version, each with its own price per
-DPU-hour and start-up time (``--usd-per-dpu-hour 6.0=0.308``, ``--startup-seconds 6.0=10``). Assumptions and
+DPU-hour and start-up time (``--usd-per-dpu-hour 6.0=0.30``, ``--startup-seconds 6.0=10``). Assumptions and
 defaults: docs/cost-simulation.md.
 
 Usage: python -m bench.simulate [--per-table-seconds 2.0] [--scale 1.0] [--glue-version 5.1] [--out bench/results]

@@ -178,18 +178,19 @@ def test_simulate_all_pairs_designs_with_a_cost_ratio() -> None:
 
 
 def test_each_glue_version_has_its_published_price_and_start_up() -> None:
-    assert published_costs() == {"5.1": GlueCosts(0.44, 10.0), "6.0": GlueCosts(0.308, 10.0)}
+    assert published_costs() == {"5.1": GlueCosts(0.44, 10.0), "6.0": GlueCosts(0.44, 10.0)}
     assert SimParams().costs == GlueCosts(0.44, 10.0)  # the default version, 5.1
-    assert SimParams(glue_version="6.0").costs == GlueCosts(0.308, 10.0)
+    assert SimParams(glue_version="6.0").costs == GlueCosts(0.44, 10.0)
 
 
 def test_the_price_follows_the_glue_version_and_the_work_does_not() -> None:
-    on_5 = simulate(10, 900, "new", QUICK)
-    on_6 = simulate(10, 900, "new", replace(QUICK, glue_version="6.0"))
+    params = replace(QUICK, glue_costs={"5.1": GlueCosts(0.44, 10.0), "6.0": GlueCosts(0.30, 10.0)})
+    on_5 = simulate(10, 900, "new", params)
+    on_6 = simulate(10, 900, "new", replace(params, glue_version="6.0"))
     assert (on_5["glue_version"], on_6["glue_version"]) == ("5.1", "6.0")
     assert on_6["dpu_hours_per_day"] == on_5["dpu_hours_per_day"] > 0
     assert on_5["usd_per_day"] == pytest.approx(on_5["dpu_hours_per_day"] * 0.44, abs=0.01)
-    assert on_6["usd_per_day"] == pytest.approx(on_6["dpu_hours_per_day"] * 0.308, abs=0.01)
+    assert on_6["usd_per_day"] == pytest.approx(on_6["dpu_hours_per_day"] * 0.30, abs=0.01)
 
 
 def test_the_start_up_follows_the_glue_version() -> None:
@@ -213,7 +214,7 @@ def test_simulate_versions_runs_the_new_design_on_each_version_and_reuses_what_w
     ]
     assert rows[1] is main_rows[0]  # the same inputs: not run again
     assert "marker" not in rows[3]  # the other version's run is its own
-    assert [r["usd_per_dpu_hour"] for r in rows] == [0.44, 0.44, 0.308, 0.308]
+    assert [r["usd_per_dpu_hour"] for r in rows] == [0.44, 0.44, 0.44, 0.44]
     table = render_markdown(rows, VERSION_COLUMNS)
     assert table.splitlines()[0].startswith("| Glue | tables |")
     assert "| 6.0 | 10 | 900 |" in table

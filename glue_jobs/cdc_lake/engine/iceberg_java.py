@@ -348,9 +348,13 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
     """
     operations = _load(spark, dotted_name).operations()
     builders = java_class(spark, "org.apache.iceberg.TableMetadata")
+    tries = 0
 
     def commit() -> None:
-        base = operations.refresh()
+        nonlocal tries
+        tries += 1
+        # The table was just loaded: the first try makes its change from that; a retry from a fresh read.
+        base = operations.current() if tries == 1 else operations.refresh()
         builder = change(base, builders.buildFrom(base))
         if builder is not None:
             with conflicts_raised():
