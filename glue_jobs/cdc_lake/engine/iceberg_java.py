@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +85,9 @@ _S3_ACTIONS = {
 _MAX_CAUSES = 32
 # Spark's own Jackson, one writer per JVM gateway: ObjectMapper is thread-safe once configured.
 _JSON_WRITERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# Tables each thread keeps loaded (``_load``): the drain's threads each apply one table at a time.
+_LOADED = threading.local()
+_LOADED_PER_THREAD = 16
 
 
 class commit_properties:
@@ -369,8 +374,35 @@ def has_write_order(spark: SparkSession, dotted_name: str) -> bool:
 
 
 def _load(spark: SparkSession, dotted_name: str) -> Any:
-    spark3_util = java_class(spark, "org.apache.iceberg.spark.Spark3Util")
-    return spark3_util.loadIcebergTable(spark._jsparkSession, dotted_name)
+    """The table, as of now. Loaded once per thread and session, and refreshed after: a refresh asks the catalog
+    where the table's metadata is (on Glue a GetTable) and reads the file only when it moved, where a load reads
+    it every time, and a busy table's metadata grows with its snapshots. A table dropped or made anew under a
+    kept one is loaded again (a Hadoop table's refresh fails there instead)."""
+    tables = _loaded_tables(spark)
+    table = tables.pop(dotted_name, None)
+    if table is not None:
+        try:
+            table.refresh()
+        except Py4JJavaError:
+            table = None
+    if table is None:
+        spark3_util = java_class(spark, "org.apache.iceberg.spark.Spark3Util")
+        table = spark3_util.loadIcebergTable(spark._jsparkSession, dotted_name)
+    tables[dotted_name] = table  # the most recent last
+    while len(tables) > _LOADED_PER_THREAD:
+        tables.popitem(last=False)
+    return table
+
+
+def _loaded_tables(spark: SparkSession) -> OrderedDict[str, Any]:
+    """This thread's loaded tables of ``spark``'s session: a thread keeps to its own, so none refreshes a table
+    under another's reads."""
+    sessions = getattr(_LOADED, "sessions", None)
+    if sessions is None:
+        sessions = _LOADED.sessions = weakref.WeakKeyDictionary()
+    client = _gateway_client(spark)
+    by_session = sessions.setdefault(client, {})
+    return by_session.setdefault(int(spark._jsparkSession.hashCode()), OrderedDict())
 
 
 def _as_dict(spark: SparkSession, java_map: Any) -> dict[str, str]:
