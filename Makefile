@@ -56,7 +56,7 @@ soak: setup ## longer checks: real PostgreSQL over SOAK_TRANSACTIONS (30000) in 
 	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_KILL_PATHS=hadoop,glue CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet \
 	CDC_LAKE_QUARANTINE_EXAMPLES=50 \
 	$(BIN)/pytest tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
-	tests/functional/test_quarantine.py -x
+	tests/functional/test_quarantine.py -x --timeout 3600  # each soak case runs many times the suite's workload
 
 lint: setup ## ruff lint and format check (also as Python 3.13, Glue 6.0's), mypy on the library and the Lambda
 	$(BIN)/ruff check .
