@@ -37,6 +37,14 @@ def test_the_issue_example_loads_with_defaults():
     assert config.dms.csv_null_value == ""  # DMS's default: an unquoted empty field is NULL
 
 
+def test_a_copy_with_other_tables_looks_up_its_own():
+    config = parse_config(MINIMAL)
+    assert not config.table("shop.orders").history  # the lookup is made, and kept by the original
+    with_history = config.model_copy(update={"tables": [config.tables[0].model_copy(update={"history": True})]})
+    assert with_history.table("shop.orders").history
+    assert not config.table("shop.orders").history
+
+
 def test_demo_config_is_valid_and_yaml_equals_json(tmp_path: Path):
     config = load_config(demo_config_path())
     assert [t.name for t in config.tables] == ["shop.customers", "shop.orders", "shop.order_items"]

@@ -518,6 +518,12 @@ class PipelineConfig(_Model):
     def _by_name(self) -> dict[str, TableSpec]:
         return {t.name: t for t in self.tables}
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> PipelineConfig:
+        """pydantic's copy, without the copied table lookup: a copy given other ``tables`` must look them up."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("_by_name", None)
+        return copied
+
     def table(self, name: str) -> TableSpec:
         """The table named <schema>.<table>; raises UnknownTableError naming the configured ones."""
         try:
