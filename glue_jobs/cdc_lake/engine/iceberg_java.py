@@ -186,7 +186,7 @@ class Metadata:
         return _as_dict(self._spark, self._metadata.properties())
 
     def summary(self, snapshot_id: int) -> dict[str, str]:
-        """``snapshot_summary`` in this version."""
+        """One snapshot's summary in this version (empty when expired)."""
         snapshot = self._metadata.snapshot(snapshot_id)
         return _as_dict(self._spark, snapshot.summary()) if snapshot is not None else {}
 
@@ -210,8 +210,7 @@ class Metadata:
 
 def snapshot_summary(spark: SparkSession, dotted_name: str, snapshot_id: int) -> dict[str, str]:
     """One snapshot's summary (empty when expired)."""
-    snapshot = _load(spark, dotted_name).snapshot(snapshot_id)
-    return _as_dict(spark, snapshot.summary()) if snapshot is not None else {}
+    return Metadata(spark, dotted_name).summary(snapshot_id)
 
 
 def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, int, Mapping[str, str]]]:
