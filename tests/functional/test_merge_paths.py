@@ -63,3 +63,29 @@ def test_the_table_size_chooses_the_split(spark, lake, landing):
     lake.apply(config, large)
     assert parts(lake, config) == [*loaded, "deleted"]
     assert rows(lake) == [(1, "a1"), (2, "b1"), (3, "c"), (4, "d")]
+
+
+@pytest.mark.parametrize("whole_range", [True, False])
+def test_a_small_table_rewrites_its_key_range_whole(spark, lake, landing, monkeypatch, whole_range):
+    """Into a copy-on-write table of at most ``WHOLE_RANGE_BYTES``, a MERGE rewrites every file of the batch's key
+    range instead of first finding the files holding a changed key (Spark's runtime group filter, three jobs);
+    above it, only those files. Both leave the same rows, and the session's setting as it was."""
+    from cdc_lake.engine import commit
+
+    if not whole_range:
+        monkeypatch.setattr(commit, "WHOLE_RANGE_BYTES", -1)
+    config = items_config(lake={"write_mode": "copy-on-write"})
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
+    for second, text in enumerate(["I,4,d\nI,5,e\n", "I,7,g\nI,8,h\n"]):
+        lake.apply(config, write_file(landing, f"{T}20250301-12000{second}000.csv", text))
+    name = lake.table("shop_items")
+    assert spark.table(f"{name}.files").count() == 3  # each batch's new keys in a file of their own
+    key = write_file(landing, T + "20250301-120100000.csv", "U,1,a1\nD,8,h\nI,9,i\n")  # the first and last file
+
+    lake.apply(config, key)
+
+    assert rows(lake) == [(1, "a1"), (2, "b"), (4, "d"), (5, "e"), (7, "g"), (9, "i")]
+    latest = spark.sql(f"SELECT summary FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
+    assert latest is not None
+    assert latest["summary"]["deleted-data-files"] == ("3" if whole_range else "2")
+    assert spark.conf.get(commit.GROUP_FILTER, None) is None

@@ -7,12 +7,14 @@ that makes it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
 import logging
+import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -57,6 +59,11 @@ _RANGED_TYPES = (T.IntegerType, T.LongType, T.DecimalType, T.StringType, T.DateT
 # A batch's keys alone, broadcast to every task that scans the table: a million keys of a few columns stay within
 # tens of MB, which Glue's workers hold; a larger batch is joined by shuffling both sides.
 BROADCAST_KEYS = 1_000_000
+# A copy-on-write MERGE first finds the files that hold a changed key (Spark's runtime group filter: three jobs,
+# a scan and a join of its own), then rewrites those. Into a table of at most this many bytes, rewriting every file
+# in the batch's key range in one task costs less than that search.
+WHOLE_RANGE_BYTES = 8 << 20
+GROUP_FILTER = "spark.sql.optimizer.runtime.rowLevelOperationGroupFilter.enabled"
 
 
 class Record(Protocol):
@@ -241,10 +248,10 @@ def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
 
 
 def merge_updates(
-    spark: SparkSession, table: TableSpec, last_changes: DataFrame, keys: ChangedKeys, *, split: bool
+    table: TableSpec, last_changes: DataFrame, keys: ChangedKeys, *, split: bool, whole_range: bool = False
 ) -> list[Update]:
     """One row per key (``_op`` = I/U/D) merged as a commit's updates: one MERGE, or with ``split`` (``batch_updates``)
-    two updates.
+    two updates. ``whole_range``: a copy-on-write MERGE rewrites every file of the key range (``WHOLE_RANGE_BYTES``).
 
     Split, every changed key's row is deleted, then the new rows of the keys whose last change is not a delete
     are appended. That writes what a three-clause MERGE writes (position deletes, one data file), without its
@@ -271,7 +278,13 @@ def merge_updates(
         values = ", ".join(f"s.{quote(c)}" for c in table.column_names)
         clauses.append(f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})")
 
+    spark = last_changes.sparkSession
+
     def merge(target: str) -> None:
+        with _without_group_filter(spark) if whole_range else contextlib.nullcontext():
+            merge_text(target)
+
+    def merge_text(target: str) -> None:
         if hasattr(DataFrame, "mergeInto"):
             _merge_into(source, target, table, keys, split=split)
             return
@@ -295,6 +308,30 @@ def merge_updates(
     if not split:
         return [Update("merged", merge)]
     return [Update("deleted", merge), Update("upserted", append if keys.upserts != 0 else None)]
+
+
+_group_filter_lock = threading.Lock()
+_group_filter_off: list[str | None] = []  # one entry per MERGE running without it; the first keeps the setting
+
+
+@contextlib.contextmanager
+def _without_group_filter(spark: SparkSession) -> Iterator[None]:
+    """Spark's runtime group filter off for the MERGEs planned meanwhile. It is a session setting, so a MERGE
+    another thread plans meanwhile skips it too: that MERGE rewrites more files, never other rows."""
+    with _group_filter_lock:
+        _group_filter_off.append(None if _group_filter_off else spark.conf.get(GROUP_FILTER, None))
+        spark.conf.set(GROUP_FILTER, "false")
+    try:
+        yield
+    finally:
+        with _group_filter_lock:
+            kept = _group_filter_off[0]
+            _group_filter_off.pop()
+            if not _group_filter_off:
+                if kept is None:
+                    spark.conf.unset(GROUP_FILTER)
+                else:
+                    spark.conf.set(GROUP_FILTER, kept)
 
 
 def _merge_into(source: DataFrame, target: str, table: TableSpec, keys: ChangedKeys, *, split: bool) -> None:
@@ -336,11 +373,13 @@ def batch_updates(
 ) -> list[Update]:
     """``merge_updates`` of a batch into the table at the base snapshot whose summary is ``base``
     (``summary_of``), split from ``lake.split_merge_from_rows`` rows as it counts them (a summary with no count:
-    split). ``keys``: the batch's ``changed_keys`` when the caller has them already."""
-    total = base.get("total-records")
+    split), and a copy-on-write key range rewritten whole up to ``WHOLE_RANGE_BYTES``. ``keys``: the batch's
+    ``changed_keys`` when the caller has them already."""
+    total, size = base.get("total-records"), base.get("total-files-size")
     split = not str(total).isdigit() or int(str(total)) >= context.config.lake.split_merge_from_rows
+    whole_range = str(size).isdigit() and int(str(size)) <= WHOLE_RANGE_BYTES
     keys = changed_keys(last_changes, table) if keys is None else keys
-    return merge_updates(context.spark, table, last_changes, keys, split=split)
+    return merge_updates(table, last_changes, keys, split=split, whole_range=whole_range)
 
 
 def summary_of(context: LakeContext, table: TableSpec, snapshot_id: int) -> dict[str, str]:
