@@ -281,7 +281,7 @@ def merge_updates(
     spark = last_changes.sparkSession
 
     def merge(target: str) -> None:
-        with _without_group_filter(spark) if whole_range else contextlib.nullcontext():
+        with without_group_filter(spark) if whole_range else contextlib.nullcontext():
             merge_text(target)
 
     def merge_text(target: str) -> None:
@@ -315,7 +315,7 @@ _group_filter_off: list[str | None] = []  # one entry per MERGE running without 
 
 
 @contextlib.contextmanager
-def _without_group_filter(spark: SparkSession) -> Iterator[None]:
+def without_group_filter(spark: SparkSession) -> Iterator[None]:
     """Spark's runtime group filter off for the MERGEs planned meanwhile. It is a session setting, so a MERGE
     another thread plans meanwhile skips it too: that MERGE rewrites more files, never other rows."""
     with _group_filter_lock:
@@ -375,11 +375,18 @@ def batch_updates(
     (``summary_of``), split from ``lake.split_merge_from_rows`` rows as it counts them (a summary with no count:
     split), and a copy-on-write key range rewritten whole up to ``WHOLE_RANGE_BYTES``. ``keys``: the batch's
     ``changed_keys`` when the caller has them already."""
-    total, size = base.get("total-records"), base.get("total-files-size")
+    total = base.get("total-records")
     split = not str(total).isdigit() or int(str(total)) >= context.config.lake.split_merge_from_rows
-    whole_range = str(size).isdigit() and int(str(size)) <= WHOLE_RANGE_BYTES
+    whole_range = rewritten_whole(base)
     keys = changed_keys(last_changes, table) if keys is None else keys
     return merge_updates(table, last_changes, keys, split=split, whole_range=whole_range)
+
+
+def rewritten_whole(base: Mapping[str, str]) -> bool:
+    """Whether a copy-on-write MERGE into the snapshot whose summary is ``base`` rewrites its key range whole
+    (``WHOLE_RANGE_BYTES``)."""
+    size = str(base.get("total-files-size"))
+    return size.isdigit() and int(size) <= WHOLE_RANGE_BYTES
 
 
 def summary_of(context: LakeContext, table: TableSpec, snapshot_id: int) -> dict[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -51,6 +51,7 @@ class Batch:
     # The lake table's columns and its base snapshot's summary, read with its state: not loaded again.
     lake_fields: tuple[T.StructField, ...]
     base_summary: Mapping[str, str]
+    history_summary: Mapping[str, str] = field(default_factory=dict)  # the history table's base, when kept
 
     @property
     def table(self) -> TableSpec:

@@ -14,6 +14,7 @@ and the main table's.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from cdc_lake.core.config import LakeSettings, TableSpec
 from cdc_lake.core.plan import RunPlan
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.changes import dms_order
-from cdc_lake.engine.commit import Properties, Transaction, Update, commit_transaction
+from cdc_lake.engine.commit import Properties, Transaction, Update, commit_transaction, without_group_filter
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
 from cdc_lake.engine.record import run_properties
@@ -145,9 +146,12 @@ def open_versions(spark: SparkSession, location: LakeLocation, table: TableSpec,
     )
 
 
-def commit_history(context: ReplayContext, plan: RunPlan, table: TableSpec, changes: DataFrame) -> int:
+def commit_history(
+    context: ReplayContext, plan: RunPlan, table: TableSpec, changes: DataFrame, *, whole: bool = False
+) -> int:
     """Close each touched key's open version and add the batch's versions, in one MERGE committed from the history
-    plan's base snapshot with its record of applied files; returns the snapshot. ``table``: the run's columns."""
+    plan's base snapshot with its record of applied files; returns the snapshot. ``table``: the run's columns;
+    ``whole``: the history table is small enough to be rewritten whole (``commit.rewritten_whole``)."""
     run_time = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     use_sequence = context.config.dms.change_sequence_column is not None
     keys_of = changes.select(*[F.col(quote(k)) for k in table.primary_key]).distinct()
@@ -156,14 +160,17 @@ def commit_history(context: ReplayContext, plan: RunPlan, table: TableSpec, chan
     versions = new_versions(changes, latest, table, use_sequence, run_time).localCheckpoint(eager=True)
     record = Properties(run_properties(plan, None))
     transaction = Transaction(
-        history_name(table), plan.base_snapshot_id, [versions_update(context.spark, table, versions)], lambda: record
+        history_name(table),
+        plan.base_snapshot_id,
+        [versions_update(context.spark, table, versions, whole=whole)],
+        lambda: record,
     )
     committed = commit_transaction(context.spark, context.location, transaction)
     assert committed is not None  # the merge has no check that could give the commit up
     return committed.snapshot_id
 
 
-def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame) -> Update:
+def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame, *, whole: bool = False) -> Update:
     """Add ``versions`` (materialized, with each key's previous ``_prev_version`` or NULL) and close the open
     version each key's first new version follows, in one MERGE on the history table: a commit's update."""
     first = versions.filter(F.col("version") == F.coalesce(F.col("_prev_version"), F.lit(0)) + 1)
@@ -176,18 +183,19 @@ def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame) 
     source = inserts.unionByName(closes, allowMissingColumns=True)
     all_columns = [*table.column_names, *(name for name, _ in VERSION_COLUMNS)]
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key)
+    names, values = ", ".join(quote(c) for c in all_columns), ", ".join("s." + quote(c) for c in all_columns)
 
     def merge(target: str) -> None:
         view = f"cdc_lake_history_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         try:
-            spark.sql(
-                f"MERGE INTO {target} t USING {view} s "
-                f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
-                "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
-                f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({', '.join(quote(c) for c in all_columns)}) "
-                f"VALUES ({', '.join('s.' + quote(c) for c in all_columns)})"
-            )
+            with without_group_filter(spark) if whole else contextlib.nullcontext():
+                spark.sql(
+                    f"MERGE INTO {target} t USING {view} s "
+                    f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
+                    "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
+                    f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({names}) VALUES ({values})"
+                )
         finally:
             spark.catalog.dropTempView(view)
 

@@ -67,6 +67,7 @@ from cdc_lake.engine.commit import (
     commit_transaction,
     ranged_keys,
     remove_dead_run_branches,
+    rewritten_whole,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.history import commit_history, ensure_history_table, history_name, lake_tables
@@ -336,7 +337,16 @@ def plan_batch(
         history_plan = plan_run(config, trigger, landed.listed, history.state, history.base_snapshot_id)
     next_start = _common_start(config, table, [p.next_state for p in (main, history_plan) if p is not None])
     return Batch(
-        trigger, landed, main, history_plan, recorded.state, next_start, started, recorded.fields, recorded.base_summary
+        trigger,
+        landed,
+        main,
+        history_plan,
+        recorded.state,
+        next_start,
+        started,
+        recorded.fields,
+        recorded.base_summary,
+        history.base_summary if history is not None else {},
     )
 
 
@@ -461,7 +471,9 @@ def write_history(context: ReplayContext, batch: Batch, read: BatchRead) -> Hist
         return HistoryWritten(history_plan.base_snapshot_id)
     _confirm_listed(context, batch)  # every file is read: what history records as applied is what was read
     changes = _only(read.changes, history_plan.pending, read.merged)
-    snapshot_id = commit_history(context, history_plan, read.table, changes)
+    snapshot_id = commit_history(
+        context, history_plan, read.table, changes, whole=rewritten_whole(batch.history_summary)
+    )
     return HistoryWritten(snapshot_id, [f.key for f in history_plan.pending])
 
 
