@@ -330,3 +330,32 @@ def test_each_commit_records_its_batch_and_freshness(spark, lake, landing):
     assert (before - newest).total_seconds() <= facts["change_lag_s"] <= (after - newest).total_seconds()
     assert (before - landed_at).total_seconds() - 0.01 <= facts["landed_lag_s"] <= (after - landed_at).total_seconds()
     assert 0 < facts["seconds"] <= (after - before).total_seconds()
+
+
+def test_a_bad_row_refuses_a_small_batch_before_history_moves(spark, lake, landing):
+    """A table with history takes the one-task read of a small batch too: its check runs before either table is
+    written, so a refused batch leaves the table and its history where they were."""
+    from cdc_lake.engine.history import history_name
+
+    cfg = items_config(history=True)
+    lake.apply(cfg, write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n"))
+    good = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nI,3,c\n")
+    lake.apply(cfg, good)
+    history = lake.table(history_name(cfg.tables[0]))
+    heads = [
+        spark.sql(f"SELECT max(committed_at) FROM {t}.snapshots").first()[0]
+        for t in (lake.table("shop_items"), history)
+    ]
+    bad = write_file(landing, T + "20250301-120100000.csv", "U,2,b1\nU,x,c1\n")
+
+    with pytest.raises(DmsInputError) as raised:
+        lake.apply(cfg, bad)
+
+    assert f"{bad}: row 2, column id: cannot parse as bigint (value 'x')" in str(raised.value)
+    assert rows(lake) == [(1, "a1"), (2, "b"), (3, "c")]
+    assert [
+        spark.sql(f"SELECT max(committed_at) FROM {t}.snapshots").first()[0]
+        for t in (lake.table("shop_items"), history)
+    ] == heads
+    versions = spark.sql(f"SELECT id, label, version FROM {history} ORDER BY id, version").collect()
+    assert [tuple(v) for v in versions] == [(1, "a", 1), (1, "a1", 2), (2, "b", 1), (3, "c", 1)]

@@ -409,10 +409,12 @@ def read_files(
 
 
 def _small(context: ReplayContext, batch: Batch, merged: list[DmsFile]) -> bool:
-    """Whether the batch's change rows are reduced in one task (``lake.small_batch_mb``); history reads its rows
-    apart, so a table with history keeps the shared, checked read."""
+    """Whether the batch's change rows are reduced in one task (``lake.small_batch_mb``). History, when kept, must
+    have the same files pending (it is behind only after a run stopped between its commits): the pass then checks
+    every row history reads too, before history is written."""
     size = sum(batch.landed.objects[f.key].size for f in merged)
-    return batch.history_plan is None and size <= context.config.lake.small_batch_mb * 1024 * 1024
+    in_step = batch.history_plan is None or batch.history_plan.pending == batch.plan.pending
+    return in_step and size <= context.config.lake.small_batch_mb * 1024 * 1024
 
 
 def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Reduced:
