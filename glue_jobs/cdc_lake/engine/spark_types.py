@@ -3,9 +3,9 @@ projections over them written as Spark SQL (``select_sql``)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
+from py4j.java_gateway import JavaClass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from cdc_lake.core.config import DECIMAL_TYPE
 from cdc_lake.core.sql import quote
 
+_SEPARATOR = "\x1f"  # ASCII's unit separator, between the columns ``select_sql`` sends as one text
 _SIMPLE: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),
     "tinyint": T.ByteType(),
@@ -95,22 +96,19 @@ def staged_parse(column_name: str, column_type: str, stem: str | None) -> tuple[
 
 
 def select_sql(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
-    """``frame.select`` of columns written as Spark SQL, sent in one statement.
+    """``frame.select`` of columns written as Spark SQL (``selectExpr``), sent to the JVM as one text.
 
     A column built with ``pyspark.sql.functions`` costs a round trip to the JVM per function, and another when
-    Python drops it: a table's read came to about a thousand. A statement costs a few, whatever its columns.
-    Identifiers go in through ``quote``, text through ``sql_string``; never a row's value. ``frame``'s own
-    ``_metadata`` must be selected first: a view does not pass it through.
+    Python drops it; a list of texts costs one per item as py4j copies it: a table's read came to about a
+    thousand. One text, split in the JVM, costs three. Identifiers go in through ``quote``, text through
+    ``sql_string``; never a row's value.
     """
-    view = f"cdc_lake_select_{uuid.uuid4().hex}"
     spark = frame.sparkSession
-    frame.createOrReplaceTempView(view)
-    try:
-        # A statement's frame is analysed at once, but a write (writeTo) analyses its text again; a frame made
-        # from it holds the analysed plan, so the view may go.
-        return spark.sql(f"SELECT {', '.join(columns)} FROM {view}").select("*")
-    finally:
-        spark.catalog.dropTempView(view)
+    if any(_SEPARATOR in column for column in columns):  # only a configured text could hold it: the list it is
+        return frame.selectExpr(*columns)
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    texts = JavaClass("java.util.regex.Pattern", client).compile(_SEPARATOR).split(_SEPARATOR.join(columns))
+    return DataFrame(frame._jdf.selectExpr(texts), spark)
 
 
 def local_relation(frame: DataFrame) -> DataFrame:
