@@ -20,6 +20,7 @@ from cdc_lake.engine.iceberg_java import (
     create_branch,
     empty_commit,
     fast_forward,
+    has_table,
     is_already_exists,
     is_commit_conflict,
     remove_branch,
@@ -143,3 +144,14 @@ def test_what_another_run_created_first_is_told_by_its_class_or_condition(spark,
         spark.sql(statement.format(table=table))
     assert is_already_exists(failed.value) is exists
     assert not is_commit_conflict(failed.value)
+
+
+def test_has_table_tells_a_kept_table_dropped_or_made_anew(spark, database: str, table: str) -> None:
+    other = f"lake.{quote(database)}.never_made"
+    assert has_table(spark, table) and has_table(spark, table)  # the second: the kept table, refreshed
+    assert not has_table(spark, other)
+    assert not has_table(spark, f"lake.{quote(database + '_missing')}.probe")  # nor its namespace
+    spark.sql(f"DROP TABLE {table}")
+    assert not has_table(spark, table)
+    spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg")
+    assert has_table(spark, table)

@@ -372,6 +372,12 @@ def has_write_order(spark: SparkSession, dotted_name: str) -> bool:
     return not bool(_load(spark, dotted_name).sortOrder().isUnsorted())
 
 
+_NO_SUCH_TABLE = (
+    "org.apache.spark.sql.catalyst.analysis.NoSuchTableException",
+    "org.apache.iceberg.exceptions.NoSuchTableException",
+)
+
+
 def _load(spark: SparkSession, dotted_name: str) -> Any:
     """The table, as of now. Loaded once per thread and session, and refreshed after: a refresh asks the catalog
     where the table's metadata is (on Glue a GetTable) and reads the file only when it moved, where a load reads
@@ -385,12 +391,27 @@ def _load(spark: SparkSession, dotted_name: str) -> Any:
         except Py4JJavaError:
             table = None
     if table is None:
+        # Spark finds a catalog's settings in the session active on the calling JVM thread, and py4j may serve this
+        # Python thread on one where none is: a catalog not loaded yet would then be looked for in no settings.
+        java_class(spark, "org.apache.spark.sql.SparkSession").setActiveSession(spark._jsparkSession)
         spark3_util = java_class(spark, "org.apache.iceberg.spark.Spark3Util")
         table = spark3_util.loadIcebergTable(spark._jsparkSession, dotted_name)
     tables[dotted_name] = table  # the most recent last
     while len(tables) > _LOADED_PER_THREAD:
         tables.popitem(last=False)
     return table
+
+
+def has_table(spark: SparkSession, dotted_name: str) -> bool:
+    """Whether the table exists, asked through the kept tables (``_load``): a kept table's refresh (on Glue a
+    GetTable) and no metadata read, where Spark's catalog loads the table anew each time."""
+    try:
+        _load(spark, dotted_name)
+    except (Py4JJavaError, PySparkException) as error:  # Spark's NoSuchTableException arrives as PySpark's
+        if any(name in _classes(cause) for cause in java_causes(error) for name in _NO_SUCH_TABLE):
+            return False
+        raise
+    return True
 
 
 def _loaded_tables(spark: SparkSession) -> OrderedDict[str, Any]:

@@ -19,6 +19,7 @@ from cdc_lake.engine.iceberg_java import (
     METADATA_COMMIT_RETRIES,
     aws_denial,
     conflicts_raised,
+    has_table,
     is_already_exists,
     is_concurrent,
 )
@@ -220,4 +221,4 @@ def _alter(spark: SparkSession, statement: str) -> None:
 
 def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> bool:
     name = table if isinstance(table, str) else table.lake_table
-    return bool(spark.catalog.tableExists(location.dotted(name)))
+    return has_table(spark, location.dotted(name))
