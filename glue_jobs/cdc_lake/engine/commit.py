@@ -281,7 +281,7 @@ def merge_updates(
     spark = last_changes.sparkSession
 
     def merge(target: str) -> None:
-        with without_group_filter(spark) if whole_range else contextlib.nullcontext():
+        with without_group_filter(spark, off=whole_range):
             merge_text(target)
 
     def merge_text(target: str) -> None:
@@ -310,28 +310,40 @@ def merge_updates(
     return [Update("deleted", merge), Update("upserted", append if keys.upserts != 0 else None)]
 
 
+@dataclass
+class _SessionSwitch:
+    """A session setting switched off while any of its users runs: how many run, and what it was before."""
+
+    users: int = 0
+    kept: str | None = None
+
+
 _group_filter_lock = threading.Lock()
-_group_filter_off: list[str | None] = []  # one entry per MERGE running without it; the first keeps the setting
+_group_filter = _SessionSwitch()
 
 
 @contextlib.contextmanager
-def without_group_filter(spark: SparkSession) -> Iterator[None]:
-    """Spark's runtime group filter off for the MERGEs planned meanwhile. It is a session setting, so a MERGE
-    another thread plans meanwhile skips it too: that MERGE rewrites more files, never other rows."""
+def without_group_filter(spark: SparkSession, *, off: bool = True) -> Iterator[None]:
+    """Spark's runtime group filter off (when ``off``) for the MERGEs planned meanwhile. It is a session setting, so
+    a MERGE another thread plans meanwhile skips it too: that MERGE rewrites more files, never other rows."""
+    if not off:
+        yield
+        return
     with _group_filter_lock:
-        _group_filter_off.append(None if _group_filter_off else spark.conf.get(GROUP_FILTER, None))
-        spark.conf.set(GROUP_FILTER, "false")
+        if not _group_filter.users:
+            _group_filter.kept = spark.conf.get(GROUP_FILTER, None)
+            spark.conf.set(GROUP_FILTER, "false")
+        _group_filter.users += 1
     try:
         yield
     finally:
         with _group_filter_lock:
-            kept = _group_filter_off[0]
-            _group_filter_off.pop()
-            if not _group_filter_off:
-                if kept is None:
+            _group_filter.users -= 1
+            if not _group_filter.users:
+                if _group_filter.kept is None:
                     spark.conf.unset(GROUP_FILTER)
                 else:
-                    spark.conf.set(GROUP_FILTER, kept)
+                    spark.conf.set(GROUP_FILTER, _group_filter.kept)
 
 
 def _merge_into(source: DataFrame, target: str, table: TableSpec, keys: ChangedKeys, *, split: bool) -> None:

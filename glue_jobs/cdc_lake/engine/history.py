@@ -14,7 +14,6 @@ and the main table's.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Mapping
@@ -189,7 +188,7 @@ def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame, 
         view = f"cdc_lake_history_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         try:
-            with without_group_filter(spark) if whole else contextlib.nullcontext():
+            with without_group_filter(spark, off=whole):
                 spark.sql(
                     f"MERGE INTO {target} t USING {view} s "
                     f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "

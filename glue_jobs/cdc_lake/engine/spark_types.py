@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from py4j.java_gateway import JavaClass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import DECIMAL_TYPE
 from cdc_lake.core.sql import quote
+from cdc_lake.engine.iceberg_java import java_class
 
 _SEPARATOR = "\x1f"  # ASCII's unit separator, between the columns ``select_sql`` sends as one text
 _SIMPLE: dict[str, T.DataType] = {
@@ -106,8 +106,7 @@ def select_sql(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
     spark = frame.sparkSession
     if any(_SEPARATOR in column for column in columns):  # only a configured text could hold it: the list it is
         return frame.selectExpr(*columns)
-    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
-    texts = JavaClass("java.util.regex.Pattern", client).compile(_SEPARATOR).split(_SEPARATOR.join(columns))
+    texts = java_class(spark, "java.util.regex.Pattern").compile(_SEPARATOR).split(_SEPARATOR.join(columns))
     return DataFrame(frame._jdf.selectExpr(texts), spark)
 
 
