@@ -17,7 +17,7 @@ import pytest
 from cdc_lake.local.jars import installed_glue_version as _installed_glue_version
 
 if TYPE_CHECKING:
-    from cdc_lake.core.config import PipelineConfig
+    from cdc_lake.core.config import PipelineConfig, TableSpec
     from cdc_lake.local.trino import TrinoServer
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -139,6 +139,18 @@ def landing(tmp_path: Path) -> Path:
 
 # The one table most tests replay: shop.items, keyed by id.
 ITEMS_COLUMNS: list[dict[str, Any]] = [{"name": "id", "type": "bigint"}, {"name": "label", "type": "string"}]
+
+
+# The generator's order lines as the oracle tests configure them: a composite key and a value of each kind of number;
+# each test adds the columns it needs beside them.
+ORDER_ITEMS_COLUMNS: list[dict[str, Any]] = [
+    {"name": "order_id", "type": "bigint"},
+    {"name": "line_no", "type": "int"},
+    {"name": "sku", "type": "string"},
+    {"name": "quantity", "type": "smallint"},
+    {"name": "unit_price", "type": "decimal(10,2)"},
+    {"name": "weight_kg", "type": "double"},
+]
 
 
 def items_config(
@@ -338,3 +350,33 @@ def run_source_check_job(
             StartTime=dt.datetime(2000, 1, 1), EndTime=dt.datetime(2100, 1, 1), Period=60, Statistics=["Maximum"],
         )  # fmt: skip
     return SourceCheckRun(found, [p["Maximum"] for p in stats["Datapoints"]])
+
+
+def check_written_shop(out: Path) -> TableSpec:
+    """The configuration ``config-from-source`` wrote to ``out`` from a source test's typed schema, ``shop``: its
+    orders and typed tables in that order (log has no key: only a comment lists it), orders with its key and NOT NULL
+    columns as the source declares them. Returns typed, whose types each source maps its own way."""
+    from cdc_lake.core.config import load_config
+
+    config = load_config(out)
+    assert [t.name for t in config.tables] == ["shop.orders", "shop.typed"]
+    orders, typed = config.tables
+    assert orders.primary_key == ["order_id", "line"]
+    assert [(c.name, c.nullable) for c in orders.columns] == [("order_id", False), ("line", False), ("qty", False)]
+    return typed
+
+
+def check_source_differences(
+    capsys: pytest.CaptureFixture[str], config_file: Path, source: str, schema: str, source_bigint: str
+) -> None:
+    """``config-check-source`` of ``config_file`` against ``source`` once a source test changed its typed schema
+    (``schema``): typed gained note, lost body and had i widened to bigint (``source_bigint``, as the source spells
+    the type), and the orders key lost line. Each of the four differences is named."""
+    code, printed = cli(capsys, "config-check-source", "-c", config_file, "--source", source)
+    assert code == 1, printed
+    added = f"{schema}.typed: column-added: note text (add it at the end of columns as {{name: note, type: string}})"
+    assert added in printed
+    assert f"{schema}.typed: column-dropped: body (mark it dropped: true)" in printed
+    assert f"{schema}.typed: type-changed: i: source {source_bigint} (bigint), configured int" in printed
+    assert f"{schema}.orders: key-changed: source ['order_id'], configured ['order_id', 'line']" in printed
+    assert "2 table(s) checked: 4 difference(s)" in printed

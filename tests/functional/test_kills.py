@@ -30,10 +30,9 @@ from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import GLUE_CATALOG, RUN_BRANCH_PREFIX
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.history import lake_tables
 from cdc_lake.engine.iceberg_java import branches
 from cdc_lake.engine.record import APPLIED, snapshot_summaries
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import LakeLocation, lake_tables
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.ops.export import export_tables

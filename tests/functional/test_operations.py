@@ -22,10 +22,9 @@ from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.history import history_name
 from cdc_lake.engine.maintenance import Retention, maintain
 from cdc_lake.engine.replay import apply_up_to
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import LakeLocation, history_name
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables

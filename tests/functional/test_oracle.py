@@ -18,7 +18,7 @@ from cdc_lake.engine.context import LakeContext
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.conftest import assert_lake_equals_oracle
+from tests.conftest import ORDER_ITEMS_COLUMNS, assert_lake_equals_oracle
 
 pytestmark = pytest.mark.spark
 
@@ -39,15 +39,7 @@ TABLES: list[dict[str, Any]] = [
         "name": "shop.order_items",
         "primary_key": ["order_id", "line_no"],
         "partition_by": ["bucket(4, order_id)"],
-        "columns": [
-            {"name": "order_id", "type": "bigint"},
-            {"name": "line_no", "type": "int"},
-            {"name": "sku", "type": "string"},
-            {"name": "quantity", "type": "smallint"},
-            {"name": "unit_price", "type": "decimal(10,2)"},
-            {"name": "weight_kg", "type": "double"},
-            {"name": "shipped_at", "type": "timestamp"},
-        ],
+        "columns": [*ORDER_ITEMS_COLUMNS, {"name": "shipped_at", "type": "timestamp"}],
     },
 ]
 

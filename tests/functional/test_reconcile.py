@@ -25,6 +25,7 @@ from cdc_lake.engine.tables import LakeLocation, TableSnapshot
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.reconcile import format_report, read_expected, reconcile
+from tests.conftest import ORDER_ITEMS_COLUMNS
 
 pytestmark = pytest.mark.spark
 
@@ -33,12 +34,7 @@ TABLE: dict[str, Any] = {
     "name": "shop.order_items",
     "primary_key": ["order_id", "line_no"],
     "columns": [
-        {"name": "order_id", "type": "bigint"},
-        {"name": "line_no", "type": "int"},
-        {"name": "sku", "type": "string"},
-        {"name": "quantity", "type": "smallint"},
-        {"name": "unit_price", "type": "decimal(10,2)"},
-        {"name": "weight_kg", "type": "double"},
+        *ORDER_ITEMS_COLUMNS,
         {"name": "is_gift", "type": "boolean"},
         {"name": "ship_on", "type": "date"},
         {"name": "shipped_at", "type": "timestamp"},

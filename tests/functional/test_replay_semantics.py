@@ -335,7 +335,7 @@ def test_each_commit_records_its_batch_and_freshness(spark, lake, landing):
 def test_a_bad_row_refuses_a_small_batch_before_history_moves(spark, lake, landing):
     """A table with history takes the one-task read of a small batch too: its check runs before either table is
     written, so a refused batch leaves the table and its history where they were."""
-    from cdc_lake.engine.history import history_name
+    from cdc_lake.engine.tables import history_name
 
     cfg = items_config(history=True)
     lake.apply(cfg, write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n"))

@@ -166,7 +166,7 @@ def test_trino_reads_every_lake_table_as_the_source_holds_it(
 
 def _check_history(trino: TrinoServer, endpoint: str, table: TableSpec, expected_dir: Path) -> None:
     """Every version Trino reads equals what pyiceberg reads, and the current versions are the source's rows."""
-    from cdc_lake.engine.history import history_name
+    from cdc_lake.engine.tables import history_name
 
     name = history_name(table)
     by_trino = _trino_rows(trino, name)

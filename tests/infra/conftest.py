@@ -38,6 +38,25 @@ DEPLOY_CONTEXT: dict[str, str] = {
     "sourceEngine": "mysql",
     "sourceSecretArn": SECRET_ARN,
 }
+# The DMS S3 target settings parquet_config.yaml makes, beside the bucket, the role and the bucket's owner.
+PARQUET_S3_SETTINGS: dict[str, Any] = {
+    "BucketFolder": "cdc/landing",
+    "DataFormat": "parquet",
+    "CompressionType": "GZIP",
+    "EncryptionMode": "SSE_S3",
+    "IncludeOpForFullLoad": True,
+    "CdcInsertsOnly": False,
+    "CdcInsertsAndUpdates": False,
+    "PreserveTransactions": False,
+    "CdcMaxBatchInterval": 120,
+    "CdcMinFileSize": 64000,
+    "DatePartitionEnabled": True,
+    "DatePartitionSequence": "YYYYMMDDHH",
+    "DatePartitionDelimiter": "DASH",
+    "ParquetVersion": "PARQUET_2_0",
+    "ParquetTimestampInMillisecond": False,
+    "EnableStatistics": True,
+}
 PARQUET_CONTEXT: dict[str, str] = {
     "tableConfig": str(PARQUET_CONFIG.relative_to(REPO_ROOT)),
     "sourceEngine": "postgres",

@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Annotations, Capture, Match
 
-from tests.infra.conftest import SECRET_ARN, SOURCE_KEY_ARN, SOURCE_SECURITY_GROUP, Synthesized, only, render
+from tests.infra.conftest import (
+    PARQUET_S3_SETTINGS,
+    SECRET_ARN,
+    SOURCE_KEY_ARN,
+    SOURCE_SECURITY_GROUP,
+    Synthesized,
+    only,
+    render,
+)
 from tests.infra.conftest import resources_of_type as of_type
 
 
@@ -35,22 +43,7 @@ def test_parquet_s3_settings(parquet: Synthesized, names: dict[str, str]) -> Non
         "BucketName": {"Ref": names["raw"]},
         "ServiceAccessRoleArn": {"Fn::GetAtt": [names["target_role"], "Arn"]},
         "ExpectedBucketOwner": {"Ref": "AWS::AccountId"},
-        "BucketFolder": "cdc/landing",
-        "DataFormat": "parquet",
-        "CompressionType": "GZIP",
-        "EncryptionMode": "SSE_S3",
-        "IncludeOpForFullLoad": True,
-        "CdcInsertsOnly": False,
-        "CdcInsertsAndUpdates": False,
-        "PreserveTransactions": False,
-        "CdcMaxBatchInterval": 120,
-        "CdcMinFileSize": 64000,
-        "DatePartitionEnabled": True,
-        "DatePartitionSequence": "YYYYMMDDHH",
-        "DatePartitionDelimiter": "DASH",
-        "ParquetVersion": "PARQUET_2_0",
-        "ParquetTimestampInMillisecond": False,
-        "EnableStatistics": True,
+        **PARQUET_S3_SETTINGS,
     }
 
 

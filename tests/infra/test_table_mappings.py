@@ -6,7 +6,7 @@ import pytest
 
 from cdc_lake.core.config import DmsSettings, load_config, parse_config
 from infra.table_mappings import dms_literal, s3_settings, table_mappings
-from tests.infra.conftest import DEMO_CONFIG, PARQUET_CONFIG
+from tests.infra.conftest import DEMO_CONFIG, PARQUET_CONFIG, PARQUET_S3_SETTINGS
 
 
 def test_dms_literal_escapes_wildcards_only() -> None:
@@ -194,22 +194,7 @@ def test_parquet_settings_have_date_folders_and_no_csv_options() -> None:
     assert settings == {
         "BucketName": "raw",
         "ServiceAccessRoleArn": "arn:role",
-        "BucketFolder": "cdc/landing",
-        "DataFormat": "parquet",
-        "CompressionType": "GZIP",
-        "EncryptionMode": "SSE_S3",
-        "IncludeOpForFullLoad": True,
-        "CdcInsertsOnly": False,
-        "CdcInsertsAndUpdates": False,
-        "PreserveTransactions": False,
-        "CdcMaxBatchInterval": 120,
-        "CdcMinFileSize": 64000,
-        "DatePartitionEnabled": True,
-        "DatePartitionSequence": "YYYYMMDDHH",
-        "DatePartitionDelimiter": "DASH",
-        "ParquetVersion": "PARQUET_2_0",
-        "ParquetTimestampInMillisecond": False,
-        "EnableStatistics": True,
         "ExpectedBucketOwner": "1",
+        **PARQUET_S3_SETTINGS,
     }
     assert "TimestampColumnName" not in settings

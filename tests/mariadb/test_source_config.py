@@ -13,7 +13,7 @@ from cdc_lake.core.config import load_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import cli, run_source_check_job
+from tests.conftest import check_source_differences, check_written_shop, cli, run_source_check_job
 from tests.mariadb.server import Server, create_database, execute, source_fingerprints, source_rows
 from tests.pg.checks import check_fingerprints, check_tables, hadoop_reader
 from tests.pg.test_real_source import newest_per_table
@@ -47,11 +47,7 @@ def test_config_from_source_maps_each_type_as_dms_writes_it(mariadb: Server, tmp
     assert f"{out}: 2 table(s); 1 without a primary key listed in a comment" in printed
     text = out.read_text()
     assert "DMS's MySQL mapping" in text
-    config = load_config(out)
-    assert [t.name for t in config.tables] == ["shop.orders", "shop.typed"]
-    orders, typed = config.tables
-    assert orders.primary_key == ["order_id", "line"]
-    assert [(c.name, c.nullable) for c in orders.columns] == [("order_id", False), ("line", False), ("qty", False)]
+    typed = check_written_shop(out)
     assert {c.name: c.type for c in typed.columns} == {
         "id": "bigint", "tiny": "tinyint", "flag": "tinyint", "small": "smallint", "medium": "int", "i": "int",
         "u_tiny": "smallint", "u_small": "int", "u_medium": "int", "u_int": "bigint", "u_big": "decimal(20,0)",
@@ -95,15 +91,7 @@ def test_config_check_source_finds_each_difference(mariadb: Server, tmp_path: Pa
         "ALTER TABLE typed MODIFY i bigint",
         "ALTER TABLE orders DROP PRIMARY KEY, ADD PRIMARY KEY (order_id)",
     )
-    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", url)
-    assert code == 1, printed
-    assert (
-        "check.typed: column-added: note text (add it at the end of columns as {name: note, type: string})" in printed
-    )
-    assert "check.typed: column-dropped: body (mark it dropped: true)" in printed
-    assert "check.typed: type-changed: i: source bigint(20) (bigint), configured int" in printed
-    assert "check.orders: key-changed: source ['order_id'], configured ['order_id', 'line']" in printed
-    assert "2 table(s) checked: 4 difference(s)" in printed
+    check_source_differences(capsys, out, url, "check", "bigint(20)")
 
 
 @pytest.mark.spark

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import load_config
 from cdc_lake.local.pg_capture import PgCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import cli, run_source_check_job
+from tests.conftest import check_source_differences, check_written_shop, cli, run_source_check_job
 from tests.pg.checks import check_fingerprints, check_tables, hadoop_reader, postgres_fingerprints
 from tests.pg.cluster import Cluster
 from tests.pg.test_real_source import create_database, newest_per_table
@@ -43,11 +43,7 @@ def test_config_from_source_maps_each_type_as_dms_writes_it(postgres: Cluster, t
     assert code == 0, printed
     assert f"{out}: 2 table(s); 1 without a primary key listed in a comment" in printed
     text = out.read_text()
-    config = load_config(out)
-    assert [t.name for t in config.tables] == ["shop.orders", "shop.typed"]
-    orders, typed = config.tables
-    assert orders.primary_key == ["order_id", "line"]
-    assert [(c.name, c.nullable) for c in orders.columns] == [("order_id", False), ("line", False), ("qty", False)]
+    typed = check_written_shop(out)
     assert {c.name: c.type for c in typed.columns} == {
         "id": "bigint", "small": "smallint", "i": "int", "price": "decimal(12,2)", "huge": "string",
         "plain": "decimal(28,6)", "r": "float", "d": "double", "ok": "boolean", "name": "string", "code": "string",
@@ -96,13 +92,7 @@ def test_config_check_source_finds_each_difference(postgres: Cluster, tmp_path: 
         connection.execute("ALTER TABLE shop.typed ALTER COLUMN i TYPE bigint")
         connection.execute("ALTER TABLE shop.orders DROP CONSTRAINT orders_pkey")
         connection.execute("ALTER TABLE shop.orders ADD PRIMARY KEY (order_id)")
-    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", conninfo)
-    assert code == 1, printed
-    assert "shop.typed: column-added: note text (add it at the end of columns as {name: note, type: string})" in printed
-    assert "shop.typed: column-dropped: body (mark it dropped: true)" in printed
-    assert "shop.typed: type-changed: i: source bigint (bigint), configured int" in printed
-    assert "shop.orders: key-changed: source ['order_id'], configured ['order_id', 'line']" in printed
-    assert "2 table(s) checked: 4 difference(s)" in printed
+    check_source_differences(capsys, out, conninfo, "shop", "bigint")
 
 
 @pytest.mark.spark

@@ -9,6 +9,9 @@ row is read, so files of several shapes can be read in one batch, each by its ow
 Field roles in a layout: the DMS columns (``_op``, ``_dms_ts``, ``_change_seq``, ``_before_<i>`` for the
 i-th key column's before-image), the table's columns by their lake name, and columns the configuration does
 not know, by the lake name of the file's own name (``identifiers.lake_name``).
+
+A change row, a record as the engine reads it, carries the roles as its columns, beside the columns named here
+that tag its place and its faults (``engine.reader`` tells what each holds).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ OP = "_op"
 DMS_TS = "_dms_ts"
 CHANGE_SEQ = "_change_seq"
 BEFORE = "_before_"
+# A change row's columns beside the roles: where the row stands in DMS order, its fault, the fields as read.
+FILE = "_file"
+FILE_SEQ = "_file_seq"
+PHASE = "_phase"
+ROW = "_row"
+PROBLEM = "_problem"
+RAW = "_raw"
 _HEAD_BYTES = 64 * 1024
 _MAX_HEAD_BYTES = 64 * 1024 * 1024
 # The csv module refuses a field over 128 KiB by default; a first record may hold a value up to the head's size.
@@ -66,6 +76,11 @@ def before_role(index: int) -> str:
     return f"{BEFORE}{index}"
 
 
+def before_roles(dms: DmsSettings, table: TableSpec) -> list[str]:
+    """The before-image roles, one per key column, when DMS writes them."""
+    return [before_role(i) for i in range(len(dms.before_image_columns(table)))]
+
+
 def is_dms_role(name: str) -> bool:
     """Whether a layout's role is a DMS field rather than a table column (which may start with _ too)."""
     return name in (OP, DMS_TS, CHANGE_SEQ) or (name.startswith(BEFORE) and name[len(BEFORE) :].isdigit())
@@ -79,7 +94,7 @@ def dms_roles(dms: DmsSettings, table: TableSpec, full_load: bool) -> tuple[list
     """The DMS fields before the table's columns and after them, as DMS orders them."""
     before = ([OP] if has_op(dms, full_load) else []) + ([DMS_TS] if dms.timestamp_column else [])
     after = [CHANGE_SEQ] if dms.change_sequence_column else []
-    after += [before_role(i) for i in range(len(dms.before_image_columns(table)))]
+    after += before_roles(dms, table)
     return before, after
 
 

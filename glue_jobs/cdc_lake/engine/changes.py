@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import DmsSettings, TableSpec
-from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_image_columns
+from cdc_lake.core.shapes import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_roles
 
 
 def dms_order(use_change_sequence: bool) -> Column:
@@ -38,7 +38,7 @@ def split_key_updates(changes: DataFrame, table: TableSpec, dms: DmsSettings) ->
     old one. The delete takes the update's place in DMS order; it never ties with another change of the old
     key, so chains (a→b, b→c in one batch) and keys that come back later replay in order.
     """
-    befores = before_image_columns(table, dms)
+    befores = before_roles(dms, table)
     if not befores:
         return changes
     moved = (F.col(OP) == "U") & F.coalesce(

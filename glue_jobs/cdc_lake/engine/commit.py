@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.names import RUN_BRANCH_PREFIX
 from cdc_lake.core.plan import ReplayState
+from cdc_lake.core.shapes import OP
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.iceberg_java import (
@@ -40,7 +41,6 @@ from cdc_lake.engine.iceberg_java import (
     remove_branch,
     snapshot_summary,
 )
-from cdc_lake.engine.reader import OP
 from cdc_lake.engine.record import (
     PART,
     REJECTS_REPLAYED,

@@ -24,19 +24,19 @@ from pyspark.sql import types as T
 
 from cdc_lake.core.config import LakeSettings, TableSpec
 from cdc_lake.core.plan import RunPlan
+from cdc_lake.core.shapes import DMS_TS, FILE, OP, ROW
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.changes import dms_order
 from cdc_lake.engine.commit import Properties, Transaction, Update, commit_transaction, without_group_filter
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.reader import DMS_TS, FILE, OP, ROW
 from cdc_lake.engine.record import run_properties
-from cdc_lake.engine.rejects import quarantines, rejects_name
 from cdc_lake.engine.spark_types import lake_type
 from cdc_lake.engine.tables import (
     LakeLocation,
     TableDefinition,
     column_docs,
     create_iceberg_table,
+    history_name,
     table_exists,
 )
 
@@ -50,19 +50,6 @@ VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
     ("source_row", T.LongType()),
 ]
 _ACTION = "_action"
-
-
-def history_name(table: TableSpec) -> str:
-    return f"{table.lake_table}_history"
-
-
-def lake_tables(table: TableSpec) -> list[str]:
-    """The Iceberg tables of one configured table: itself and, when kept, its history and rejects companions."""
-    return [
-        table.lake_table,
-        *([history_name(table)] if table.history else []),
-        *([rejects_name(table)] if quarantines(table) else []),
-    ]
 
 
 def ensure_history_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:

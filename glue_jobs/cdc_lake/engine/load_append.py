@@ -28,14 +28,14 @@ from pyspark.sql import functions as F
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import DmsFile
 from cdc_lake.core.exceptions import DmsInputError
-from cdc_lake.core.shapes import FileLayout
+from cdc_lake.core.shapes import DMS_TS, PROBLEM, FileLayout
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.changes import ChangeCounts, describe_problems
 from cdc_lake.engine.commit import Update, lake_columns
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.reader import DMS_TS, PROBLEM, has_multiline_values, read_changes
-from cdc_lake.engine.rejects import quarantines
+from cdc_lake.engine.reader import has_multiline_values, read_changes
 from cdc_lake.engine.spark_types import lake_type, select_sql
+from cdc_lake.engine.tables import quarantines
 
 if TYPE_CHECKING:
     import pyarrow as pa

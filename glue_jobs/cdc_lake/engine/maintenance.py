@@ -24,7 +24,6 @@ from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.history import lake_tables
 from cdc_lake.engine.iceberg_java import (
     Metadata,
     has_write_order,
@@ -38,6 +37,7 @@ from cdc_lake.engine.tables import (
     REJECTS_OF,
     WRITE_MODE_PROPERTIES,
     LakeLocation,
+    lake_tables,
     table_exists,
     write_mode_properties,
 )

@@ -1,6 +1,6 @@
 """Reading DMS files into typed change rows, each tagged with its place in DMS order.
 
-The result has the table's columns plus:
+The result has the table's columns plus (named in ``core.shapes``):
   ``_op``          I / U / D (full-load rows are I),
   ``_phase``       0 for full-load rows, 1 for CDC rows,
   ``_file``        the file's key, ``_file_seq`` its position in the batch (DMS file order),
@@ -29,9 +29,15 @@ from cdc_lake.core.dms_files import DmsFile
 from cdc_lake.core.shapes import (
     CHANGE_SEQ,
     DMS_TS,
+    FILE,
+    FILE_SEQ,
     OP,
+    PHASE,
+    PROBLEM,
+    RAW,
+    ROW,
     FileLayout,
-    before_role,
+    before_roles,
     csv_layouts,
     group_by_layout,
     named_layout,
@@ -40,11 +46,6 @@ from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.spark_types import config_type, parse_type, select_sql, staged_parse
 
-FILE = "_file"
-FILE_SEQ = "_file_seq"
-PHASE = "_phase"
-ROW = "_row"
-PROBLEM = "_problem"
 CORRUPT = "_corrupt_record"
 PARSED = "_cdc_lake_parsed_"  # columns holding each cast once, before the checks read them
 # Spark turns an unquoted empty CSV field into NULL whatever nullValue is; a sentinel that cannot occur
@@ -59,7 +60,6 @@ INSERT = "'I'"  # full-load files without an Op field hold inserts
 BYTES_AS_TEXT = "ISO-8859-1"
 UTF8_FAULT = "not valid UTF-8 (shown with U+FFFD where the bytes are)"
 UTF8_PROBLEM = "_utf8_problem"
-RAW = "_raw"
 
 
 class _Group(NamedTuple):
@@ -162,11 +162,6 @@ def has_multiline_values(spark: SparkSession, uris: Sequence[str]) -> bool:
     return bool(odd.limit(1).count())
 
 
-def before_image_columns(table: TableSpec, dms: DmsSettings) -> list[str]:
-    """The reader's typed before-image key columns, one per key column, when DMS writes them."""
-    return [before_role(i) for i in range(len(dms.before_image_columns(table)))]
-
-
 def _field(layout: FileLayout, role: str, value: Callable[[str], str] = lambda c: c) -> str:
     """The file's field playing ``role`` (through ``value``), or NULL text when the file lacks it."""
     return value(quote(role)) if layout.field(role) is not None else "CAST(NULL AS STRING)"
@@ -215,7 +210,7 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
             f"{_field(layout, DMS_TS)} AS {DMS_TS}",
             f"{_field(layout, CHANGE_SEQ)} AS {CHANGE_SEQ}",
             *[f"{_field(layout, c, decode)} AS {quote(c)}" for c in table.column_names],
-            *[f"{_field(layout, b, decode)} AS {quote(b)}" for b in before_image_columns(table, dms)],
+            *[f"{_field(layout, b, decode)} AS {quote(b)}" for b in before_roles(dms, table)],
             f"{_utf8(CORRUPT)} AS {CORRUPT}",
             f"{_coalesce(invalid) if invalid else 'NULL'} AS {UTF8_PROBLEM}",
             f"monotonically_increasing_id() AS {ROW}",
@@ -270,7 +265,7 @@ def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
             *[f"{_parquet_value(column(c.name), c.type)} AS {quote(c.name)}" for c in table.columns],
             *[
                 f"{_parquet_value(column(b), key_type)} AS {quote(b)}"
-                for b, key_type in zip(before_image_columns(table, dms), key_types, strict=False)
+                for b, key_type in zip(before_roles(dms, table), key_types, strict=False)
             ],
             f"CAST(NULL AS STRING) AS {CORRUPT}",
             f"_metadata.row_index AS {ROW}",
@@ -300,7 +295,7 @@ def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
     fields += [(CHANGE_SEQ, dms.change_sequence_column)] if dms.change_sequence_column else []
     fields += [(DMS_TS, dms.timestamp_column)] if dms.timestamp_column else []
     fields += [(c.name, c.source) for c in table.columns]
-    return fields + list(zip(before_image_columns(table, dms), dms.before_image_columns(table), strict=True))
+    return fields + list(zip(before_roles(dms, table), dms.before_image_columns(table), strict=True))
 
 
 def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[str]) -> DataFrame:
@@ -314,9 +309,7 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
     checks.append(_flag(f"{OP} IS NULL OR {OP} NOT IN ({listed_ops})", "Op", expected_ops, OP))
     typed_columns = []
     types = {c.name: c.type for c in table.columns}
-    befores = list(
-        zip(before_image_columns(table, dms), dms.before_image_columns(table), table.primary_key, strict=False)
-    )
+    befores = list(zip(before_roles(dms, table), dms.before_image_columns(table), table.primary_key, strict=False))
     if full_load:
         # Full-load rows change no key; a value here means the file lacks the before-image fields and a
         # table column was read in their place.

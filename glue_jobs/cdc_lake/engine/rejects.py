@@ -32,16 +32,17 @@ from cdc_lake.core.config import DmsSettings, LakeSettings, PipelineConfig, Tabl
 from cdc_lake.core.dms_files import DmsFile, parse_key
 from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.core.plan import ReplayState
+from cdc_lake.core.shapes import FILE, OP, PROBLEM, RAW, ROW, before_roles
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.changes import describe_problems, dms_order
 from cdc_lake.engine.commit import branch_head
-from cdc_lake.engine.reader import FILE, OP, PROBLEM, RAW, ROW, before_image_columns
 from cdc_lake.engine.record import table_record
 from cdc_lake.engine.tables import (
     REJECTS_OF,
     LakeLocation,
     TableDefinition,
     create_iceberg_table,
+    rejects_name,
     table_exists,
     write_mode_properties,
 )
@@ -65,14 +66,6 @@ REJECTS_COLUMNS: list[tuple[str, T.DataType, bool]] = [
 ]
 _KEY = "_cdc_lake_key"
 _FIRST_BAD = "_cdc_lake_first_bad"
-
-
-def rejects_name(table: TableSpec) -> str:
-    return f"{table.lake_table}_rejects"
-
-
-def quarantines(table: TableSpec) -> bool:
-    return table.on_bad_rows == "quarantine"
 
 
 def ensure_rejects_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
@@ -182,7 +175,7 @@ def _refuse(table: TableSpec, changes: DataFrame, quarantinable: bool) -> None:
 
 def _refuse_key_moves(table: TableSpec, dms: DmsSettings, marked: DataFrame, keys: DataFrame) -> None:
     """A key update from or to a quarantined key cannot be held exactly: its two halves belong to two keys."""
-    befores = before_image_columns(table, dms)
+    befores = before_roles(dms, table)
     if not befores:
         return
     pairs = zip(befores, table.primary_key, strict=True)

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, DmsInputError
+from cdc_lake.core.shapes import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW
 from cdc_lake.engine.changes import describe_problems, last_change_per_key, split_key_updates
 from cdc_lake.engine.commit import (
     Properties,
@@ -33,10 +34,11 @@ from cdc_lake.engine.commit import (
     summary_of,
 )
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.reader import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, RAW, ROW, raw_fields, typed_changes
+from cdc_lake.engine.reader import raw_fields, typed_changes
 from cdc_lake.engine.record import REJECTS_REPLAYED, recorded_state
-from cdc_lake.engine.rejects import HELD, REJECTED, outstanding, quarantines, rejects_name, resolve_rejects
+from cdc_lake.engine.rejects import HELD, REJECTED, outstanding, resolve_rejects
 from cdc_lake.engine.replay import committed_with_retries
+from cdc_lake.engine.tables import quarantines, rejects_name
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.core.plan import ReloadPlan, plan_reload, show_position
+from cdc_lake.core.shapes import DMS_TS, FILE, OP, RAW, ROW
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.changes import ChangeCounts, describe_problems, dms_order, last_change_per_key, split_key_updates
 from cdc_lake.engine.commit import (
@@ -36,14 +37,14 @@ from cdc_lake.engine.commit import (
     summary_of,
 )
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.history import history_name, versions_update
-from cdc_lake.engine.reader import DMS_TS, FILE, OP, RAW, ROW, file_layouts, read_changes
+from cdc_lake.engine.history import versions_update
+from cdc_lake.engine.reader import file_layouts, read_changes
 from cdc_lake.engine.record import HISTORY_SNAPSHOT, RELOAD, run_properties
-from cdc_lake.engine.rejects import quarantines, resolve_rejects
+from cdc_lake.engine.rejects import resolve_rejects
 from cdc_lake.engine.replay import committed_with_retries
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.spark_types import lake_type
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import LakeLocation, history_name, quarantines
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from cdc_lake.core.exceptions import (
 from cdc_lake.core.notices import Notice, unique
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.core.retry import RetryPolicy, retried
-from cdc_lake.core.shapes import FileLayout
+from cdc_lake.core.shapes import FILE, FileLayout
 from cdc_lake.core.storage import ObjectStore, changed_since_listed
 from cdc_lake.engine.changes import (
     TOTALS,
@@ -70,7 +70,7 @@ from cdc_lake.engine.commit import (
     rewritten_whole,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.history import commit_history, ensure_history_table, history_name, lake_tables
+from cdc_lake.engine.history import commit_history, ensure_history_table
 from cdc_lake.engine.iceberg_java import (
     Metadata,
     aws_denial,
@@ -81,7 +81,7 @@ from cdc_lake.engine.iceberg_java import (
 )
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.maintenance import MaintenanceResult, upkeep
-from cdc_lake.engine.reader import FILE, file_layouts, read_changes, unreadable
+from cdc_lake.engine.reader import file_layouts, read_changes, unreadable
 from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, record_in
 from cdc_lake.engine.rejects import (
     REJECTED,
@@ -90,13 +90,20 @@ from cdc_lake.engine.rejects import (
     ensure_rejects_table,
     outstanding,
     quarantine,
-    quarantines,
-    rejects_name,
     write_rejects,
 )
 from cdc_lake.engine.schema import align_lake_table, plan_schema
 from cdc_lake.engine.spark_types import local_relation
-from cdc_lake.engine.tables import LakeLocation, ensure_table, refuse_legacy_table, table_exists
+from cdc_lake.engine.tables import (
+    LakeLocation,
+    ensure_table,
+    history_name,
+    lake_tables,
+    quarantines,
+    refuse_legacy_table,
+    rejects_name,
+    table_exists,
+)
 
 log = logging.getLogger(__name__)
 

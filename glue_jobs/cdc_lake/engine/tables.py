@@ -1,4 +1,5 @@
-"""Lake tables: where a configuration's tables live, and creating them (Iceberg format v2, key as identifier)."""
+"""Lake tables: where a configuration's tables live, the companions a table keeps (history, rejects), and creating
+them (Iceberg format v2, key as identifier)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,27 @@ class TableSnapshot:
     location: LakeLocation
     table: TableSpec
     snapshot_id: int | None = None
+
+
+def history_name(table: TableSpec) -> str:
+    return f"{table.lake_table}_history"
+
+
+def rejects_name(table: TableSpec) -> str:
+    return f"{table.lake_table}_rejects"
+
+
+def quarantines(table: TableSpec) -> bool:
+    return table.on_bad_rows == "quarantine"
+
+
+def lake_tables(table: TableSpec) -> list[str]:
+    """The Iceberg tables of one configured table: itself and, when kept, its history and rejects companions."""
+    return [
+        table.lake_table,
+        *([history_name(table)] if table.history else []),
+        *([rejects_name(table)] if quarantines(table) else []),
+    ]
 
 
 def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:

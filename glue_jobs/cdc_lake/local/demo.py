@@ -143,7 +143,8 @@ def _show_history(spark: SparkSession, location: LakeLocation, table: TableSpec)
     """The versions of the row that changed most, as `cdc-lake history` prints them."""
     from pyspark.sql import functions as F
 
-    from cdc_lake.engine.history import history_name, row_history
+    from cdc_lake.engine.history import row_history
+    from cdc_lake.engine.tables import history_name
 
     versions = spark.table(location.dotted(history_name(table)))
     busiest = versions.groupBy(*table.primary_key).count().orderBy(F.desc("count"), *table.primary_key).first()

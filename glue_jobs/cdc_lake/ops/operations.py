@@ -20,7 +20,6 @@ from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.notices import Notice, notices_from_json
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.history import history_name
 from cdc_lake.engine.record import (
     APPLIED,
     CHANGES,
@@ -35,9 +34,9 @@ from cdc_lake.engine.record import (
     keep_record,
     snapshot_summaries,
 )
-from cdc_lake.engine.rejects import quarantines, reopen_rejects
+from cdc_lake.engine.rejects import reopen_rejects
 from cdc_lake.engine.replay import RunResult, replay
-from cdc_lake.engine.tables import LakeLocation, table_exists
+from cdc_lake.engine.tables import LakeLocation, history_name, quarantines, table_exists
 
 log = logging.getLogger(__name__)
 
