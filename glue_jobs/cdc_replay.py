@@ -5,9 +5,8 @@ landed files, round after round up to the time budget (runs.mode coalesced), or 
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
-import boto3
-
-from cdc_lake.engine.jobs import JobClients, glue_main
+from cdc_lake.jobs.entry import glue_entry
+from cdc_lake.jobs.replay import CDC_REPLAY
 
 if __name__ == "__main__":
-    glue_main("cdc_replay", JobClients(s3=boto3.client("s3"), cloudwatch=boto3.client("cloudwatch")))
+    glue_entry(CDC_REPLAY)

@@ -6,7 +6,8 @@ Arguments: --config_uri --source_secret <DMS source secret ARN> --source_engine 
 and puts the number still differing as the DriftedKeys metric, which the stack alarms on.
 """
 
-from cdc_lake.ops.drift_job import glue_main
+from cdc_lake.jobs.drift import DRIFT
+from cdc_lake.jobs.entry import glue_entry
 
 if __name__ == "__main__":
-    glue_main()
+    glue_entry(DRIFT)

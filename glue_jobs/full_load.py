@@ -4,9 +4,8 @@
 Arguments: --config_uri --bucket --key --table [--catalog glue_catalog] [--database NAME] [--idle_seconds N].
 """
 
-import boto3
-
-from cdc_lake.engine.jobs import JobClients, glue_main
+from cdc_lake.jobs.entry import glue_entry
+from cdc_lake.jobs.replay import FULL_LOAD
 
 if __name__ == "__main__":
-    glue_main("full_load", JobClients(s3=boto3.client("s3"), cloudwatch=boto3.client("cloudwatch")))
+    glue_entry(FULL_LOAD)

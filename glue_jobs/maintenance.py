@@ -6,9 +6,8 @@ Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<t
 after DMS reloaded it (docs/deploy.md#reload).
 """
 
-import boto3
-
-from cdc_lake.engine.jobs import JobClients, glue_maintenance_main
+from cdc_lake.jobs.entry import glue_entry
+from cdc_lake.jobs.maintenance import MAINTENANCE
 
 if __name__ == "__main__":
-    glue_maintenance_main(JobClients(s3=boto3.client("s3"), cloudwatch=boto3.client("cloudwatch")))
+    glue_entry(MAINTENANCE)

@@ -5,7 +5,8 @@ Arguments: --config_uri --source_secret <DMS source secret ARN> --source_engine 
 missing) and puts their count as the SourceDifferences metric, which the stack alarms on.
 """
 
-from cdc_lake.ops.source_check import glue_main
+from cdc_lake.jobs.entry import glue_entry
+from cdc_lake.jobs.source_check import SOURCE_CHECK
 
 if __name__ == "__main__":
-    glue_main()
+    glue_entry(SOURCE_CHECK)

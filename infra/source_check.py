@@ -1,6 +1,6 @@
 """The source's network for Glue, and the two jobs that use it: the source check, which compares the table
-configuration with the source's catalog on a schedule (``cdc_lake.ops.source_check``), and the drift job, which
-verifies the lake tables against the source, or repairs them (``cdc_lake.ops.drift_job``).
+configuration with the source's catalog on a schedule (``cdc_lake.jobs.source_check``), and the drift job, which
+verifies the lake tables against the source, or repairs them (``cdc_lake.jobs.drift``).
 
 Only these jobs run in the VPC, so the lake jobs keep reaching S3 and the catalog as before. The source check
 has a role of its own: it reads the DMS source endpoint's secret and its assets, and puts one metric; it

@@ -33,9 +33,10 @@ LIBRARY = REPO_ROOT / "glue_jobs" / "cdc_lake"
 # The units drawn, in the order imports may point (each may import those after it), with where they run.
 ROOMS = {
     "local": "laptop only: CLI, demo, generator, local Spark and AWS",
-    "ops": "operator tools on the engine: the CLI's, and the source-check and drift Glue jobs",
+    "jobs": "the five Glue jobs: options, run, and the one entry their scripts call",
+    "ops": "operator tools on the engine: the CLI's, verify and repair, the source check",
     "infra": "the CDK app",
-    "engine": "Spark + Iceberg: the Glue jobs",
+    "engine": "Spark + Iceberg: replay, maintenance, reload, metrics",
     "dms_trigger": "the Lambda",
     "core": "no Spark: shared by all",
 }
@@ -89,7 +90,7 @@ def render_layout() -> str:
     lines = [LAYOUT_START, "```"]
     lines.append(f"{'glue_jobs/':<{width}}the Glue entry scripts ({', '.join(sorted(GLUE_SCRIPTS))}) and the library")
     lines.append(f"  {'cdc_lake/':<{width - 2}}")
-    for room in ("core", "engine", "ops", "local"):
+    for room in ("core", "engine", "ops", "jobs", "local"):
         lines.append(f"    {room + '/':<{width - 4}}{counts[room]} modules: {ROOMS[room]}")
     lines += [f"{folder:<{width}}{what}" for folder, what in FOLDERS.items()]
     lines += ["```", LAYOUT_END]
@@ -115,8 +116,8 @@ def render() -> str:
         "## Rooms: where code runs, and who imports whom",
         "",
         "Arrows are imports, labelled with how many module imports cross. They only point down the list",
-        "`local → ops → engine → core` (and the Lambda and the CDK app to core); `tests/unit/test_architecture.py`",
-        "enforces it.",
+        "`local → jobs → ops → engine → core` (and the Lambda and the CDK app to core);",
+        "`tests/unit/test_architecture.py` enforces it.",
         "",
         "```mermaid",
         "flowchart TD",

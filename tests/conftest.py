@@ -323,7 +323,7 @@ class SourceCheckRun:
 def run_source_check_job(
     config_file: Path, secret: dict[str, Any], engine: str, ca: Path, database: str = ""
 ) -> SourceCheckRun:
-    """The source-check Glue job's code with its clients on moto: the configuration in S3, the source's
+    """The source-check Glue job through its entry, its clients on moto: the configuration in S3, the source's
     connection details in a Secrets Manager secret as RDS writes them, checked TLS with the server's ``ca``."""
     import json
 
@@ -331,7 +331,8 @@ def run_source_check_job(
     from moto import mock_aws
 
     from cdc_lake.core.names import METRICS_NAMESPACE, SOURCE_DIFFERENCES_METRIC
-    from cdc_lake.ops.source_check import run_source_check
+    from cdc_lake.jobs.entry import glue_entry
+    from cdc_lake.jobs.source_check import SOURCE_CHECK
 
     options = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
     with mock_aws():
@@ -343,7 +344,8 @@ def run_source_check_job(
                      "--source_ca": str(ca)}  # fmt: skip
         if database:
             arguments["--source_database"] = database
-        found = run_source_check(arguments, secrets, cloudwatch, s3)
+        argv = ["source_check.py", *(item for pair in arguments.items() for item in pair)]
+        found = glue_entry(SOURCE_CHECK, argv, lambda service: boto3.client(service, **options))
         stats = cloudwatch.get_metric_statistics(
             Namespace=METRICS_NAMESPACE, MetricName=SOURCE_DIFFERENCES_METRIC,
             Dimensions=[{"Name": "Pipeline", "Value": "cdc_lake"}],

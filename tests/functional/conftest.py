@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.names import GLUE_CATALOG, METRICS_NAMESPACE, PIPELINE_DIMENSION
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.jobs import JobClients
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from tests.conftest import aws_client
@@ -40,11 +40,11 @@ def config_data(**runs: Any) -> dict[str, Any]:
 
 class GlueRun:
     """What a deployed run finds on the local endpoint: the configuration and a generated source's files in
-    buckets, a lake database of its own in the Glue catalog, and the clients its Python side uses."""
+    buckets, a lake database of its own in the Glue catalog, and the AWS clients its Python side builds."""
 
     def __init__(self, endpoint: str, database: str, tmp_path: Path) -> None:
-        self.s3 = aws_client(endpoint, "s3")
-        self.clients = JobClients(s3=self.s3, cloudwatch=aws_client(endpoint, "cloudwatch"))
+        self.client = partial(aws_client, endpoint)  # what the job builds its AWS clients with
+        self.s3, self.cloudwatch = self.client("s3"), self.client("cloudwatch")
         self.database = database
         self.bucket = f"raw-{uuid.uuid4().hex[:12]}"
         self.s3.create_bucket(Bucket=self.bucket)
@@ -73,7 +73,7 @@ class GlueRun:
 
     def metric(self, name: str) -> list[dict[str, Any]]:
         """The datapoints of one of the pipeline's metrics, this run's pipeline (its lake database) only."""
-        return self.clients.cloudwatch.get_metric_statistics(
+        return self.cloudwatch.get_metric_statistics(
             Namespace=METRICS_NAMESPACE,
             MetricName=name,
             Dimensions=[{"Name": PIPELINE_DIMENSION, "Value": self.database}],

@@ -23,8 +23,9 @@ from cdc_lake.core.names import (
 )
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.drain import Budget, drain
-from cdc_lake.engine.jobs import JobOptions, glue_main, job_context, run_job
 from cdc_lake.engine.record import APPLIED, FRESHNESS, snapshot_summaries
+from cdc_lake.jobs.entry import glue_entry, job_context
+from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
@@ -158,7 +159,7 @@ def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark,
     _generated, keys, landing = landed_source(config, tmp_path)
     cdc_key = next(k for k in keys if "/LOAD" not in k)
     table = cdc_key.split("/")[0] + "." + cdc_key.split("/")[1]
-    options = JobOptions.from_options(
+    options = ReplayOptions.from_options(
         {
             "config_uri": "(local)",
             "bucket": "b",
@@ -206,7 +207,7 @@ def test_each_commit_publishes_its_freshness_and_a_refused_table_its_failure_to_
     run.land("app/orders/20250301-000000000.csv", b"I,2025-03-01 00:00:00.000000,not-a-number,x,1.00\n")
 
     with pytest.raises(TableFailuresError) as failed:
-        glue_main("full_load", run.clients, run.argv(run.keys[0]))
+        glue_entry(FULL_LOAD, run.argv(run.keys[0]), run.client)
 
     assert list(failed.value.failures) == ["app.orders"]
     assert [point["Sum"] for point in run.metric(TABLE_FAILURES_METRIC)] == [1.0]

@@ -11,7 +11,8 @@ from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import FILES_APPLIED_METRIC, INPUT_NOTICES_METRIC
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.jobs import JobOptions, glue_main, job_context, run_job
+from cdc_lake.jobs.entry import glue_entry, job_context
+from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.ops.export import export_tables
 from tests.conftest import write_file
 from tests.functional.conftest import GlueRun
@@ -41,7 +42,7 @@ CONFIG = parse_config(
 )
 def test_runs_that_contradict_their_arguments_are_refused(spark, landing: Path, database, job, key, table, message):
     write_file(landing, key, "I,1\n" if "2025" in key else "1\n")
-    options = JobOptions.from_options(
+    options = ReplayOptions.from_options(
         {"config_uri": "(inline)", "bucket": "b", "key": key, "table": table, "catalog": "lake", "database": database}
     )
     with pytest.raises(JobArgumentError, match=message):
@@ -63,7 +64,7 @@ def test_the_glue_entry_point_applies_every_landed_file_with_the_clients_it_is_g
     run.land("app/accounts/20991231-000000000.csv", b"")
     run.land("app/unlisted/LOAD00000001.csv", b"1,a,1.00\n")
 
-    outcome = glue_main("full_load", run.clients, run.argv(run.keys[0]))
+    outcome = glue_entry(FULL_LOAD, run.argv(run.keys[0]), run.client)
 
     assert not outcome.failures and sorted(outcome.applied_files) == sorted(run.keys)
     assert sorted((n.kind, n.subject) for n in outcome.notices) == [

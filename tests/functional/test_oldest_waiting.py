@@ -15,8 +15,8 @@ from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.names import OLDEST_WAITING_METRIC
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.jobs import publish_oldest_waiting
 from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.jobs.maintenance import publish_oldest_waiting
 from tests.conftest import Lake, items_config, write_file
 
 pytestmark = pytest.mark.spark

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.exceptions import ConfigError, DmsInputError
 from cdc_lake.core.sql import sql_string
-from cdc_lake.engine.jobs import MaintenanceOptions, job_context, run_maintenance
 from cdc_lake.engine.rejects import diverged
 from cdc_lake.engine.rejects_replay import replay_rejects
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.engine.tables import rejects_name
+from cdc_lake.jobs.entry import job_context
+from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes, rollback
 from tests.conftest import Lake, cli, on_both_paths, write_file
 

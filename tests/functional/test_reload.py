@@ -17,11 +17,12 @@ from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import DmsInputError, ReplayOrderError
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.jobs import MaintenanceOptions, job_context, run_maintenance
 from cdc_lake.engine.record import RELOAD, read_state, snapshot_summaries
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.engine.replay import apply_up_to
 from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.jobs.entry import job_context
+from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes
 from tests.conftest import cli, write_file
 

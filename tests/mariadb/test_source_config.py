@@ -166,7 +166,7 @@ def test_the_scheduled_check_reads_the_dms_secret_and_puts_the_differences(
     assert (clean.differences, clean.metric) == ([], [0.0])
 
     execute(url, "ALTER TABLE typed ADD COLUMN note text", "ALTER TABLE orders DROP COLUMN qty")
-    caplog.set_level("INFO", logger="cdc_lake.ops.source_check")
+    caplog.set_level("INFO", logger="cdc_lake.jobs.source_check")
     changed = run_source_check_job(out, secret, "aurora", mariadb.authority.ca)
     assert sorted(str(d) for d in changed.differences) == [
         "nightly.orders: column-dropped: qty (mark it dropped: true)",

@@ -12,11 +12,13 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE
+from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.jobs.drift import DRIFT, DriftOptions
+from cdc_lake.jobs.entry import JobClients, job_context
 from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.session import LOCAL_CATALOG
-from cdc_lake.ops.drift_job import DriftClients, run_drift_job
 from tests.mariadb.server import Server, create_database, execute, source_rows
 from tests.verify_cases import (
     PERCENT_ROWS,
@@ -69,7 +71,7 @@ def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
             "GRANT SELECT ON drift.* TO 'repairer'@'127.0.0.1'")  # fmt: skip
     secret = {"host": "localhost", "port": mariadb.port, "username": "repairer", "password": password}
     options = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-    caplog.set_level("INFO", logger="cdc_lake.ops.drift_job")
+    caplog.set_level("INFO", logger="cdc_lake.jobs.drift")
     with mock_aws():
         s3, secrets, cloudwatch = (boto3.client(n, **options) for n in ("s3", "secretsmanager", "cloudwatch"))
         s3.create_bucket(Bucket="assets")
@@ -80,8 +82,12 @@ def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
             "--action": "repair", "--bucket": "raw", "--catalog": LOCAL_CATALOG, "--database": database,
             "--settle_timeout": "60", "--source_ca": str(mariadb.authority.ca),
         }  # fmt: skip
-        clients = DriftClients(s3, secrets, cloudwatch)
-        [after] = run_drift_job(arguments, clients, spark, store=replicated.pipeline.store)
+        # The job's run as its entry calls it, with the landed files read from the pipeline's own store.
+        options = DriftOptions.from_options(arguments)
+        config = load_config_uri(options.config_uri, s3_client=s3)
+        context = job_context(options, spark, config=config, store=replicated.pipeline.store)
+        clients = JobClients(s3, secrets, CloudWatchPublisher(cloudwatch, options.lake_database(config)))
+        [after] = DRIFT.run(options, context, clients)
         stats = cloudwatch.get_metric_statistics(
             Namespace=METRICS_NAMESPACE, MetricName=DRIFTED_KEYS_METRIC,
             Dimensions=[{"Name": "Pipeline", "Value": database}],

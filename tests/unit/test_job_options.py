@@ -6,16 +6,19 @@ import pytest
 
 from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
-from cdc_lake.engine.jobs import JobOptions, MaintenanceOptions
 from cdc_lake.engine.maintenance import Retention
+from cdc_lake.jobs.drift import DriftOptions
+from cdc_lake.jobs.maintenance import MaintenanceOptions
+from cdc_lake.jobs.replay import ReplayOptions
+from cdc_lake.jobs.source_check import SourceCheckOptions
 
 
 def test_options_from_glue_argv_like_a_console_rerun():
     argv = ["script.py", "--JOB_ID", "j_1", "--config_uri", "s3://assets/tables.json", "--catalog", "glue_catalog",
             "--bucket", "raw-bucket", "--key", "dms/shop/items/LOAD00000001.csv", "--table", "shop.items",
             "--warehouse", "s3://lake/warehouse/"]  # fmt: skip
-    options = JobOptions.from_sys_argv(argv)
-    assert options == JobOptions(
+    options = ReplayOptions.from_sys_argv(argv)
+    assert options == ReplayOptions(
         config_uri="s3://assets/tables.json",
         bucket="raw-bucket",
         key="dms/shop/items/LOAD00000001.csv",
@@ -30,22 +33,22 @@ def test_the_stack_conf_argument_is_not_taken_for_config_uri():
     conf = "spark.sql.extensions=x --conf spark.sql.catalog.glue_catalog=y"
     argv = ["script.py", "--config_uri", "s3://assets/tables.json", "--conf", conf, "--bucket", "raw-bucket",
             "--key", "dms/shop/items/LOAD00000001.csv", "--table", "shop.items", "--con", "z"]  # fmt: skip
-    assert JobOptions.from_sys_argv(argv).config_uri == "s3://assets/tables.json"
+    assert ReplayOptions.from_sys_argv(argv).config_uri == "s3://assets/tables.json"
     maintenance = ["script.py", "--config_uri", "s3://assets/tables.json", "--conf", conf, "--action", "all"]
     assert MaintenanceOptions.from_sys_argv(maintenance).config_uri == "s3://assets/tables.json"
 
 
 def test_idle_seconds_is_an_optional_whole_number():
     base = {"--config_uri": "c.yaml", "--bucket": "b", "--key": "k", "--table": "t"}
-    assert JobOptions.from_options(base).idle_seconds is None
-    assert JobOptions.from_options({**base, "--idle_seconds": "0"}).idle_seconds == 0
+    assert ReplayOptions.from_options(base).idle_seconds is None
+    assert ReplayOptions.from_options({**base, "--idle_seconds": "0"}).idle_seconds == 0
     with pytest.raises(JobArgumentError, match="--idle_seconds 'soon'"):
-        JobOptions.from_options({**base, "--idle_seconds": "soon"})
+        ReplayOptions.from_options({**base, "--idle_seconds": "soon"})
 
 
 def test_missing_arguments_are_named():
     with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --key, --table"):
-        JobOptions.from_options({"--config_uri": "c.yaml", "--bucket": "b"})
+        ReplayOptions.from_options({"--config_uri": "c.yaml", "--bucket": "b"})
 
 
 def test_maintenance_options_from_glue_argv_like_the_scheduled_trigger():
@@ -103,3 +106,30 @@ def test_rejects_actions_need_a_table():
         {"--config_uri": "c.yaml", "--action": "rejects-replay", "--table": "shop.items"}
     )
     assert (options.action, options.table) == ("rejects-replay", "shop.items")
+
+
+def test_drift_options_from_glue_argv_like_the_scheduled_verify():
+    conf = "spark.sql.extensions=x --conf spark.sql.catalog.glue_catalog=y"
+    argv = ["script.py", "--JOB_ID", "j_4", "--conf", conf, "--config_uri", "s3://assets/tables.json",
+            "--source_secret", "arn:secret", "--source_engine", "postgres", "--source_database", "shop",
+            "--source_without_tls", "true", "--source_ca", "/ca.pem", "--action", "verify", "--bucket", "raw-bucket",
+            "--settle_timeout", "60"]  # fmt: skip
+    options = DriftOptions.from_sys_argv(argv)
+    assert (options.config_uri, options.action, options.bucket, options.table) == (
+        "s3://assets/tables.json", "verify", "raw-bucket", None
+    )  # fmt: skip
+    assert (options.source.secret, options.source.engine, options.source.database) == ("arn:secret", "postgres", "shop")
+    assert (options.source.tls.required, options.source.tls.ca_file) == (False, "/ca.pem")
+    assert (options.catalog, options.database, options.settle_timeout) == ("glue_catalog", "", 60.0)
+
+
+def test_bad_drift_and_source_check_arguments_are_named():
+    base = {"--config_uri": "c.yaml", "--source_secret": "arn:secret", "--source_engine": "mysql", "--bucket": "b"}
+    with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --action"):
+        DriftOptions.from_options(base)
+    with pytest.raises(JobArgumentError, match=r"--action 'fix': use one of verify, repair"):
+        DriftOptions.from_options({**base, "--action": "fix"})
+    with pytest.raises(JobArgumentError, match=r"missing job argument\(s\): --source_secret, --source_engine"):
+        SourceCheckOptions.from_options({"--config_uri": "c.yaml"})
+    checked = SourceCheckOptions.from_options(base)
+    assert (checked.source.engine, checked.source.database, checked.source.tls.required) == ("mysql", None, True)

@@ -1,7 +1,8 @@
-"""CloudWatch metrics of the replay jobs: each commit's freshness and batch, and the tables a run left.
+"""CloudWatch metrics of the Glue jobs: each commit's freshness and batch, the tables a run left, the oldest
+landed file waiting, and what the source check and the drift job found.
 
-The stack alarms on them (lag above ``runs.lag_alarm_seconds``, any table failure). The only dimension is
-the pipeline (the lake database): see ``cdc_lake.core.names``.
+The stack alarms on them (lag above ``runs.lag_alarm_seconds``, any table failure, any difference or drifted key).
+The only dimension is the pipeline (the lake database): see ``cdc_lake.core.names``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from typing import Any
 
 from cdc_lake.core.names import (
     BATCH_METRICS,
+    DRIFTED_KEYS_METRIC,
     INPUT_NOTICES_METRIC,
     METRICS_NAMESPACE,
     OLDEST_WAITING_METRIC,
     PIPELINE_DIMENSION,
+    SOURCE_DIFFERENCES_METRIC,
     TABLE_FAILURES_METRIC,
 )
 from cdc_lake.engine.replay import RunResult
@@ -24,8 +27,9 @@ log = logging.getLogger(__name__)
 
 
 class CloudWatchPublisher:
-    """Puts the metrics with a CloudWatch client; a failed put is logged, never fails the run (the data is
-    committed, and each commit's snapshot summary keeps the same figures)."""
+    """Puts the metrics with a CloudWatch client. A failed put of a replay or maintenance metric is logged, never
+    fails the run (the data is committed, and each commit's snapshot summary keeps the same figures); the source
+    check's and the drift job's count is all their run leaves, so a failed put of it fails the run."""
 
     def __init__(self, client: Any, pipeline: str) -> None:
         self._client = client
@@ -51,7 +55,13 @@ class CloudWatchPublisher:
     def notices(self, count: int) -> None:
         self._count(INPUT_NOTICES_METRIC, count)
 
-    def _count(self, name: str, count: int) -> None:
+    def source_differences(self, count: int) -> None:
+        self._count(SOURCE_DIFFERENCES_METRIC, count, required=True)
+
+    def drifted_keys(self, count: int) -> None:
+        self._count(DRIFTED_KEYS_METRIC, count, required=True)
+
+    def _count(self, name: str, count: int, *, required: bool = False) -> None:
         now = dt.datetime.now(dt.UTC)
         self._put(
             [
@@ -62,11 +72,15 @@ class CloudWatchPublisher:
                     "Value": float(count),
                     "Unit": "Count",
                 }
-            ]
+            ],
+            required=required,
         )
 
-    def _put(self, data: list[dict[str, Any]]) -> None:
+    def _put(self, data: list[dict[str, Any]], *, required: bool = False) -> None:
         if not data:
+            return
+        if required:
+            self._client.put_metric_data(Namespace=METRICS_NAMESPACE, MetricData=data)
             return
         try:
             self._client.put_metric_data(Namespace=METRICS_NAMESPACE, MetricData=data)

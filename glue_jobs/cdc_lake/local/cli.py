@@ -642,8 +642,8 @@ def cmd_reapply(args: argparse.Namespace) -> int:
 def cmd_reload(args: argparse.Namespace) -> int:
     from cdc_lake.core.storage import LocalFolderStore
     from cdc_lake.engine.context import ReplayContext
-    from cdc_lake.engine.jobs import describe_reload
     from cdc_lake.engine.reload import reload_table
+    from cdc_lake.jobs.maintenance import describe_reload
 
     config = _config(args)
     spark, location = _lake(args, config)

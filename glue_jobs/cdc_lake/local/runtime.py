@@ -24,8 +24,8 @@ from cdc_lake.core.names import JOB_KINDS
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import DrainResult
-from cdc_lake.engine.jobs import JobOptions, run_job
 from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.jobs.replay import ReplayOptions, run_job
 from cdc_lake.local.session import LOCAL_CATALOG
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class LocalGlueClient:
     def _execute(self, run: LocalJobRun) -> None:
         kind = next(k for k in JOB_KINDS if k == run.job)
         run.started = True
-        options = JobOptions.from_options(
+        options = ReplayOptions.from_options(
             {
                 "config_uri": "(local)",
                 "catalog": self._context.location.catalog,

@@ -1,2 +1,3 @@
-"""Operator tools on top of the engine: reconcile a table against an export, export a table, and the
-history operations (rollback, re-apply). Run from the CLI; never part of a Glue job's bundle."""
+"""Operator tools on top of the engine: reconcile a table against an export, export a table, the history
+operations (rollback, re-apply), verify and repair against the source, check the source's catalog. Run from the
+CLI; the drift and source-check Glue jobs (``cdc_lake.jobs``) run the last two."""

@@ -1,0 +1,99 @@
+"""The drift job: ``cdc-lake verify`` or ``repair`` on the deployed lake, run in the source's network.
+
+It reads the DMS source endpoint's secret, compares (and with ``--action repair`` rewrites) the configured
+tables, re-checking changes in flight against the raw bucket, logs each differing key as ``DRIFT <json>`` and
+puts the number still differing at the end as the ``DriftedKeys`` metric (0 too), which the stack alarms on.
+The comparison and the repair are ``cdc_lake.ops.verify`` and ``cdc_lake.ops.repair``, as the CLI runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Self
+
+from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.jobs.arguments import (
+    SOURCE_OPTIONAL,
+    SOURCE_REQUIRED,
+    LakeArguments,
+    SourceOptions,
+    one_of,
+    plain_arguments,
+)
+from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
+from cdc_lake.jobs.source_check import source_url
+from cdc_lake.ops.repair import repair
+from cdc_lake.ops.source_tls import SourceAddress
+from cdc_lake.ops.verify import Settle, TableVerify, verify
+
+log = logging.getLogger(__name__)
+
+DriftAction = Literal["verify", "repair"]
+ACTIONS: tuple[DriftAction, ...] = ("verify", "repair")
+SETTLE_TIMEOUT_SECONDS = 900.0
+
+
+@dataclass(frozen=True)
+class DriftOptions(LakeArguments):
+    """Arguments of a drift run: the stack's verify and repair jobs set --action, the source and the raw bucket."""
+
+    required = ("config_uri", *SOURCE_REQUIRED, "action", "bucket")
+    optional = (*SOURCE_OPTIONAL, "table", "catalog", "database", "settle_timeout")
+
+    config_uri: str
+    source: SourceOptions
+    action: DriftAction
+    bucket: str
+    table: str | None = None  # None: every configured table
+    catalog: str = GLUE_CATALOG
+    database: str = ""  # empty: the configuration's lake.database
+    settle_timeout: float = SETTLE_TIMEOUT_SECONDS  # how long a key changing in flight is waited for
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Self:
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
+        plain = plain_arguments(options, cls.required)
+        return cls(
+            config_uri=plain["config_uri"],
+            source=SourceOptions.from_plain(plain),
+            action=one_of(plain, "action", ACTIONS),
+            bucket=plain["bucket"],
+            table=plain.get("table") or None,
+            catalog=plain.get("catalog") or GLUE_CATALOG,
+            database=plain.get("database", ""),
+            settle_timeout=float(plain.get("settle_timeout") or SETTLE_TIMEOUT_SECONDS),
+        )
+
+
+def run(options: DriftOptions, context: ReplayContext, clients: JobClients) -> list[TableVerify]:
+    """Verify (or repair, then verify again) the configured tables; log each differing key, put how many are left."""
+    config = context.config
+    source = SourceAddress(source_url(options.source, clients.secrets), options.source.tls)
+    settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=options.settle_timeout)
+    tables: Sequence[str] | None = [options.table] if options.table else None
+    if options.action == "repair":
+        for repaired in repair(context, source, tables, settle=settle):
+            for drift in repaired.verified.drift:
+                log.warning("DRIFT %s", json.dumps(drift.as_json()))
+            if repaired.snapshot_id is not None:
+                log.info("%s: repaired %d key(s) in change %d (source position %s)", repaired.table, repaired.keys,
+                         repaired.snapshot_id, repaired.position)  # fmt: skip
+        tables = tables or [t.name for t in config.tables]
+        results = verify(context, source, tables, settle=settle)
+    else:
+        results = verify(context, source, tables, settle=settle)
+        for result in results:
+            for drift in result.drift:
+                log.warning("DRIFT %s", json.dumps(drift.as_json()))
+    left = sum(len(r.drift) for r in results)
+    done = {"verify": "verified", "repair": "repaired"}[options.action]
+    log.info("%d table(s) %s: %d key(s) differ from the source", len(results), done, left)
+    clients.metrics.drifted_keys(left)
+    return results
+
+
+DRIFT = GlueJob(DriftOptions, lake_context, run)

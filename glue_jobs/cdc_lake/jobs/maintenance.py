@@ -1,0 +1,162 @@
+"""The maintenance job: compaction, snapshot expiry and orphan-file removal on one or every table, rebuilding one
+table after DMS reloaded it (``--action reload``, ``cdc_lake.engine.reload``), or applying a quarantining table's
+rejects."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Self
+
+from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_LAST
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import oldest_waiting
+from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
+from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.engine.rejects_replay import replay_rejects
+from cdc_lake.engine.reload import ReloadResult, reload_table
+from cdc_lake.jobs.arguments import LakeArguments, given_number, one_of, plain_arguments, whole_number
+from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
+
+log = logging.getLogger(__name__)
+
+MAINTENANCE_REQUIRED = ("config_uri", "action")
+MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days", "bucket", "since")
+RELOAD: Literal["reload"] = "reload"
+REJECTS = {"rejects-replay": False, "rejects-accept": True}  # action: whether it accepts the bad rows' loss
+JobAction = Action | Literal["reload", "rejects-replay", "rejects-accept"]
+# The maintenance job's actions: the table maintenance ones, rebuilding one table after a DMS reload, and
+# replaying a quarantining table's rejects (or accepting their loss).
+JOB_ACTIONS: tuple[JobAction, ...] = (*ACTIONS, RELOAD, "rejects-replay", "rejects-accept")
+
+
+@dataclass(frozen=True)
+class MaintenanceOptions(LakeArguments):
+    """Arguments of a maintenance run; the scheduled trigger passes --action, the job defines the rest."""
+
+    required = MAINTENANCE_REQUIRED
+    optional = MAINTENANCE_OPTIONAL
+
+    config_uri: str
+    action: JobAction
+    table: str | None = None  # None: every configured table (not for reload and rejects)
+    catalog: str = GLUE_CATALOG
+    database: str = ""  # empty: the configuration's lake.database
+    retention: Retention = field(default_factory=Retention)
+    bucket: str = ""  # reload: the raw bucket DMS writes to
+    since: str | None = None  # reload: first CDC file (name or time) to apply; None: automatic
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Self:
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
+        plain = plain_arguments(options, MAINTENANCE_REQUIRED)
+        action = one_of(plain, "action", JOB_ACTIONS)
+        if action == RELOAD:
+            missing = [name for name in ("table", "bucket") if not plain.get(name)]
+            if missing:
+                named = ", ".join("--" + m for m in missing)
+                raise JobArgumentError(f"--action reload rebuilds one table from the raw bucket: add {named}")
+        if action in REJECTS and not plain.get("table"):
+            raise JobArgumentError(f"--action {action} applies one table's rejects: add --table")
+        return cls(
+            config_uri=plain["config_uri"],
+            action=action,
+            table=plain.get("table") or None,
+            bucket=plain.get("bucket", ""),
+            since=plain.get("since") or None,
+            catalog=plain.get("catalog") or GLUE_CATALOG,
+            database=plain.get("database", ""),
+            retention=Retention(
+                days=given_number(plain, "retain_days"),
+                last=whole_number(plain, "retain_last", RETAIN_LAST),
+                orphan_days=whole_number(plain, "orphan_days", ORPHAN_DAYS),
+            ),
+        )
+
+
+def run_maintenance(options: MaintenanceOptions, context: ReplayContext) -> list[MaintenanceResult]:
+    """Run one maintenance action on one table or on every configured table, or reload one table."""
+    if options.action == RELOAD:
+        assert options.table is not None  # checked by from_options
+        result = reload_table(context, context.config.table(options.table), since=options.since)
+        log.info("%s", describe_reload(result))
+        return [MaintenanceResult(result.table, RELOAD, reload_detail(result))]
+    if options.action == "rejects-replay" or options.action == "rejects-accept":  # noqa: PLR1714 (narrows the type)
+        assert options.table is not None  # checked by from_options
+        table = context.config.table(options.table)
+        replayed = replay_rejects(context, table, accept=REJECTS[options.action])
+        detail = {"applied": replayed.applied, "dropped": replayed.dropped, "keys": replayed.keys}
+        log.info("%s: %s: %s", table.name, options.action, detail)
+        return [MaintenanceResult(table.name, options.action, {**detail, "snapshot_id": replayed.snapshot_id or 0})]
+    tables = [options.table] if options.table else None
+    return maintain(context, options.action, tables=tables, retention=options.retention)
+
+
+def reload_detail(result: ReloadResult) -> dict[str, int]:
+    counts = result.counts
+    return {
+        "load_files": len(result.load_files),
+        "cdc_files": len(result.cdc_files),
+        "skipped_cdc_files": len(result.skipped_cdc_files),
+        "stale_load_files": len(result.stale_load_files),
+        "rows": result.rows,
+        "inserted": counts.inserts,
+        "updated": counts.updates,
+        "deleted": counts.deletes,
+        "snapshot_id": result.snapshot_id,
+        "previous_snapshot_id": result.previous_snapshot_id,
+    }
+
+
+def describe_reload(result: ReloadResult) -> str:
+    """The reload's outcome in a few lines, as the CLI prints it and the Glue job logs it."""
+    counts = result.counts
+    lines = [
+        f"{result.table}: reloaded from {len(result.load_files)} LOAD file(s) and {len(result.cdc_files)} CDC "
+        f"file(s) from {result.boundary} on ({result.boundary_source}): {result.rows} row(s); "
+        f"{counts.inserts} inserted, {counts.updates} updated, {counts.deletes} deleted "
+        f"in change {result.snapshot_id}",
+        f"  the table before the reload stays readable as change {result.previous_snapshot_id} "
+        "(export/reconcile --as-of, rollback --to)",
+    ]
+    if result.skipped_cdc_files:
+        lines.append(
+            f"  {len(result.skipped_cdc_files)} earlier CDC file(s) left out as older than the reload, the last "
+            f"{result.skipped_cdc_files[-1]}; if that is wrong, reload again with --since"
+        )
+    if result.stale_load_files:
+        lines.append(
+            f"  {len(result.stale_load_files)} LOAD file(s) older than the reload's first one left out: "
+            + ", ".join(result.stale_load_files)
+        )
+    return "\n".join(lines)
+
+
+def publish_oldest_waiting(context: ReplayContext, publisher: CloudWatchPublisher) -> float | None:
+    """Put the seconds the oldest unapplied landed file has waited (0: none waits); None, and a warning, when the
+    raw bucket cannot be read (the maintenance itself is done)."""
+    try:
+        oldest = oldest_waiting(context)
+    except Exception as error:  # the tables are maintained: only the look at the raw bucket is lost
+        log.warning("could not look for landed files waiting: %s", str(error)[:300])
+        return None
+    seconds = (dt.datetime.now(dt.UTC) - oldest).total_seconds() if oldest is not None else 0.0
+    log.info("oldest landed file no table applied: %s", f"waiting {seconds:.0f} s" if oldest else "none")
+    publisher.oldest_waiting(seconds)
+    return seconds
+
+
+def run(options: MaintenanceOptions, context: ReplayContext, clients: JobClients) -> list[MaintenanceResult]:
+    """The maintenance job's Glue run. The scheduled run (``--action all``) also puts how long the oldest landed
+    file no table applied has waited (``OLDEST_WAITING_METRIC``; 0 when none waits), which the stack alarms on
+    long before the raw bucket's lifecycle could expire it."""
+    results = run_maintenance(options, context)
+    if options.action == "all" and options.bucket:
+        publish_oldest_waiting(context, clients.metrics)
+    return results
+
+
+MAINTENANCE = GlueJob(MaintenanceOptions, lake_context, run)

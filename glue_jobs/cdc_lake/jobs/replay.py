@@ -1,0 +1,123 @@
+"""The replay jobs: ``full_load``, started for LOAD files, and ``cdc_replay``, started for CDC files.
+
+Coalesced (the default), a run of either applies every landed file of every table (``drain``); per file, the
+table's pending files up to the triggering one. Either way each job recovers from the other's lost events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Self
+
+from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
+from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
+from cdc_lake.core.names import GLUE_CATALOG, JobKind
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import Budget, DrainResult, drain
+from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.jobs.arguments import LakeArguments, plain_arguments, whole_number
+from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
+
+log = logging.getLogger(__name__)
+
+REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
+OPTIONAL_ARGUMENTS = ("catalog", "database", "idle_seconds")
+
+
+@dataclass(frozen=True)
+class ReplayOptions(LakeArguments):
+    """Arguments of a replay run; the Lambda passes bucket, key and table, the job defines the rest."""
+
+    required = REQUIRED_ARGUMENTS
+    optional = OPTIONAL_ARGUMENTS
+
+    config_uri: str
+    bucket: str
+    key: str
+    table: str
+    catalog: str = GLUE_CATALOG
+    database: str = ""  # empty: the configuration's lake.database
+    # How long a coalesced run waits for new files after a round that found none; None: runs.idle_seconds.
+    # A run reproduced after its files landed (glue-run, aws-replay) has nothing to wait for.
+    idle_seconds: int | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Self:
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
+        plain = plain_arguments(options, REQUIRED_ARGUMENTS)
+        known = {*REQUIRED_ARGUMENTS, "catalog", "database"}
+        idle = plain.get("idle_seconds")
+        return cls(
+            **{k: v for k, v in plain.items() if k in known},
+            idle_seconds=whole_number(plain, "idle_seconds", 0) if idle else None,
+        )
+
+
+def run_job(
+    kind: JobKind,
+    options: ReplayOptions,
+    context: ReplayContext,
+    *,
+    on_batch: Callable[[RunResult], None] | None = None,
+    on_round: Callable[[int, int], None] | None = None,
+) -> DrainResult:
+    """Run one job: check the file suits this job, then apply.
+
+    ``runs.mode: coalesced``: every table's landed files, the file's table first, round after round up to
+    the time budget (``drain``). ``per_file``: the file's table's pending files up to the file. A table
+    whose batch is refused is reported in the result's ``failures``; the caller fails the run.
+    """
+    config = context.config
+    dms_file = parse_key(options.key, config)
+    if dms_file.table != options.table:
+        raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
+    if JOB_FOR_FILE_KIND[dms_file.kind] != kind:
+        raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
+    if config.runs.coalesced:
+        budget = Budget.of(config, idle_seconds=options.idle_seconds)
+        outcome = drain(context, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round)
+    else:
+        single = replay(context, dms_file)
+        if on_batch and not single.already_applied:
+            on_batch(single)
+        outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds)
+    for result in outcome.results:
+        if not result.already_applied:
+            log.info(
+                "%s: applied %d file(s) up to %s in snapshot %s: %s, %d key(s) changed",
+                result.table,
+                len(result.applied_files),
+                result.trigger.key if result.trigger else None,
+                result.snapshot_id,
+                result.counts.as_dict() if result.counts else {},
+                result.keys_changed,
+            )
+    log.info(
+        "run for %s: %d commit(s), %d file(s), %d round(s), %.1fs%s",
+        options.key,
+        len(outcome.commits),
+        len(outcome.applied_files),
+        outcome.rounds,
+        outcome.seconds,
+        f", {len(outcome.failures)} table(s) failed" if outcome.failures else "",
+    )
+    return outcome
+
+
+def run(kind: JobKind, options: ReplayOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
+    """The replay job's Glue run: apply, putting each commit's metrics; fails the run (after every other table was
+    applied) when a table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
+    outcome = run_job(kind, options, context, on_batch=clients.metrics.batch)
+    if outcome.notices:
+        clients.metrics.notices(len(outcome.notices))
+    if outcome.failures:
+        clients.metrics.table_failures(len(outcome.failures))
+        raise TableFailuresError(outcome.failures)
+    return outcome
+
+
+FULL_LOAD = GlueJob(ReplayOptions, lake_context, partial(run, "full_load"))
+CDC_REPLAY = GlueJob(ReplayOptions, lake_context, partial(run, "cdc_replay"))

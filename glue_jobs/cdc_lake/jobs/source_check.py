@@ -1,0 +1,59 @@
+"""The source-check job: the table configuration checked against the live source's catalog, on a schedule.
+
+It reads the DMS source endpoint's secret, reaches the source through the job's network connection, logs each
+difference and puts their count as the ``SourceDifferences`` metric (0 too: the alarm sees the job ran). The check
+itself is ``cdc_lake.ops.source_check``, which ``cdc-lake config-check-source`` runs from a laptop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+from cdc_lake.core.config import PipelineConfig
+from cdc_lake.jobs.arguments import SOURCE_OPTIONAL, SOURCE_REQUIRED, JobArguments, SourceOptions, plain_arguments
+from cdc_lake.jobs.entry import GlueJob, JobClients, configuration
+from cdc_lake.ops.source_catalog import Difference
+from cdc_lake.ops.source_check import check_source, secret_url
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SourceCheckOptions(JobArguments):
+    """Arguments of a source check: the configuration and the source; the stack's defaults say everything."""
+
+    required = ("config_uri", *SOURCE_REQUIRED)
+    optional = SOURCE_OPTIONAL
+
+    config_uri: str
+    source: SourceOptions
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Self:
+        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Missing ones are named."""
+        plain = plain_arguments(options, cls.required)
+        return cls(plain["config_uri"], SourceOptions.from_plain(plain))
+
+
+def source_url(source: SourceOptions, secrets: Any) -> str:
+    """The source's URL from its secret, read with the Secrets Manager client ``secrets``. It holds the password:
+    never print it unmasked."""
+    secret = json.loads(secrets.get_secret_value(SecretId=source.secret)["SecretString"])
+    return secret_url(secret, source.engine, source.database)
+
+
+def run(options: SourceCheckOptions, config: PipelineConfig, clients: JobClients) -> list[Difference]:
+    """Check the configuration against the source; log each difference and put their count."""
+    _, found = check_source(config, source_url(options.source, clients.secrets), options.source.tls)
+    for difference in found:
+        log.warning("SOURCE DIFFERENCE %s", difference)
+    log.info("%d table(s) checked against the source: %d difference(s)", len(config.tables), len(found))
+    clients.metrics.source_differences(len(found))
+    return found
+
+
+SOURCE_CHECK = GlueJob(SourceCheckOptions, configuration, run)
