@@ -163,3 +163,18 @@ def test_the_architecture_page_is_made_from_todays_code() -> None:
         cwd=REPO_ROOT,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_installed_project_holds_every_package() -> None:
+    """A package left out of pyproject's list is still found through the editable install's folders, so only a
+    regular install (a wheel) would lose it: every folder with an ``__init__.py`` is listed."""
+    import tomllib
+
+    setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    on_disk = {
+        ".".join((top, *init.parent.relative_to(REPO_ROOT / folder).parts))
+        for top, folder in setuptools["package-dir"].items()
+        for init in (REPO_ROOT / folder).rglob("__init__.py")
+        if "node_modules" not in init.parts and "cdk.out" not in init.parts
+    }
+    assert set(setuptools["packages"]) == on_disk
