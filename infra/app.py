@@ -22,6 +22,7 @@ from infra.deployment import Deployment
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
 from infra.settings import DeploySettings, example_values_message
+from infra.source_check import SHARED_SECRET_WARNING
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -35,8 +36,11 @@ def create_app(
     asset_dir: Path,
     sources: SourceLayout | None = None,
     outdir: str | None = None,
+    deployment_warnings: bool = True,
 ) -> tuple[cdk.App, PipelineStack]:
-    """Build the app and its stack; the CLI and the tests both come through here."""
+    """Build the app and its stack; the CLI and the tests both come through here. ``deployment_warnings=False``
+    leaves out the warnings about deployment values (placeholders in use, the drift jobs reading DMS's secret), for
+    a caller that fills those values with placeholders on purpose and never deploys the result."""
     app = cdk.App(context=context, outdir=outdir)
     settings = DeploySettings.from_context(app.node)
     config_path = Path(settings.table_config)
@@ -47,9 +51,11 @@ def create_app(
     deployment = Deployment(settings, config, assets, glue_version(config))
     stack = PipelineStack(app, settings.stack_name, deployment=deployment)
     message = example_values_message(settings)
-    if message:
+    if message and deployment_warnings:
         # Recorded in the cloud assembly too, so synth, diff and deploy all show it against the stack.
         cdk.Annotations.of(stack).add_warning_v2("cdc-lake:exampleValues", message)
+    if not deployment_warnings:
+        cdk.Annotations.of(stack).acknowledge_warning(SHARED_SECRET_WARNING, "a synth never deployed")
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return app, stack
 

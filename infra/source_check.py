@@ -36,6 +36,9 @@ from infra.settings import DRIFT_SECRET_ARN, SOURCE_SECRET_ARN, DeploySettings
 from infra.storage import Storage
 
 SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
+# The warning that the drift and repair jobs read DMS's secret, for lack of a drift secret of their own.
+SHARED_SECRET_WARNING = "cdc-lake:sharedSourceSecret"
+
 SOURCE_CHECK_SIZING = JobSizing(
     workers=2,
     timeout_minutes=15,
@@ -139,9 +142,10 @@ class SourceCheck(Construct):
         settings, stack = deployment.settings, Stack.of(self)
         secret = settings.drift_secret_arn or settings.source_secret_arn
         if settings.drift_secret_arn is None:
-            Annotations.of(self).add_warning(
+            Annotations.of(self).add_warning_v2(
+                SHARED_SECRET_WARNING,
                 f"The drift and repair jobs read DMS's replication secret ({SOURCE_SECRET_ARN}): create a "
-                f"read-only database user for them and set {DRIFT_SECRET_ARN} (docs/drift.md#a-read-only-user)"
+                f"read-only database user for them and set {DRIFT_SECRET_ARN} (docs/drift.md#a-read-only-user)",
             )
         assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["drift"]]
         role = glue_role(self, "DriftRole", "cdc-lake drift job: read the lake and the DMS files, the drift secret")

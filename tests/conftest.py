@@ -234,6 +234,25 @@ def aws_replay(
     return done.returncode, done.stdout + done.stderr
 
 
+# Lines a JVM, Spark or the CDK once printed that a user can do nothing about (cdc_lake.local.session, infra.app's
+# create_app): a command's output must not show them again.
+UNACTIONABLE_LINES = (
+    "resolves to a loopback address",  # Spark, when the host name resolves to loopback
+    "Set SPARK_LOCAL_IP",
+    "Unable to load native-hadoop library",  # Hadoop, without its optional native library
+    "sun.reflect.Reflection.getCallerClass",  # log4j's Java 8 code, from a jar's copy of it
+    "Setting default log level",  # Spark's advice for its interactive shell
+    "To adjust logging level use sc.setLogLevel",
+)
+# The CDK's warnings about deployment values, which a synth for a deploy gives and a replay's must not.
+DEPLOYMENT_WARNINGS = ("EXAMPLE VALUES (exampleValues=true)", "cdc-lake:exampleValues", "DMS's replication secret")
+
+
+def unactionable_lines(output: str, markers: tuple[str, ...] = UNACTIONABLE_LINES) -> list[str]:
+    """The lines of ``output`` that hold one of ``markers``."""
+    return [line for line in output.splitlines() if any(marker in line for marker in markers)]
+
+
 def assert_lake_equals_oracle(pipeline: Any, expected: Path, out: Path) -> None:
     """Every table of the pipeline, exported to ``out``, equals the generator's expected table in ``expected``."""
     from cdc_lake.core.jsonl import read_jsonl

@@ -72,7 +72,9 @@ def synthesize(config_path: Path, outdir: Path) -> DeployedStack:
 
     context = {**cdk_json_context(), TABLE_CONFIG: str(config_path.resolve()), EXAMPLE_VALUES: "true"}
     assembly = outdir / "cdk.out"
-    app, stack = create_app(context, asset_dir=outdir / "assets", outdir=str(assembly))
+    # The placeholders are the replay's own choice and its stack goes to a stand-in for AWS, never to a deploy: the
+    # warnings that tell a deployer which values to set are nothing to act on here.
+    app, stack = create_app(context, asset_dir=outdir / "assets", outdir=str(assembly), deployment_warnings=False)
     app.synth()
     # The stack the app made: its name may also come from CDK_CONTEXT_JSON (how `cdk synth -c` passes context).
     return DeployedStack.load(assembly, stack.stack_name)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+import pyspark
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.catalogs import endpoint_conf, glue_catalogs
@@ -20,6 +21,8 @@ from cdc_lake.local.jars import installed_glue_version, spark_jars
 LOCAL_CATALOG = "lake"
 SHUFFLE_PARTITIONS_ENV = "CDC_LAKE_SHUFFLE_PARTITIONS"
 LOOPBACK = "127.0.0.1"
+# Spark's own logging defaults, then what cdc_lake.local's log4j2.properties changes in them.
+LOG4J2_CONFIGURATION = ("org/apache/spark/log4j2-defaults.properties", Path(__file__).with_name("log4j2.properties"))
 
 
 class SessionOptions(TypedDict, total=False):
@@ -61,9 +64,11 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         return active
     # Python workers (mapInArrow) run this interpreter, with this environment's packages and cdc_lake.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = spark_jars(glue_version)
+    # The address Spark takes for this machine, as the session's own is (below): without it Spark looks up the host
+    # name and warns when that resolves to loopback, as it does on many laptops and containers.
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     settings = {
-        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
+        "spark.driver.extraClassPath": _driver_class_path(glue_version),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get(SHUFFLE_PARTITIONS_ENV, "8"),
@@ -80,7 +85,7 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         "spark.sql.codegen.cache.maxEntries": "2000",
         # ... and its JIT-compiled code outgrows the JVM's default 240 MB code cache over a long session (Spark 4.1
         # then dies with "Out of space in CodeCache for method handle intrinsic").
-        "spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=512m",
+        "spark.driver.extraJavaOptions": f"-XX:ReservedCodeCacheSize=512m {_log4j2_configuration_option()}",
         "spark.sql.ansi.enabled": "false",
         CODING_ERRORS_REPLACED: "true",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
@@ -104,6 +109,21 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
     spark.sparkContext.setLogLevel("ERROR")
     import_pyspark_short_names(spark)
     return spark
+
+
+def _driver_class_path(glue_version: str) -> str:
+    """The Glue runtime's jars, behind Spark's own log4j: iceberg-aws-bundle 1.10.0 carries a copy of log4j without
+    its multi-release manifest (apache/iceberg#14207), and ahead of Spark's that copy's Java 8 code prints
+    "WARNING: sun.reflect.Reflection.getCallerClass is not supported" at every start."""
+    spark_jar_dir = Path(pyspark.__file__).parent / "jars"
+    spark_log4j = [jar for part in ("api", "core") for jar in sorted(spark_jar_dir.glob(f"log4j-{part}-*.jar"))]
+    return os.pathsep.join(str(jar) for jar in [*spark_log4j, *spark_jars(glue_version)])
+
+
+def _log4j2_configuration_option() -> str:
+    """The driver's log4j configuration: Spark's defaults with our changes merged in (a list of files is merged)."""
+    spark_defaults, ours = LOG4J2_CONFIGURATION
+    return f"-Dlog4j2.configurationFile={spark_defaults},{ours.resolve().as_uri()}"
 
 
 def _s3a_endpoint_conf(endpoint: str) -> dict[str, str]:
