@@ -1,4 +1,5 @@
-"""Trino's install checks what Maven copied against the pins, and its server is reachable on 127.0.0.1 only."""
+"""Trino's install checks what Maven copied against the pins, its server is reachable on 127.0.0.1 only, and a
+statement it refuses while it schedules its first catalog is sent again."""
 
 from __future__ import annotations
 
@@ -63,3 +64,31 @@ def test_a_chosen_java_older_than_trinos_floor_is_refused(tmp_path: Path, monkey
     monkeypatch.setenv(trino.TRINO_JAVA_ENV, str(java))
     with pytest.raises(CdcLakeError, match="not a Java 24 or later"):
         trino.find_java()
+
+
+def test_a_scan_refused_before_trino_schedules_its_catalog_is_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trino.exceptions import TrinoQueryError
+
+    from cdc_lake.core.retry import RetryPolicy
+
+    monkeypatch.setattr(trino, "NO_NODES_YET", RetryPolicy(attempts=3, first_delay=0.0, max_delay=0.0))
+    server = trino.TrinoServer("127.0.0.1", 1, Path("java"), Path("server.log"))
+    answers: list[object] = [
+        TrinoQueryError({"errorName": "NO_NODES_AVAILABLE", "message": "No nodes available to run query"}),
+        (["n"], [(1,)]),
+    ]
+
+    def query(sql: str, params: object) -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(trino.TrinoServer, "_query", lambda self, sql, params: query(sql, params))
+    assert server.query("SELECT 1") == [(1,)]
+    assert not answers
+
+    # Any other failure is the statement's own, raised at once.
+    answers[:] = [TrinoQueryError({"errorName": "TABLE_NOT_FOUND", "message": "no such table"}), (["n"], [(1,)])]
+    with pytest.raises(TrinoQueryError, match="TABLE_NOT_FOUND"):
+        server.query("SELECT * FROM missing")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_lake.core.exceptions import CdcLakeError, TrinoStartError
+from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.local.aws_endpoint import DEFAULT_REGION, DUMMY_CREDENTIAL, stop_process
 from cdc_lake.local.jars import MavenJar, copy_checked
 
@@ -214,6 +215,9 @@ class TrinoServer:
     def query_with_columns(
         self, sql: str, params: Sequence[Any] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        return retried(lambda: self._query(sql, params), NO_NODES_YET, _no_nodes_yet, what="Trino query")[0]
+
+    def _query(self, sql: str, params: Sequence[Any] | None) -> tuple[list[str], list[tuple[Any, ...]]]:
         import trino
 
         connection = trino.dbapi.connect(host=self.host, port=self.port, user=USER, catalog=CATALOG)
@@ -222,6 +226,18 @@ class TrinoServer:
             cursor.execute(sql, list(params) if params is not None else None)
             rows = [tuple(row) for row in cursor.fetchall()]
             return [column[0] for column in cursor.description or []], rows
+
+
+# Trino rebuilds the nodes that serve each catalog on a 5 s timer, and the last rebuild before it reports started
+# may hold no catalog yet (trinodb/trino#12706): a busy machine's first scan of the lake can then fail with
+# NO_NODES_AVAILABLE although `SELECT 1` ran. Nothing ran, so the statement is sent again, for up to about 20 s.
+NO_NODES_YET = RetryPolicy(attempts=8, first_delay=0.5, max_delay=4.0)
+
+
+def _no_nodes_yet(error: Exception) -> bool:
+    import trino
+
+    return isinstance(error, trino.exceptions.TrinoQueryError) and error.error_name == "NO_NODES_AVAILABLE"
 
 
 def catalog_properties(endpoint: str, region: str, access_key: str, secret_key: str) -> dict[str, str]:
