@@ -71,8 +71,8 @@ BYTES_APPLIED_METRIC = "BytesApplied"
 BATCH_SECONDS_METRIC = "BatchSeconds"  # one table's batch, plan to commit
 TABLE_FAILURES_METRIC = "TableFailures"  # tables a run left unapplied (bad input); their files stay
 INPUT_NOTICES_METRIC = "InputNotices"  # input a run accepted on purpose and announced (core.notices)
-SOURCE_DIFFERENCES_METRIC = "SourceDifferences"  # configuration vs the source's catalog (ops.source_check)
-DRIFTED_KEYS_METRIC = "DriftedKeys"  # keys differing from the live source after a drift job (ops.drift_job)
+SOURCE_DIFFERENCES_METRIC = "SourceDifferences"  # configuration vs the source's catalog (jobs.source_check)
+DRIFTED_KEYS_METRIC = "DriftedKeys"  # keys differing from the live source after a drift job (jobs.drift)
 # The trigger Lambda's metric (Powertools, dimension service): files of tables the configuration lacks.
 UNKNOWN_TABLE_OBJECTS_METRIC = "UnknownTableObjects"
 # What each committed batch publishes: its freshness field -> (metric, unit).
