@@ -79,10 +79,9 @@ class CloudWatchPublisher:
     def _put(self, data: list[dict[str, Any]], *, required: bool = False) -> None:
         if not data:
             return
-        if required:
-            self._client.put_metric_data(Namespace=METRICS_NAMESPACE, MetricData=data)
-            return
         try:
             self._client.put_metric_data(Namespace=METRICS_NAMESPACE, MetricData=data)
-        except Exception as error:  # metrics must not fail a committed run
+        except Exception as error:  # metrics must not fail a committed run, unless they are all the run leaves
+            if required:
+                raise
             log.warning("could not put %d metric(s) to CloudWatch: %s", len(data), error)

@@ -77,8 +77,7 @@ def run(options: DriftOptions, context: ReplayContext, clients: JobClients) -> l
     tables: Sequence[str] | None = [options.table] if options.table else None
     if options.action == "repair":
         for repaired in repair(context, source, tables, settle=settle):
-            for drift in repaired.verified.drift:
-                log.warning("DRIFT %s", json.dumps(drift.as_json()))
+            _log_drift(repaired.verified)
             if repaired.snapshot_id is not None:
                 log.info("%s: repaired %d key(s) in change %d (source position %s)", repaired.table, repaired.keys,
                          repaired.snapshot_id, repaired.position)  # fmt: skip
@@ -87,13 +86,17 @@ def run(options: DriftOptions, context: ReplayContext, clients: JobClients) -> l
     else:
         results = verify(context, source, tables, settle=settle)
         for result in results:
-            for drift in result.drift:
-                log.warning("DRIFT %s", json.dumps(drift.as_json()))
+            _log_drift(result)
     left = sum(len(r.drift) for r in results)
     done = {"verify": "verified", "repair": "repaired"}[options.action]
     log.info("%d table(s) %s: %d key(s) differ from the source", len(results), done, left)
     clients.metrics.drifted_keys(left)
     return results
+
+
+def _log_drift(result: TableVerify) -> None:
+    for drift in result.drift:
+        log.warning("DRIFT %s", json.dumps(drift.as_json()))
 
 
 DRIFT = GlueJob(DriftOptions, lake_context, run)
