@@ -45,6 +45,7 @@ from cdc_lake.core.shapes import (
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.spark_types import config_type, parse_type, select_sql, staged_parse
+from cdc_lake.engine.tables import quarantines
 
 CORRUPT = "_corrupt_record"
 PARSED = "_cdc_lake_parsed_"  # columns holding each cast once, before the checks read them
@@ -353,6 +354,6 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
             ROW,
             "_metadata",
             f"{_coalesce(checks)} AS {PROBLEM}",
-            *([f"map({raw_map}) AS {RAW}"] if table.on_bad_rows == "quarantine" else []),
+            *([f"map({raw_map}) AS {RAW}"] if quarantines(table) else []),
         ],
     )
