@@ -67,6 +67,12 @@ class Server:
         owner = (self.folder.stat().st_uid, self.folder.stat().st_gid) if os.geteuid() == 0 else None
         make_authority(self.folder / "tls", "cdc-lake test MariaDB CA", owner)
         data = self.folder / "data"
+        # Its own folder for temporary tables, not the machine's /tmp, where another process can remove them
+        # mid-query ("Error on delete of '/tmp/#sql-temptable-….MAI'").
+        tmp = self.folder / "tmp"
+        tmp.mkdir()
+        if owner is not None:
+            os.chown(tmp, *owner)
         install = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
         install_args = ["--no-defaults", f"--datadir={data}", f"--user={self.os_user}", "--skip-test-db"]
         install_args.append("--auth-root-authentication-method=normal")  # root on the socket, no password
@@ -75,6 +81,7 @@ class Server:
             raise RuntimeError(f"mariadb-install-db failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         settings = {
             "datadir": str(data),
+            "tmpdir": str(tmp),
             "user": self.os_user,
             "bind-address": "127.0.0.1",
             "port": str(self.port),
