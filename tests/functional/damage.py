@@ -238,6 +238,11 @@ class Damage:
     fault: Fault | None = None  # a bad row: the kind shares its group's table (``Table``)
 
 
+def _other(w: Writer) -> Writer:
+    """A writer of the other DMS format: its file lands in a table configured for ``w``'s."""
+    return Writer("csv" if w.format == "parquet" else "parquet")
+
+
 def _at(row: int, column: str, *more: str, stem: str = CDC) -> Callable[[Writer], tuple[str, ...]]:
     return lambda w: (w.name(stem), f"row {row}", f"column {column}", *more)
 
@@ -352,6 +357,14 @@ CORPUS: list[Damage] = [
         "refused",
         lambda w: {w.name(CDC): b"Op,id\nI,9\n"},
         _file(WRITE_AGAIN),
+    ),
+    Damage(
+        "other_format",
+        FORMATS,
+        "refused",
+        lambda w: {_other(w).name(CDC): _other(w).write(CHANGES)},
+        lambda w: (_other(w).name(CDC), "dms.format", "DataFormat"),
+        fix=lambda w: {_other(w).name(CDC): None, **good_cdc(w)},
     ),
     _bad_row("invalid_utf8", Fault("bad_rows", "label", "fo\udcffr")),
     # Empty objects.

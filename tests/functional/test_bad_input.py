@@ -121,7 +121,7 @@ def check_outcome(
     return problems
 
 
-# Every format on the Hadoop path; on the Glue path gzip CSV (33 kinds) and, in `make soak`, Parquet too: between
+# Every format on the Hadoop path; on the Glue path gzip CSV (34 kinds) and, in `make soak`, Parquet too: between
 # them they hold every kind (the header-only kinds have Parquet twins), so each kind runs through S3 and the Glue
 # catalog as well.
 GLUE_FORMATS = os.environ.get("CDC_LAKE_CORPUS_GLUE", "csv-gzip").split(",")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+from typing import get_args
 
 import pytest
 
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.dms_files import FileKind, order_key_for, parse_key, table_files
 from cdc_lake.core.exceptions import NotADmsFileError, UnknownTableError
+from cdc_lake.core.formats import FORMATS, FormatName
 
 CONFIG = parse_config(
     {
@@ -39,6 +41,17 @@ CONFIG = parse_config(
 def test_data_files(key, kind, fmt, gzip):
     dms_file = parse_key(key, CONFIG)
     assert (dms_file.table, dms_file.kind, dms_file.format, dms_file.gzip) == ("shop.orders", kind, fmt, gzip)
+    # The name ends as the format says DMS names its files.
+    assert key.endswith(dms_file.file_format.file_suffix(gzip))
+
+
+def test_every_format_the_configuration_accepts_has_its_facts():
+    assert sorted(FORMATS) == sorted(get_args(FormatName))
+    assert all(FORMATS[name].name == name for name in FORMATS)
+    # Parquet compresses inside the file; a compressed CSV file is named .csv.gz.
+    assert [FORMATS["parquet"].file_suffix(True), FORMATS["csv"].file_suffix(True)] == [".parquet", ".csv.gz"]
+    # Headerless CSV names no columns; Parquet's footer always does.
+    assert [FORMATS["csv"].names_columns(False), FORMATS["parquet"].names_columns(False)] == [False, True]
 
 
 @pytest.mark.parametrize(

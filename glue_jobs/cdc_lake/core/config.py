@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc_lake.core.exceptions import ConfigError, UnknownTableError
+from cdc_lake.core.formats import FORMATS, DmsFormat, FormatName
 from cdc_lake.core.identifiers import lake_name, lake_name_problem
 from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
@@ -134,7 +135,7 @@ class BeforeImage(_Model):
 class DmsSettings(_Model):
     """How the DMS S3 target endpoint writes files; the CDK app sets the endpoint from these."""
 
-    format: Literal["csv", "parquet"] = "csv"
+    format: FormatName = "csv"
     bucket_folder: str = Field(default="", description="DMS BucketFolder: prefix before <schema>/<table>/")
     timestamp_column: DmsColumnName | None = Field(default=None, description="DMS TimestampColumnName")
     include_op_for_full_load: bool = False
@@ -169,6 +170,10 @@ class DmsSettings(_Model):
         if self.cdc_inserts_only and self.cdc_inserts_and_updates:
             raise ValueError("cdc_inserts_only and cdc_inserts_and_updates exclude each other (as in DMS)")
         return self
+
+    @property
+    def file_format(self) -> DmsFormat:
+        return FORMATS[self.format]
 
     @property
     def cdc_has_op(self) -> bool:

@@ -12,9 +12,11 @@ import re
 import zlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
+from cdc_lake.core.formats import FORMATS, NAME_PATTERN, DmsFormat, FormatName
 from cdc_lake.core.names import JobKind
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.storage import ObjectStore, StoredObject
@@ -22,10 +24,11 @@ from cdc_lake.core.storage import ObjectStore, StoredObject
 # Full-load files: LOAD<counter>, or LOAD_<segment>_<counter> when a table is loaded in parallel segments (the
 # naming of DMS's ancestor Qlik Replicate; unconfirmed for DMS). Counters are hexadecimal.
 _LOAD_NAME = re.compile(
-    r"^LOAD(?:_(?P<segment>[0-9A-Fa-f]{1,8})_)?(?P<counter>[0-9A-Fa-f]{8})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$"
+    r"^LOAD(?:_(?P<segment>[0-9A-Fa-f]{1,8})_)?(?P<counter>[0-9A-Fa-f]{8})"
+    rf"\.(?P<format>{NAME_PATTERN})(?P<gzip>\.gz)?$"
 )
 # CDC names are a timestamp: date, dash, time digits; the digit count varies by DMS version.
-_CDC_NAME = re.compile(r"^(?P<date>\d{8})-(?P<time>\d{6,})\.(?P<format>csv|parquet)(?P<gzip>\.gz)?$")
+_CDC_NAME = re.compile(rf"^(?P<date>\d{{8}})-(?P<time>\d{{6,}})\.(?P<format>{NAME_PATTERN})(?P<gzip>\.gz)?$")
 _DATE_FOLDER = re.compile(r"^\d{2,10}(?:[-_]\d{2,4}){0,3}$")
 _TIME_WIDTH = 24
 # How DMS names its date folders (DatePartitionSequence, DatePartitionDelimiter): strftime parts, joined.
@@ -61,9 +64,13 @@ class DmsFile:
     key: str
     table: str
     kind: FileKind
-    format: str
+    format: FormatName
     gzip: bool
     order_key: tuple[int, str, str]
+
+    @property
+    def file_format(self) -> DmsFormat:
+        return FORMATS[self.format]
 
     @property
     def name(self) -> str:
@@ -122,7 +129,7 @@ def parse_key(key: str, config: PipelineConfig) -> DmsFile:
         key=key,
         table=table_name,
         kind=kind,
-        format=match["format"],
+        format=cast(FormatName, match["format"]),
         gzip=bool(match["gzip"]),
         order_key=order,
     )
@@ -249,7 +256,7 @@ def list_landed(
     """List the table's folder (from ``start_after``) once: its landed data files."""
     listed = store.list(config.table_prefix(table), start_after=start_after)
     blank = []
-    if config.dms.format == "csv":
+    if config.dms.file_format.may_be_blank:
         small = [o for o in listed if 0 < o.size <= BLANK_PROBE_BYTES and order_key_for(o.key.rsplit("/", 1)[-1])]
         blank = [o.key for o in small if _blank_object(store, o.key)]
     return landed_files(listed, table, config, start_after, blank)

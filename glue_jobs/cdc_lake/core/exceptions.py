@@ -67,6 +67,19 @@ class UnreadableFileError(CdcLakeError):
         )
 
 
+class OtherFormatError(CdcLakeError):
+    """Raised when a landed file is of another DMS format than the configuration's; nothing is applied."""
+
+    def __init__(self, table: str, key: str, label: str, configured: str) -> None:
+        self.key = key
+        super().__init__(
+            f"{key}: a {label} file, but the configuration's dms.format is {configured}. DMS writes the format its "
+            "endpoint's DataFormat sets: make dms.format say the same (and deploy it), or move the file out of the "
+            f"DMS folder if it does not belong there, then trigger the run again. {table} was left as it was and no "
+            "file was removed"
+        )
+
+
 class JobArgumentError(CdcLakeError):
     """Raised when a job run's arguments contradict each other (e.g. --table is not the table of --key)."""
 

@@ -71,7 +71,7 @@ class LoadAppend:
         # Parquet is read in parts anyway, a gzip file cannot be split, and with a file for every core splitting
         # gains nothing that the extra pass over the text (has_multiline_values) would not cost again. Nor does a
         # file Spark would not split: one no larger than the cost it counts for opening a file.
-        split = context.config.dms.format == "csv" and not any(f.gzip for f in files)
+        split = context.config.dms.file_format.splits_by_line and not any(f.gzip for f in files)
         split = split and len(files) < spark.sparkContext.defaultParallelism
         split = split and max(sizes) > _open_cost(spark)
         split = split and not has_multiline_values(spark, [context.store.uri(f.key) for f in files])

@@ -18,14 +18,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, assert_never
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import DmsSettings, TableSpec
 from cdc_lake.core.dms_files import DmsFile
+from cdc_lake.core.exceptions import OtherFormatError
+from cdc_lake.core.formats import DmsFormat
 from cdc_lake.core.shapes import (
     CHANGE_SEQ,
     DMS_TS,
@@ -63,6 +65,76 @@ UTF8_FAULT = "not valid UTF-8 (shown with U+FFFD where the bytes are)"
 UTF8_PROBLEM = "_utf8_problem"
 
 
+class FormatReader(Protocol):
+    """How the engine reads the files of one DMS format."""
+
+    def layouts(self, context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:
+        """Each file's fields, by key."""
+        ...
+
+    def read(self, spark: SparkSession, group: _Group) -> DataFrame:
+        """The group's rows as ``typed_changes`` gives them; ``_row`` locates a row in its file."""
+        ...
+
+    def whole_read(self, dms_file: DmsFile) -> tuple[str, str] | None:
+        """What the file is, and the Spark source that fails on a cut-off one when it reads it to the end; None for
+        a file a batch's own read already names the fault in (row and column)."""
+        ...
+
+    def as_written(self, fields: Column, table: TableSpec, dms: DmsSettings) -> Column:
+        """A row's fields as read (``_raw``) as the text a person can find it by in its file."""
+        ...
+
+
+def format_reader(file_format: DmsFormat) -> FormatReader:
+    """The reader of ``file_format``: the one place the engine chooses by format."""
+    match file_format.name:
+        case "csv":
+            return _CsvReader()
+        case "parquet":
+            return _ParquetReader()
+        case unhandled:
+            assert_never(unhandled)
+
+
+class _CsvReader:
+    def layouts(self, context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:
+        # From each file's first record: its header, or its field count.
+        return csv_layouts(context.store.read_head, files, table, context.config.dms)
+
+    def read(self, spark: SparkSession, group: _Group) -> DataFrame:
+        return _read_csv(spark, group)
+
+    def whole_read(self, dms_file: DmsFile) -> tuple[str, str] | None:
+        return ("gzip-compressed CSV", "text") if dms_file.gzip else None
+
+    def as_written(self, fields: Column, table: TableSpec, dms: DmsSettings) -> Column:
+        # The Op and the columns as DMS wrote them, quoted again.
+        present = [fields[n].alias(n) for n in ["Op", *table.column_names]]
+        return F.to_csv(F.struct(*present), {"sep": dms.csv_delimiter, "nullValue": dms.csv_null_value})
+
+
+class _ParquetReader:
+    def layouts(self, context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:
+        # From each file's footer.
+        layouts = {}
+        for dms_file in files:
+            schema = context.spark.read.parquet(context.store.uri(dms_file.key)).schema
+            names = [f.name for f in schema.fields]
+            types = [config_type(f.dataType) for f in schema.fields]
+            layouts[dms_file.key] = named_layout(names, types, dms_file, table, context.config.dms)
+        return layouts
+
+    def read(self, spark: SparkSession, group: _Group) -> DataFrame:
+        return _read_parquet(spark, group)
+
+    def whole_read(self, dms_file: DmsFile) -> tuple[str, str] | None:
+        return "Parquet", "parquet"
+
+    def as_written(self, fields: Column, table: TableSpec, dms: DmsSettings) -> Column:
+        return F.to_json(fields)
+
+
 class _Group(NamedTuple):
     """Files of one kind (LOAD or CDC) and one layout that a run reads, and how to read them."""
 
@@ -93,7 +165,7 @@ def read_changes(
     if not files:
         raise ValueError("read_changes needs at least one file")
     dms, uri_of = context.config.dms, context.store.uri
-    read = _read_parquet if dms.format == "parquet" else _read_csv
+    read = format_reader(dms.file_format).read
     parts = [
         read(
             context.spark,
@@ -117,29 +189,22 @@ def read_changes(
 
 
 def file_layouts(context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:
-    """Each file's fields: a CSV file's from its first record, a Parquet file's from its footer."""
-    dms, store = context.config.dms, context.store
-    if dms.format != "parquet":
-        return csv_layouts(store.read_head, files, table, dms)
-    layouts = {}
-    for dms_file in files:
-        schema = context.spark.read.parquet(store.uri(dms_file.key)).schema
-        names = [f.name for f in schema.fields]
-        types = [config_type(f.dataType) for f in schema.fields]
-        layouts[dms_file.key] = named_layout(names, types, dms_file, table, dms)
-    return layouts
+    """Each file's fields (``FormatReader.layouts``), once every file is of the configured format."""
+    dms = context.config.dms
+    other = next((f for f in files if f.format != dms.format), None)
+    if other is not None:
+        raise OtherFormatError(table.name, other.key, other.file_format.label, dms.format)
+    return format_reader(dms.file_format).layouts(context, files, table)
 
 
 def unreadable(context: ReplayContext, files: Sequence[DmsFile]) -> tuple[DmsFile, str, BaseException] | None:
     """The first of ``files`` that cannot be read whole, with what it should be and the failure, or None. Only a
     compressed or Parquet file can be: each is read alone to the end, after a batch's read failed."""
     for dms_file in files:
-        if dms_file.format == "parquet":
-            what, source = "Parquet", "parquet"
-        elif dms_file.gzip:
-            what, source = "gzip-compressed CSV", "text"
-        else:
+        whole = format_reader(dms_file.file_format).whole_read(dms_file)
+        if whole is None:
             continue
+        what, source = whole
         try:
             frame = context.spark.read.format(source).load(context.store.uri(dms_file.key))
             frame.write.format("noop").mode("overwrite").save()

@@ -36,6 +36,7 @@ from cdc_lake.core.shapes import FILE, OP, PROBLEM, RAW, ROW, before_roles
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.changes import describe_problems, dms_order
 from cdc_lake.engine.commit import branch_head
+from cdc_lake.engine.reader import format_reader
 from cdc_lake.engine.record import table_record
 from cdc_lake.engine.tables import (
     REJECTS_OF,
@@ -198,12 +199,7 @@ def _refuse_key_moves(table: TableSpec, dms: DmsSettings, marked: DataFrame, key
 
 def _rejects_rows(marked: DataFrame, changes: DataFrame, table: TableSpec, dms: DmsSettings) -> DataFrame:
     first_row = changes.groupBy(FILE).agg(F.min(ROW).alias("_first"))
-    fields = F.col(RAW)
-    if dms.format == "parquet":
-        raw = F.to_json(fields)
-    else:  # the Op and the columns as DMS wrote them, quoted again
-        present = [fields[n].alias(n) for n in ["Op", *table.column_names]]
-        raw = F.to_csv(F.struct(*present), {"sep": dms.csv_delimiter, "nullValue": dms.csv_null_value})
+    raw = format_reader(dms.file_format).as_written(F.col(RAW), table, dms)
     held_reason = F.lit("held: an earlier change of this key is quarantined")
     return (
         marked.where(F.col("_status").isNotNull())
@@ -217,7 +213,7 @@ def _rejects_rows(marked: DataFrame, changes: DataFrame, table: TableSpec, dms: 
             F.coalesce(F.col(PROBLEM).getField("fault"), held_reason).alias("reason"),
             F.col("_status").alias("status"),
             raw.alias("raw"),
-            fields.alias("fields"),
+            F.col(RAW).alias("fields"),
             F.current_timestamp().alias("quarantined_at"),
             F.lit(None).cast("string").alias("resolution"),
             F.lit(None).cast("timestamp").alias("resolved_at"),

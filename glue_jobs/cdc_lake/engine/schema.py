@@ -97,7 +97,7 @@ def plan_schema(
     Spark-free given ``lake``; raises SchemaChangeError for what cannot be followed.
     """
     evolve = config.schema_changes(table) == "evolve"
-    named = config.dms.format == "parquet" or config.dms.add_column_name
+    named = config.dms.file_format.names_columns(config.dms.add_column_name)
     columns = {c.name: c for c in table.columns}
     for key, layout in layouts.items():
         _follow_file(key, layout, table, columns, evolve)

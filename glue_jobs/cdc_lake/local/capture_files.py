@@ -9,12 +9,12 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack, assert_never
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import CaptureError
 from cdc_lake.local.generator.dms_output import CsvRenderer, write_csv_bytes
 from cdc_lake.local.generator.values import Column, timestamp_text
@@ -77,14 +77,12 @@ class TableFiles:
         self.last_name = ""
 
     @property
-    def dms(self) -> Any:
+    def dms(self) -> DmsSettings:
         return self.capture.config.dms
 
     @property
     def extension(self) -> str:
-        if self.dms.format == "parquet":
-            return ".parquet"
-        return ".csv.gz" if self.dms.compression == "gzip" else ".csv"
+        return self.dms.file_format.file_suffix(self.dms.compression == "gzip")
 
     @property
     def folder(self) -> Path:
@@ -134,7 +132,6 @@ class TableFiles:
 
     def _write(self, name: str, content: _FileRows) -> None:
         dms = self.dms
-        shape, leading, rows = content.shape, content.leading, content.rows
         path = self.folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         befores = dms.before_image_columns(self.table)
@@ -144,18 +141,31 @@ class TableFiles:
         trailing: list[tuple[str, list[Any]]] = []
         if dms.change_sequence_column:
             trailing.append((dms.change_sequence_column, content.sequences))
-        columns = self.columns(shape)
-        if dms.format == "parquet":
-            self._parquet(path, content, trailing, list(zip(befores, old_columns, strict=True)))
-            return
+        old = list(zip(befores, old_columns, strict=True))
+        match dms.file_format.name:
+            case "parquet":
+                self._parquet(path, content, trailing, old)
+            case "csv":
+                self._csv(path, content, trailing, old)
+            case unhandled:
+                assert_never(unhandled)
+
+    def _csv(
+        self,
+        path: Path,
+        content: _FileRows,
+        trailing: list[tuple[str, list[Any]]],
+        befores: list[tuple[str, list[Any]]],
+    ) -> None:
+        dms, shape, leading, rows = self.dms, content.shape, content.leading, content.rows
         style = self.capture.boolean_style
-        renderer = CsvRenderer(columns, dms, style)
+        renderer = CsvRenderer(self.columns(shape), dms, style)
         key_renderer = CsvRenderer(self.key_columns(shape), dms, style)
         after = [[("" if v is None else str(v)) for v in values] for _, values in trailing]
-        after += [key_renderer.column(i, values) for i, values in enumerate(old_columns)]
+        after += [key_renderer.column(i, values) for i, (_, values) in enumerate(befores)]
         header = None
         if dms.add_column_name:
-            header = [n for n, _ in leading] + [c.name for c in shape] + [n for n, _ in trailing] + befores
+            header = [n for n, _ in leading] + [c.name for c in shape] + [n for n, _ in [*trailing, *befores]]
         data = renderer.text(header, [values for _, values in leading], rows, after).encode("utf-8")
         write_csv_bytes(path, data, dms.compression == "gzip")
 

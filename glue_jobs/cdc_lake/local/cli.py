@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lake.core.config import PipelineConfig, glue_version, load_config
 from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.formats import FORMATS
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
 from cdc_lake.local.progress import live_status
 
@@ -249,7 +250,7 @@ def _add_config_commands(commands: Any) -> None:
     _add_source(from_source)
     from_source.add_argument("--schema", action="append", default=[], help="only this schema (repeatable)")
     from_source.add_argument("--table", action="append", default=[], help="only <schema>.<table> matching (glob)")
-    from_source.add_argument("--format", choices=["csv", "parquet"], default="csv", help="the DMS target's format")
+    from_source.add_argument("--format", choices=list(FORMATS), default="csv", help="the DMS target's format")
     from_source.add_argument("--database", default="", help="the lake database (default cdc_lake)")
     from_source.add_argument("--output", "-o", type=Path, help="the YAML file to write (default: print it)")
     from_source.add_argument("--force", action="store_true", help="overwrite an existing --output file")
@@ -259,7 +260,7 @@ def _add_config_commands(commands: Any) -> None:
     from_files.add_argument("--landing", "-l", type=Path, help="the folder DMS files landed in")
     from_files.add_argument("--bucket", help="or the raw bucket DMS writes to")
     from_files.add_argument("--aws-endpoint", help="with --bucket: an AWS endpoint URL (e.g. a local one)")
-    from_files.add_argument("--format", choices=["csv", "parquet"], default="parquet", help="the DMS target's format")
+    from_files.add_argument("--format", choices=list(FORMATS), default="parquet", help="the DMS target's format")
     from_files.add_argument("--header", action="store_true", help="CSV files carry a header (AddColumnName)")
     from_files.add_argument("--bucket-folder", default="dms", help="DMS BucketFolder (default dms)")
     from_files.add_argument("--timestamp-column", help="DMS TimestampColumnName, when set")

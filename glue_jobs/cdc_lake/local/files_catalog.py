@@ -14,6 +14,7 @@ import io
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from pyspark.sql import SparkSession
 
@@ -68,9 +69,17 @@ def _newest_data_file(store: ObjectStore, prefix: str) -> str | None:
 
 
 def _file_columns(spark: SparkSession, store: ObjectStore, dms: DmsSettings, key: str) -> FileColumns:
-    if dms.format == "parquet":
-        schema = spark.read.parquet(store.uri(key)).schema
-        return FileColumns(key, [(f.name, config_type(f.dataType)) for f in schema.fields])
+    match dms.file_format.name:
+        case "parquet":
+            schema = spark.read.parquet(store.uri(key)).schema
+            return FileColumns(key, [(f.name, config_type(f.dataType)) for f in schema.fields])
+        case "csv":
+            return _header_columns(store, dms, key)
+        case unhandled:
+            assert_never(unhandled)
+
+
+def _header_columns(store: ObjectStore, dms: DmsSettings, key: str) -> FileColumns:
     if not dms.add_column_name:
         raise CdcLakeError(
             "CSV files without a header name no columns: propose from Parquet files, or from CSV files written with "

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.formats import FORMATS, FormatName
 from cdc_lake.ops.source_catalog import MAX_DECIMAL_PRECISION, CatalogColumn, CatalogTable, masked, redacted
 from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, mysql_ssl
 
@@ -109,7 +110,7 @@ def connect(url: str, tls: SourceTls = CHECKED) -> Any:
 
 
 def read_catalog(
-    connection: Any, schemas: Sequence[str] = (), patterns: Sequence[str] = (), dms_format: str = "csv"
+    connection: Any, schemas: Sequence[str] = (), patterns: Sequence[str] = (), dms_format: FormatName = "csv"
 ) -> list[CatalogTable]:
     """The source's base tables in ``schemas`` (MySQL databases; default: every non-system one) whose
     ``<schema>.<table>`` matches one of ``patterns``, with their columns in source order and primary keys."""
@@ -147,7 +148,7 @@ def read_catalog(
 
 
 def column_type(
-    full_type: str, data_type: str, precision_scale: tuple[int | None, int | None], dms_format: str
+    full_type: str, data_type: str, precision_scale: tuple[int | None, int | None], dms_format: FormatName
 ) -> tuple[str, str | None]:
     """The configuration type DMS's mapping gives a MySQL column (``COLUMN_TYPE``, ``DATA_TYPE``), and why it is
     text when it is (or a remark on a faithful but surprising mapping)."""
@@ -164,7 +165,7 @@ def column_type(
             return "string", f"{full_type}: above precision {MAX_DECIMAL_PRECISION} DMS writes the value as text"
         return f"decimal({precision},{scale})", None
     if data_type in BINARY_TYPES:
-        if dms_format == "parquet":
+        if FORMATS[dms_format].keeps_binary:
             return "binary", None
         return "string", "DMS writes binary data as bytes; how it appears in CSV is unconfirmed here: kept as text"
     if data_type in EXACT_TYPES:

@@ -46,7 +46,7 @@ from cdc_lake.ops.export import read_table
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("jsonl", "csv", "parquet")
+EXPECTED_FORMATS = ("jsonl", "csv", "parquet")
 _SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".deflate", ".snappy", ".zst", ".lz4")
 _CORRUPT = "_cdc_lake_corrupt"
@@ -170,8 +170,9 @@ def detect_format(path: str | Path, file_format: str | None = None) -> str:
     """``jsonl``, ``csv`` or ``parquet``: as given, else by the file's extension or the files in a local folder."""
     if file_format is not None:
         chosen = {"json": "jsonl", "ndjson": "jsonl"}.get(file_format.lower(), file_format.lower())
-        if chosen not in FORMATS:
-            raise CdcLakeError(f"unknown expected-file format {file_format!r}; use one of {', '.join(FORMATS)}")
+        if chosen not in EXPECTED_FORMATS:
+            known = ", ".join(EXPECTED_FORMATS)
+            raise CdcLakeError(f"unknown expected-file format {file_format!r}; use one of {known}")
         return chosen
     by_name = _format_of_name(str(path))
     if by_name is not None:
@@ -187,7 +188,7 @@ def detect_format(path: str | Path, file_format: str | None = None) -> str:
             return str(found.pop())
         if found:
             raise CdcLakeError(f"{path}: holds files of several formats ({', '.join(sorted(map(str, found)))})")
-    raise CdcLakeError(f"{path}: cannot tell the format from the name; give it ({', '.join(FORMATS)})")
+    raise CdcLakeError(f"{path}: cannot tell the format from the name; give it ({', '.join(EXPECTED_FORMATS)})")
 
 
 def _format_of_name(name: str) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.formats import FORMATS, FormatName
 from cdc_lake.core.identifiers import lake_name
 from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, postgres_conninfo
 
@@ -161,7 +162,7 @@ def connect(url: str, tls: SourceTls = CHECKED) -> Any:
 
 
 def read_catalog(
-    connection: Any, schemas: Sequence[str] = (), patterns: Sequence[str] = (), dms_format: str = "csv"
+    connection: Any, schemas: Sequence[str] = (), patterns: Sequence[str] = (), dms_format: FormatName = "csv"
 ) -> list[CatalogTable]:
     """The source's tables in ``schemas`` (default: every non-system one) whose ``<schema>.<table>`` matches one of
     ``patterns`` (shell-style; default: all), with their columns in source order and primary keys."""
@@ -196,7 +197,7 @@ def read_catalog(
     return list(tables.values())
 
 
-def column_type(pg_type: PgType, dms_format: str) -> tuple[str, str | None]:
+def column_type(pg_type: PgType, dms_format: FormatName) -> tuple[str, str | None]:
     """The configuration type DMS's mapping gives a PostgreSQL column, and why it is text when it is."""
     full_type, base_type, typmod, kind, category = pg_type
     if category == "A":
@@ -216,7 +217,7 @@ def column_type(pg_type: PgType, dms_format: str) -> tuple[str, str | None]:
         if precision > MAX_DECIMAL_PRECISION:
             return "string", f"{full_type}: above precision {MAX_DECIMAL_PRECISION} DMS writes the value as text"
         return f"decimal({precision},{scale})", None
-    if base_type == "bytea" and dms_format == "parquet":
+    if base_type == "bytea" and FORMATS[dms_format].keeps_binary:
         return "binary", None
     if base_type in EXACT_TYPES:
         return EXACT_TYPES[base_type], None

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.exceptions import CdcLakeError, JobArgumentError
+from cdc_lake.core.formats import FormatName
 from cdc_lake.ops import mysql_catalog, source_catalog
 from cdc_lake.ops.source_catalog import CatalogTable, Difference, differences
 from cdc_lake.ops.source_tls import CHECKED, SourceTls
@@ -27,7 +28,7 @@ class Dialect:
     """How to reach a source's catalog: PostgreSQL (libpq URL or conninfo), or MySQL/MariaDB (``mysql://``)."""
 
     connect: Callable[[str, SourceTls], Any]
-    read_catalog: Callable[[Any, Sequence[str], Sequence[str], str], list[CatalogTable]]
+    read_catalog: Callable[[Any, Sequence[str], Sequence[str], FormatName], list[CatalogTable]]
     mapping: str
 
 

@@ -121,7 +121,7 @@ def _check_table_shapes(table: TableSpec, spec: GeneratorSpec, changed: set[tupl
 
 def _check_supported(config: PipelineConfig, tables: list[TableSpec], landing: Path) -> None:
     for table in tables:
-        if config.dms.format == "csv":
+        if not config.dms.file_format.keeps_binary:
             for column in table.columns:
                 if column.type == "binary":
                     raise ConfigError(

@@ -6,7 +6,7 @@ import gzip
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -104,8 +104,7 @@ class TableWriter:
         self.landing = landing
         self.prefix = config.table_prefix(model.table)
         self.gzip = self.dms.compression == "gzip"
-        self.parquet = self.dms.format == "parquet"
-        self.extension = ".parquet" if self.parquet else ".csv.gz" if self.gzip else ".csv"
+        self.extension = self.dms.file_format.file_suffix(self.gzip)
         self.boolean_style = spec.boolean_style
         self.renderers: dict[Shape, CsvRenderer] = {}
 
@@ -122,8 +121,8 @@ class TableWriter:
         before = [["I"] * count] if with_op else []
         if self.dms.timestamp_column:
             before.append([timestamp_text(load.ts)] * count)
-        no_sequence = None if self.parquet else ""  # full-load rows carry no change sequence
-        self._write(key, _FileRows(load.shape, with_op, before, load.rows, [no_sequence] * count, [None] * count))
+        # Full-load rows carry no change sequence.
+        self._write(key, _FileRows(load.shape, with_op, before, load.rows, [None] * count, [None] * count))
         return key
 
     def cdc_file(self, cdc: CdcFile) -> str:
@@ -166,18 +165,22 @@ class TableWriter:
         old_keys = self._before_image(content.old_rows)
         written = shape.project(content.rows, len(self.model.columns))
         header = self._header(content.with_op, shape)
-        if self.parquet:
-            table = self._arrow_table(header, shape, (before, after), written, old_keys)
-            pq.write_table(table, path, compression="gzip" if self.gzip else "none", version="1.0")
-            return
-        csv = self._renderer(shape)
-        if old_keys:
-            after += [
-                csv.column(shape.positions.index(p), keys)
-                for p, keys in zip(self.model.key_positions, old_keys, strict=True)
-            ]
-        data = csv.text(header if self.dms.add_column_name else None, before, written, after).encode("utf-8")
-        write_csv_bytes(path, data, self.gzip)
+        match self.dms.file_format.name:
+            case "parquet":
+                table = self._arrow_table(header, shape, (before, after), written, old_keys)
+                pq.write_table(table, path, compression="gzip" if self.gzip else "none", version="1.0")
+            case "csv":
+                csv = self._renderer(shape)
+                after = [["" if v is None else v for v in values] for values in after]
+                if old_keys:
+                    after += [
+                        csv.column(shape.positions.index(p), keys)
+                        for p, keys in zip(self.model.key_positions, old_keys, strict=True)
+                    ]
+                data = csv.text(header if self.dms.add_column_name else None, before, written, after).encode("utf-8")
+                write_csv_bytes(path, data, self.gzip)
+            case unhandled:
+                assert_never(unhandled)
 
     def _arrow_table(
         self,
