@@ -83,7 +83,9 @@ class Replicated:
 
     @property
     def lake(self) -> LakeContext:
-        return LakeContext(self.pipeline.context.spark, self.pipeline.config, self.pipeline.location)
+        return LakeContext(
+            spark=self.pipeline.context.spark, location=self.pipeline.location, config=self.pipeline.config
+        )
 
     def deliver(self, keys: list[str]) -> None:
         runs = self.pipeline.deliver(newest_per_table(keys, self.pipeline.config))

@@ -69,7 +69,7 @@ def landed_bytes(lake: Lake) -> dict[str, str]:
 
 
 def context(lake: Lake, config: PipelineConfig) -> ReplayContext:
-    return ReplayContext(lake.spark, config, lake.location, lake.store())
+    return ReplayContext(spark=lake.spark, location=lake.location, config=config, store=lake.store())
 
 
 def run(lake: Lake, config: PipelineConfig) -> DrainResult:

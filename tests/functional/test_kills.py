@@ -139,7 +139,7 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
     last = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True)
     assert last.returncode == 0, last.stdout + last.stderr[-3000:]
 
-    context = LakeContext(spark, config, location)
+    context = LakeContext(spark=spark, location=location, config=config)
     out = tmp_path / "export"
     export_tables(context, out)
     for table in config.tables:

@@ -291,9 +291,10 @@ def test_expiry_never_drops_the_newest_applied_files_record(spark, database, lan
     key = write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
     location = LakeLocation("lake", database)
     apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
+    context = LakeContext(spark=spark, location=location, config=config)
     for _ in range(3):
-        maintain(LakeContext(spark, config, location), "compact", tables=["shop.orders"])
+        maintain(context, "compact", tables=["shop.orders"])
     later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
     retention = Retention(days=1, last=1, now=later)
-    maintain(LakeContext(spark, config, location), "expire", tables=["shop.orders"], retention=retention)
+    maintain(context, "expire", tables=["shop.orders"], retention=retention)
     assert apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config)).already_applied

@@ -288,7 +288,7 @@ def test_a_refusing_table_still_refuses_and_quarantine_rejects_history():
 def _context(lake: Lake, cfg):
     from cdc_lake.engine.context import ReplayContext
 
-    return ReplayContext(lake.spark, cfg, lake.location, lake.store())
+    return ReplayContext(spark=lake.spark, location=lake.location, config=cfg, store=lake.store())
 
 
 def _cli_args(lake: Lake, landing, warehouse, landing_too: bool = True) -> list[str]:

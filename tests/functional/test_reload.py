@@ -214,10 +214,14 @@ def test_folder_emptied_first_and_the_since_override(spark, database, tmp_path):
     with pytest.raises(ReplayOrderError, match=r"run `cdc-lake reload -t shop\.items`"):
         apply_up_to(spark, cfg, location, store, parse_key(skewed, cfg))
 
-    result = reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0])
+    result = reload_table(ReplayContext(spark=spark, location=location, config=cfg, store=store), cfg.tables[0])
     assert result.skipped_cdc_files == [skewed] and result.cdc_files == []
     assert rows(spark, database) == [(1, "one-b"), (2, "two"), (3, "three")]  # the skewed change is missing
-    result = reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0], since="20250301-093100000.csv")
+    result = reload_table(
+        ReplayContext(spark=spark, location=location, config=cfg, store=store),
+        cfg.tables[0],
+        since="20250301-093100000.csv",
+    )
     assert result.cdc_files == [skewed] and result.boundary_source == "--since 20250301-093100000.csv"
     assert (result.counts.inserts, result.counts.updates, result.counts.deletes) == (0, 1, 0)
     assert rows(spark, database) == source.expected()
@@ -233,7 +237,7 @@ def test_load_files_of_an_earlier_longer_load_are_left_out(spark, database, tmp_
     apply_up_to(spark, cfg, location, store, parse_key(load2, cfg))
     # Keys 3 and 4 were deleted; the reload needs one file only and leaves LOAD00000002 in place.
     land(landing, "LOAD00000001.csv", "1,one\n2,two-b\n", at(12, 0))
-    result = reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0])
+    result = reload_table(ReplayContext(spark=spark, location=location, config=cfg, store=store), cfg.tables[0])
     assert result.stale_load_files == [load2]
     assert rows(spark, database) == [(1, "one"), (2, "two-b")]
     # The old file stays recorded: a later CDC file is applied, not refused.
@@ -252,7 +256,7 @@ def test_bad_rows_refuse_the_reload_and_change_nothing(spark, database, tmp_path
     before = head(spark, database), head(spark, database, "shop_items_history")
     land(landing, "LOAD00000001.csv", "1,one\nx,bad\n", at(11, 0))
     with pytest.raises(DmsInputError, match=r"LOAD00000001.csv: row 2, column id: cannot parse as bigint"):
-        reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0])
+        reload_table(ReplayContext(spark=spark, location=location, config=cfg, store=store), cfg.tables[0])
     assert (head(spark, database), head(spark, database, "shop_items_history")) == before
     assert rows(spark, database) == [(1, "one")]
 

@@ -215,7 +215,7 @@ def apply_up_to(
 ) -> RunResult:
     """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
     instead of a file, every landed file of the table."""
-    return replay(ReplayContext(spark, config, location, store), trigger)
+    return replay(ReplayContext(spark=spark, location=location, config=config, store=store), trigger)
 
 
 def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedFiles | None = None) -> RunResult:

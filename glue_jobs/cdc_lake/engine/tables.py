@@ -54,6 +54,14 @@ class LakeLocation:
 
 
 @dataclass(frozen=True)
+class Lake:
+    """A Spark session and where a configuration's tables live: what every read and write of a lake table needs."""
+
+    spark: SparkSession
+    location: LakeLocation
+
+
+@dataclass(frozen=True)
 class TableSnapshot:
     """A configured table's lake table at ``location``, as of ``snapshot_id`` (None: its current snapshot)."""
 

@@ -359,7 +359,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     config = _config(args)
     spark, location = _lake(args, config)
-    written = export_tables(LakeContext(spark, config, location), args.out, args.table, snapshot_id=args.as_of)
+    written = export_tables(
+        LakeContext(spark=spark, location=location, config=config), args.out, args.table, snapshot_id=args.as_of
+    )
     for name, rows in written.items():
         print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
     return 0
@@ -630,7 +632,10 @@ def cmd_reapply(args: argparse.Namespace) -> int:
 
     config = _config(args)
     spark, location = _lake(args, config)
-    result = reapply(ReplayContext(spark, config, location, LocalFolderStore(args.landing)), config.table(args.table))
+    result = reapply(
+        ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing)),
+        config.table(args.table),
+    )
     if result is None or result.already_applied:
         print(f"{args.table}: nothing to re-apply")
         return 0
@@ -647,7 +652,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
 
     config = _config(args)
     spark, location = _lake(args, config)
-    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
     result = reload_table(context, config.table(args.table), since=args.since)
     print(describe_reload(result))
     return 0
@@ -689,7 +694,12 @@ def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayC
         warehouse = args.lake_warehouse or f"s3://{args.bucket}/unused-warehouse/"
         spark = local_spark_session(conf=glue_catalog_conf(warehouse), aws_endpoint=args.aws_endpoint)
         client = boto3.client("s3", endpoint_url=args.aws_endpoint) if args.aws_endpoint else None
-        return ReplayContext(spark, config, LakeLocation(GLUE_CATALOG, database), S3Store(args.bucket, client))
+        return ReplayContext(
+            spark=spark,
+            location=LakeLocation(GLUE_CATALOG, database),
+            config=config,
+            store=S3Store(args.bucket, client),
+        )
     if args.warehouse is None or args.landing is None:
         raise CdcLakeError("status needs --warehouse and --landing (a local lake), or --bucket (the deployed one)")
     if not args.warehouse.is_dir():
@@ -697,7 +707,9 @@ def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayC
     if not args.landing.is_dir():
         raise CdcLakeError(f"{args.landing}: no such landing folder; give the one DMS files land in")
     spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
-    return ReplayContext(spark, config, LakeLocation(LOCAL_CATALOG, database), LocalFolderStore(args.landing))
+    return ReplayContext(
+        spark=spark, location=LakeLocation(LOCAL_CATALOG, database), config=config, store=LocalFolderStore(args.landing)
+    )
 
 
 def _print_status(found: Sequence[TableStatus]) -> None:
@@ -750,7 +762,7 @@ def cmd_rejects(args: argparse.Namespace) -> int:
 
     config = _config(args)
     spark, location = _lake(args, config)
-    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
     table = config.table(args.table)
     if args.action == "list":
         rows = outstanding_rejects(context, table)
@@ -788,11 +800,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     spark, location = _lake(args, config)
     settle = None
     if args.landing is not None:
-        context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+        context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
         settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
     elif not args.json:
         print("without --landing, a change still in flight shows as drift: verify when the lake has caught up")
-    results = verify(LakeContext(spark, config, location), _source(args), args.table, settle=settle)
+    results = verify(
+        LakeContext(spark=spark, location=location, config=config), _source(args), args.table, settle=settle
+    )
     for result in results:
         for drift in result.drift:
             if args.json:
@@ -827,7 +841,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     config = _config(args)
     spark, location = _lake(args, config)
-    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
     settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
     results = repair(context, _source(args), args.table, settle=settle, dry_run=args.dry_run)
     for result in results:
@@ -862,7 +876,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     config = _config(args)
     spark, location = _lake(args, config)
     retention = Retention(days=args.retain_days, last=args.retain_last, orphan_days=args.orphan_days)
-    lake = LakeContext(spark, config, location)
+    lake = LakeContext(spark=spark, location=location, config=config)
     for result in maintain(lake, args.action, tables=args.table, retention=retention):
         details = ", ".join(f"{k} {v}" for k, v in result.detail.items())
         print(f"{result.table}: {result.action}: {details}")
