@@ -271,7 +271,8 @@ class Lake:
 
     ``hadoop``: the Hadoop catalog on a folder, files read from the landing folder. ``glue``: the Glue Data
     Catalog with S3FileIO on the local endpoint, files read from a bucket that mirrors the landing folder
-    (each ``store()`` puts what changed there since, as DMS would have written it).
+    (each ``store()`` puts what changed there since, as DMS would have written it). Its ``spark`` and ``location``
+    make it an ``engine.tables.Lake`` to the library's functions that take one.
     """
 
     path: str

@@ -47,7 +47,7 @@ def rows(lake: Lake) -> list[tuple]:
 def head(lake: Lake) -> int | None:
     from cdc_lake.engine.commit import branch_head
 
-    return branch_head(lake.spark, lake.location, "shop_items")
+    return branch_head(lake, "shop_items")
 
 
 def landed(lake: Lake, store: ObjectStore) -> list[str]:
@@ -250,7 +250,7 @@ def applied_keys(lake: Lake) -> list[str]:
     from cdc_lake.engine.record import snapshot_summaries
 
     keys = []
-    for snapshot in snapshot_summaries(lake.spark, lake.location, items_config().tables[0]):
+    for snapshot in snapshot_summaries(lake, items_config().tables[0]):
         recorded = (snapshot["summary"] or {}).get("cdc-lake.applied-files")
         keys += [f["key"] for f in json.loads(recorded)] if recorded else []
     return sorted(keys)

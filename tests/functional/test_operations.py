@@ -222,13 +222,13 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed,
     table = config.table("shop.orders")
     before = table_rows(lake, table.lake_table)
     history_before = sorted(map(str, history_rows(lake, history_name(table))))
-    changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    changes = [c for c in list_changes(pipeline.context, table) if c.kind == "replay"]
     assert sum(len(c.files) for c in changes) == len(result.tables[0].load_files) + len(result.tables[0].cdc_files)
     assert sum(c.counts["I"] + c.counts["U"] + c.counts["D"] for c in changes) > 0
 
     assert len(changes) >= 4
     target = changes[1]
-    done = rollback(spark, pipeline.location, table, target.snapshot_id)
+    done = rollback(pipeline.context, table, target.snapshot_id)
     assert done.files_to_reapply == sum(len(c.files) for c in changes[2:])
     as_of = tmp_path / "as-of"
     export_tables(pipeline.context, as_of, ["shop.orders"], snapshot_id=target.snapshot_id)
@@ -251,7 +251,7 @@ def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, r
     table = config.table("shop.orders")
     history_before = sorted(map(str, history_rows(lake, history_name(table))))
     before = table_rows(lake, table.lake_table)
-    changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    changes = [c for c in list_changes(pipeline.context, table) if c.kind == "replay"]
     # As if the last run stopped after its history commit: only the table goes back.
     spark.sql(
         f"CALL {lake.catalog}.system.set_current_snapshot(table => '{lake.database}.{table.lake_table}', "
@@ -268,19 +268,19 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, r
     lake, pipeline = replayed.lake, replayed.pipeline
     table = pipeline.config.table("shop.lines")
     before = table_rows(lake, table.lake_table)
-    changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    changes_before = [c.snapshot_id for c in list_changes(pipeline.context, table) if c.kind == "replay"]
     results = maintain(pipeline.context, "all", tables=["shop.lines"], retention=Retention(days=7, last=5))
     actions = {(r.table.split(".")[-1], r.action) for r in results}
     assert actions == {(name, step) for name in ("shop_lines", "shop_lines_history")
                        for step in ("compact", "expire", "orphans")}  # fmt: skip
     assert any(r.detail.get("rewritten_data_files", 0) > 0 for r in results if r.action == "compact")
     assert table_rows(lake, table.lake_table) == before
-    kinds = [c.kind for c in list_changes(spark, pipeline.location, table)]
+    kinds = [c.kind for c in list_changes(pipeline.context, table)]
     assert kinds[-1] == "maintenance"
     # The record of applied files survives compaction: every trigger is still a no-op.
     assert reapply(pipeline.context, table).already_applied
     # Snapshots younger than the retention are kept: rolling back and re-applying still works.
-    rollback(spark, pipeline.location, table, changes_before[1])
+    rollback(pipeline.context, table, changes_before[1])
     reapply(pipeline.context, table)
     assert table_rows(lake, table.lake_table) == before
 

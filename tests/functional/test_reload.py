@@ -20,7 +20,7 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import RELOAD, read_state, snapshot_summaries
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.engine.replay import apply_up_to
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import Lake, LakeLocation
 from cdc_lake.jobs.entry import job_context
 from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes
@@ -147,9 +147,10 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
     # One commit replaced the contents; the table before it is still there for time travel.
     assert rows(spark, database, snapshot_before) == before_reload
     reload_snapshot = head(spark, database)
-    summary = snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])[-1]
+    in_lake = Lake(spark, LakeLocation("lake", database))
+    summary = snapshot_summaries(in_lake, cfg.tables[0])[-1]
     assert summary["snapshot_id"] == reload_snapshot and RELOAD in summary["summary"]
-    assert list_changes(spark, LakeLocation("lake", database), cfg.tables[0])[-1].kind == "reload"
+    assert list_changes(in_lake, cfg.tables[0])[-1].kind == "reload"
 
     # History: a version only for each key whose row changed (7 did not), from the change that made it.
     history = {
@@ -188,7 +189,7 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
     assert f"applied shop.items  1 file(s) up to {later}, I 1 U 1 D 1" in out
     assert "1 job run(s): 1 file(s) applied, 0 failed" in out
     assert rows(spark, database) == source.expected()
-    state = read_state(spark, LakeLocation("lake", database), "shop_items")
+    state = read_state(in_lake, "shop_items")
     assert (state.cdc_last, state.cdc_count, state.load_count) == (later, 5, 2)
     current = spark.sql(f"SELECT id, label FROM lake.{database}.shop_items_history WHERE is_current").collect()
     assert sorted(tuple(r) for r in current) == source.expected()

@@ -239,9 +239,9 @@ def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = 
     landed: list[dt.datetime] = []
     for table in tables or context.config.tables:
         state: ReplayState | None = None
-        if table_exists(context.spark, context.location, table):
+        if table_exists(context, table):
             try:
-                state = table_record(context.spark, context.location, table.lake_table).state
+                state = table_record(context, table.lake_table).state
             except RecordLostError:
                 state = None
         waiting, _ = waiting_files(context, table, state)

@@ -18,10 +18,7 @@ from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
 from cdc_lake.local.progress import live_status
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from cdc_lake.engine.context import ReplayContext
-    from cdc_lake.engine.tables import LakeLocation
+    from cdc_lake.engine.context import LakeContext, ReplayContext
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
     from cdc_lake.ops.status import TableStatus
 
@@ -354,14 +351,10 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cdc_lake.engine.context import LakeContext
     from cdc_lake.ops.export import export_tables
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    written = export_tables(
-        LakeContext(spark=spark, location=location, config=config), args.out, args.table, snapshot_id=args.as_of
-    )
+    written = export_tables(_lake(args, config), args.out, args.table, snapshot_id=args.as_of)
     for name, rows in written.items():
         print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
     return 0
@@ -532,21 +525,31 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lake(args: argparse.Namespace, config: PipelineConfig) -> tuple[SparkSession, LakeLocation]:
+def _lake(args: argparse.Namespace, config: PipelineConfig) -> LakeContext:
+    from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
 
     spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
-    return spark, LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+    location = LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+    return LakeContext(spark=spark, location=location, config=config)
+
+
+def _landed(lake: LakeContext, landing: Path) -> ReplayContext:
+    """``lake``'s replay context, its DMS files read from the ``landing`` folder."""
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
+
+    return ReplayContext(spark=lake.spark, location=lake.location, config=lake.config, store=LocalFolderStore(landing))
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
     from cdc_lake.ops.operations import list_changes
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     table = config.table(args.table)
-    changes = list_changes(spark, location, table)
+    changes = list_changes(lake, table)
     if not changes:
         print(f"{table.name}: no lake table yet")
         return 0
@@ -590,7 +593,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from cdc_lake.engine.history import row_history
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     table = config.table(args.table)
     if not table.history:
         raise CdcLakeError(f"{table.name} keeps no history; set `history: true` on it in the configuration")
@@ -598,7 +601,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     missing = sorted(set(table.primary_key) - set(key))
     if missing:
         raise CdcLakeError(f"--key must name every primary key column of {table.name}; missing {missing}")
-    versions = row_history(spark, location, table, key)
+    versions = row_history(lake, table, key)
     if not versions:
         print(f"{table.name}: no version of {key}")
         return 1
@@ -615,8 +618,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from cdc_lake.ops.operations import rollback
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    done = rollback(spark, location, config.table(args.table), args.to)
+    done = rollback(_lake(args, config), config.table(args.table), args.to)
     history = f" (history at {done.history_snapshot_id})" if done.history_snapshot_id else ""
     print(
         f"{done.table}: now at change {done.snapshot_id}{history}; {done.files_to_reapply} later file(s) will be "
@@ -626,16 +628,10 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_reapply(args: argparse.Namespace) -> int:
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.ops.operations import reapply
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    result = reapply(
-        ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing)),
-        config.table(args.table),
-    )
+    result = reapply(_landed(_lake(args, config), args.landing), config.table(args.table))
     if result is None or result.already_applied:
         print(f"{args.table}: nothing to re-apply")
         return 0
@@ -645,15 +641,11 @@ def cmd_reapply(args: argparse.Namespace) -> int:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.engine.reload import reload_table
     from cdc_lake.jobs.maintenance import describe_reload
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
-    result = reload_table(context, config.table(args.table), since=args.since)
+    result = reload_table(_landed(_lake(args, config), args.landing), config.table(args.table), since=args.since)
     print(describe_reload(result))
     return 0
 
@@ -756,13 +748,10 @@ def _bytes(size: int) -> str:
 
 
 def cmd_rejects(args: argparse.Namespace) -> int:
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.engine.rejects_replay import outstanding_rejects, replay_rejects
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
+    context = _landed(_lake(args, config), args.landing)
     table = config.table(args.table)
     if args.action == "list":
         rows = outstanding_rejects(context, table)
@@ -783,30 +772,26 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from cdc_lake.ops.reconcile import format_report, reconcile
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    lake = TableSnapshot(location, config.table(args.table), args.as_of)
-    report = reconcile(spark, lake, args.expected, file_format=args.format, limit=args.limit)
+    lake = _lake(args, config)
+    snapshot = TableSnapshot(lake.location, config.table(args.table), args.as_of)
+    report = reconcile(lake.spark, snapshot, args.expected, file_format=args.format, limit=args.limit)
     print(format_report(report))
     return 0 if report.matches else 1
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no table drifted, 1 when one did (2, as for every command, on an error)."""
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import LakeContext, ReplayContext
     from cdc_lake.ops.verify import Settle, verify
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     settle = None
     if args.landing is not None:
-        context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
-        settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
+        interval = float(config.dms.cdc_max_batch_interval)
+        settle = Settle(_landed(lake, args.landing), interval, timeout_s=args.settle_timeout)
     elif not args.json:
         print("without --landing, a change still in flight shows as drift: verify when the lake has caught up")
-    results = verify(
-        LakeContext(spark=spark, location=location, config=config), _source(args), args.table, settle=settle
-    )
+    results = verify(lake, _source(args), args.table, settle=settle)
     for result in results:
         for drift in result.drift:
             if args.json:
@@ -834,14 +819,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_repair(args: argparse.Namespace) -> int:
     """Exit 0 when the repaired tables then equal the source (a second verify), 1 otherwise."""
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.ops.repair import repair
     from cdc_lake.ops.verify import Settle, verify
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(args.landing))
+    context = _landed(_lake(args, config), args.landing)
     settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
     results = repair(context, _source(args), args.table, settle=settle, dry_run=args.dry_run)
     for result in results:
@@ -870,13 +852,11 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.maintenance import Retention, maintain
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     retention = Retention(days=args.retain_days, last=args.retain_last, orphan_days=args.orphan_days)
-    lake = LakeContext(spark=spark, location=location, config=config)
     for result in maintain(lake, args.action, tables=args.table, retention=retention):
         details = ", ".join(f"{k} {v}" for k, v in result.detail.items())
         print(f"{result.table}: {result.action}: {details}")
