@@ -21,9 +21,9 @@ from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.maintenance import Retention, maintain
-from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation, history_name
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
@@ -90,9 +90,9 @@ def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, lak
         "D,2025-03-01 12:06:00.000000,9,ghost,0.00\n",
     )
     second = write_file(landing, prefix + "20250301-120700000.csv", "U,2025-03-01 12:07:00.000000,1,shipped,11.00\n")
-    location, store = lake.location, lake.store()
+    context = ReplayContext(spark=spark, location=lake.location, config=config, store=lake.store())
     for key in (second, first, prefix + "LOAD00000001.csv", second):
-        apply_up_to(spark, config, location, store, parse_key(key, config))
+        replay(context, parse_key(key, config))
     versions = sorted(history_rows(lake, "shop_orders_history"), key=lambda r: (r["order_id"], r["version"]))
     at = dt.datetime
     assert [
@@ -290,11 +290,11 @@ def test_expiry_never_drops_the_newest_applied_files_record(spark, database, lan
     prefix = "dms/shop/orders/"
     key = write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
     location = LakeLocation("lake", database)
-    apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
-    context = LakeContext(spark=spark, location=location, config=config)
+    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(landing))
+    replay(context, parse_key(key, config))
     for _ in range(3):
         maintain(context, "compact", tables=["shop.orders"])
     later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
     retention = Retention(days=1, last=1, now=later)
     maintain(context, "expire", tables=["shop.orders"], retention=retention)
-    assert apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config)).already_applied
+    assert replay(context, parse_key(key, config)).already_applied

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -47,7 +47,7 @@ from cdc_lake.core.notices import Notice, unique
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.shapes import FILE, FileLayout
-from cdc_lake.core.storage import ObjectStore, changed_since_listed
+from cdc_lake.core.storage import changed_since_listed
 from cdc_lake.engine.changes import (
     TOTALS,
     ChangeCounts,
@@ -95,7 +95,6 @@ from cdc_lake.engine.rejects import (
 from cdc_lake.engine.schema import align_lake_table, plan_schema
 from cdc_lake.engine.spark_types import local_relation
 from cdc_lake.engine.tables import (
-    LakeLocation,
     ensure_table,
     history_name,
     lake_tables,
@@ -206,21 +205,10 @@ class HistoryWritten:
     files: list[str] = field(default_factory=list)
 
 
-def apply_up_to(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    trigger: DmsFile | TableSpec,
-) -> RunResult:
-    """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
-    instead of a file, every landed file of the table."""
-    return replay(ReplayContext(spark=spark, location=location, config=config, store=store), trigger)
-
-
 def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedFiles | None = None) -> RunResult:
-    """``apply_up_to`` with its context; ``landed``, a listing the caller just made, spares the first attempt its
-    own when it covers the listing window the table's state asks for."""
+    """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
+    instead of a file, every landed file of the table. ``landed``, a listing the caller just made, spares the first
+    attempt its own when it covers the listing window the table's state asks for."""
     started = time.monotonic()
     if isinstance(trigger, TableSpec):
         table, upto = trigger, None
