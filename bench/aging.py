@@ -80,7 +80,7 @@ def metadata_size(warehouse: Path) -> dict[str, int]:
 
 
 def measure(spark: SparkSession, pipeline: LocalPipeline, warehouse: Path, batch: int) -> dict[str, Any]:
-    shape = table_shape(spark, pipeline.location, LAKE_TABLE)
+    shape = table_shape(pipeline.context, LAKE_TABLE)
     head = spark.sql(
         f"SELECT summary['total-data-files'] AS data FROM {pipeline.location.metadata(LAKE_TABLE, 'snapshots')} "
         "ORDER BY committed_at DESC LIMIT 1"

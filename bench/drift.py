@@ -88,7 +88,7 @@ def _measure(conninfo: str, rows: int, work: Path) -> dict[str, Any]:
         connection.execute("UPDATE drift.items SET price = price + 0.01 WHERE id = ANY(%s)", (keys,))
 
     started = time.perf_counter()
-    [found] = verify(LakeContext(spark, config, pipeline.location), SourceAddress(conninfo))
+    [found] = verify(LakeContext(spark=spark, location=pipeline.location, config=config), SourceAddress(conninfo))
     verify_s = time.perf_counter() - started
     assert sorted(d.key["id"] for d in found.drift) == sorted(keys), found.drift
 

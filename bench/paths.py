@@ -44,7 +44,8 @@ from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
-from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint, served_requests
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
@@ -65,7 +66,8 @@ class _LakePath:
         """Land the file (a bucket gets it put, as DMS writes it), then time one run up to it."""
         if self.s3 is not None:
             self.s3.put_object(Bucket=LANDING_BUCKET, Key=key, Body=(self.landing / key).read_bytes())
-        seconds, result = timed(lambda: apply_up_to(spark, config, self.location, self.store, parse_key(key, config)))
+        context = ReplayContext(spark=spark, location=self.location, config=config, store=self.store)
+        seconds, result = timed(lambda: replay(context, parse_key(key, config)))
         if not result.applied_files:
             raise RuntimeError(f"{self.location.catalog}: {key} applied nothing")
         return seconds

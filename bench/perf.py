@@ -395,8 +395,8 @@ class PerfBench:
     def apply(self, database: str, key: str, config: PipelineConfig | None = None) -> float:
         """One run through the library, as a job runs it: every pending file of the table up to ``key``."""
         config = config or self.config
-        context = ReplayContext(self.spark, config, LakeLocation(LOCAL_CATALOG, database),
-                                LocalFolderStore(self.landing(database)))  # fmt: skip
+        location, store = LakeLocation(LOCAL_CATALOG, database), LocalFolderStore(self.landing(database))
+        context = ReplayContext(spark=self.spark, location=location, config=config, store=store)
         seconds, result = timed(lambda: replay(context, parse_key(key, config)))
         if not result.applied_files:
             raise RuntimeError(f"{database}: {key} applied nothing")

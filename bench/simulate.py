@@ -394,7 +394,7 @@ class Simulation:
             run.drain_started = run.last_work = self.now + self.params.noop_s
             self.at(run.drain_started, _ROUND_START, run)
             return
-        # per_file: replay.apply_up_to the trigger file: list the table's folder, apply what is pending up to it.
+        # per_file: replay.replay of the trigger file: list the table's folder, apply what is pending up to it.
         index, number = self.key_index[run.arguments["--key"]]
         first, last = self.claimed[index], number + 1
         files = max(0, last - first)

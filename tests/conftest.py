@@ -271,7 +271,8 @@ class Lake:
 
     ``hadoop``: the Hadoop catalog on a folder, files read from the landing folder. ``glue``: the Glue Data
     Catalog with S3FileIO on the local endpoint, files read from a bucket that mirrors the landing folder
-    (each ``store()`` puts what changed there since, as DMS would have written it).
+    (each ``store()`` puts what changed there since, as DMS would have written it). Its ``spark`` and ``location``
+    make it an ``engine.tables.Lake`` to the library's functions that take one.
     """
 
     path: str
@@ -301,9 +302,13 @@ class Lake:
     def apply(self, config: Any, key: str) -> Any:
         """Replay ``key``'s table up to ``key``, as a run triggered by it does; its RunResult."""
         from cdc_lake.core.dms_files import parse_key
-        from cdc_lake.engine.replay import apply_up_to
+        from cdc_lake.engine.context import ReplayContext
+        from cdc_lake.engine.replay import replay
 
-        return apply_up_to(self.spark, config, self.location, self.store(), parse_key(key, config))
+        return replay(
+            ReplayContext(spark=self.spark, location=self.location, config=config, store=self.store()),
+            parse_key(key, config),
+        )
 
     def store(self) -> Any:
         from cdc_lake.core.storage import LocalFolderStore, S3Store

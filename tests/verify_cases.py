@@ -83,7 +83,7 @@ class Replicated:
 
     @property
     def lake(self) -> LakeContext:
-        return LakeContext(self.pipeline.context.spark, self.pipeline.config, self.pipeline.location)
+        return self.pipeline.context
 
     def deliver(self, keys: list[str]) -> None:
         runs = self.pipeline.deliver(newest_per_table(keys, self.pipeline.config))
@@ -150,7 +150,7 @@ def run_drift_scenario(
     assert f"drift.items: repaired {len(expected)} key(s), {len(expected) - 1} upserted and 1 deleted" in printed
     assert "verified again: 0 differing key(s)" in printed
     check_tables(spark, hadoop_reader(warehouse), source.rows, config, pipeline.location, "after repair")
-    [summary] = [s["summary"] for s in snapshot_summaries(spark, pipeline.location, config.tables[0])
+    [summary] = [s["summary"] for s in snapshot_summaries(pipeline.context, config.tables[0])
                  if REPAIR in s["summary"]]  # fmt: skip
     assert json.loads(summary[REPAIR])["keys"] == len(expected)
     stats = found.stats

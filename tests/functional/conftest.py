@@ -69,7 +69,7 @@ class GlueRun:
     def lake(self) -> LakeContext:
         spark = SparkSession.getActiveSession()
         assert spark is not None
-        return LakeContext(spark, self.config, LakeLocation(GLUE_CATALOG, self.database))
+        return LakeContext(spark=spark, location=LakeLocation(GLUE_CATALOG, self.database), config=self.config)
 
     def metric(self, name: str) -> list[dict[str, Any]]:
         """The datapoints of one of the pipeline's metrics, this run's pipeline (its lake database) only."""

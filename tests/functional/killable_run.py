@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
         spark = local_spark_session(args.warehouse, app_name="cdc-lake-killable", cores=2)
         location, store = LakeLocation(LOCAL_CATALOG, args.database), LocalFolderStore(args.landing)
     print("ready", flush=True)
-    context = ReplayContext(spark, config, location, store)
+    context = ReplayContext(spark=spark, location=location, config=config, store=store)
     outcome = drain(context, Budget.of(config, idle_seconds=0))
     print(f"done: {len(outcome.commits)} commit(s), failures {outcome.failures}", flush=True)
     return 1 if outcome.failures else 0

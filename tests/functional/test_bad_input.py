@@ -69,7 +69,7 @@ def landed_bytes(lake: Lake) -> dict[str, str]:
 
 
 def context(lake: Lake, config: PipelineConfig) -> ReplayContext:
-    return ReplayContext(lake.spark, config, lake.location, lake.store())
+    return ReplayContext(spark=lake.spark, location=lake.location, config=config, store=lake.store())
 
 
 def run(lake: Lake, config: PipelineConfig) -> DrainResult:
@@ -89,7 +89,7 @@ def head(lake: Lake, table: Table) -> int | None:
     """The table's main branch head; None before the table exists."""
     if not lake.spark.catalog.tableExists(lake.table(lake_name(table))):
         return None
-    return branch_head(lake.spark, lake.location, lake_name(table))
+    return branch_head(lake, lake_name(table))
 
 
 def check_outcome(
@@ -115,7 +115,7 @@ def check_outcome(
     problems = [f"notice lacks {t}: {shown}" for t in wanted if not any(t in s for s in shown)]
     committed = [r for r in outcome.commits if r.table == table.table]
     if committed and kind.configured:
-        recorded = list_changes(lake.spark, lake.location, config.table(table.table))[-1].notices
+        recorded = list_changes(lake, config.table(table.table))[-1].notices
         if not any(n.kind == kind.notice for n in recorded):
             problems.append(f"the commit's snapshot summary records no {kind.notice} notice: {recorded}")
     return problems

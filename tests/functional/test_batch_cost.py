@@ -58,7 +58,9 @@ def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
     spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path
 ) -> None:
     run = GlueRun(aws_endpoint, database, tmp_path)
-    context = ReplayContext(spark, run.config, run.lake().location, S3Store(run.bucket, client=run.s3))
+    context = ReplayContext(
+        spark=spark, location=run.lake().location, config=run.config, store=S3Store(run.bucket, client=run.s3)
+    )
     keys = [key for key in run.keys if key.startswith(TABLE.replace(".", "/") + "/")]
     loads, changes = [k for k in keys if "/LOAD" in k], [k for k in keys if "/LOAD" not in k]
     assert loads and len(changes) >= 2, keys
@@ -87,7 +89,9 @@ def test_a_drain_round_with_nothing_pending_runs_no_spark_job(
     spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path
 ) -> None:
     run = GlueRun(aws_endpoint, database, tmp_path)
-    context = ReplayContext(spark, run.config, run.lake().location, S3Store(run.bucket, client=run.s3))
+    context = ReplayContext(
+        spark=spark, location=run.lake().location, config=run.config, store=S3Store(run.bucket, client=run.s3)
+    )
     for key in run.keys:
         run.land(key)
     first = drain(context, Budget(0, 0, 0.01, 2))

@@ -59,7 +59,7 @@ def applied_records(spark: SparkSession, pipeline: LocalPipeline) -> list[str]:
 
     keys: list[str] = []
     for table in pipeline.config.tables:
-        for snapshot in snapshot_summaries(spark, pipeline.location, table):
+        for snapshot in snapshot_summaries(pipeline.context, table):
             record = (snapshot["summary"] or {}).get(APPLIED)
             keys.extend(item["key"] for item in json.loads(record or "[]"))
     return keys
@@ -215,7 +215,7 @@ def test_each_commit_publishes_its_freshness_and_a_refused_table_its_failure_to_
     recorded = [
         json.loads(snapshot["summary"][FRESHNESS])
         for table in lake.config.tables
-        for snapshot in snapshot_summaries(spark, lake.location, table)
+        for snapshot in snapshot_summaries(lake, table)
         if FRESHNESS in (snapshot["summary"] or {})
     ]
     assert len(recorded) == len(lake.config.tables) - 1  # one commit for each table but the refused one

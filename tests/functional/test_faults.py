@@ -24,8 +24,9 @@ from cdc_lake.core.exceptions import (
     LandedFileChangedError,
 )
 from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_java import is_commit_conflict
-from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation
 from tests.conftest import ITEMS_COLUMNS, Lake, aws_client, items_config, on_both_paths, write_file
 
@@ -47,7 +48,7 @@ def rows(lake: Lake) -> list[tuple]:
 def head(lake: Lake) -> int | None:
     from cdc_lake.engine.commit import branch_head
 
-    return branch_head(lake.spark, lake.location, "shop_items")
+    return branch_head(lake, "shop_items")
 
 
 def landed(lake: Lake, store: ObjectStore) -> list[str]:
@@ -250,15 +251,20 @@ def applied_keys(lake: Lake) -> list[str]:
     from cdc_lake.engine.record import snapshot_summaries
 
     keys = []
-    for snapshot in snapshot_summaries(lake.spark, lake.location, items_config().tables[0]):
+    for snapshot in snapshot_summaries(lake, items_config().tables[0]):
         recorded = (snapshot["summary"] or {}).get("cdc-lake.applied-files")
         keys += [f["key"] for f in json.loads(recorded)] if recorded else []
     return sorted(keys)
 
 
+def context(lake: Lake, cfg: PipelineConfig, store: ObjectStore, location: LakeLocation | None = None) -> ReplayContext:
+    """A run's context on ``lake`` (or on its tables at ``location``), reading the landed files from ``store``."""
+    return ReplayContext(spark=lake.spark, location=location or lake.location, config=cfg, store=store)
+
+
 def land_and_apply_load(lake: Lake, landing, cfg: PipelineConfig) -> int | None:
     write_file(landing, LOAD, "1,a\n2,b\n")
-    apply_up_to(lake.spark, cfg, lake.location, lake.store(), parse_key(LOAD, cfg))
+    lake.apply(cfg, LOAD)
     write_file(landing, CDC1, "U,1,a1\n")
     write_file(landing, CDC2, "D,2,b\n")
     return head(lake)
@@ -277,7 +283,7 @@ def test_a_file_gone_or_changed_after_listing_is_refused(spark, lake, landing, w
     fixed = "U,1,a1\nU,3,fixed in place\n"
     hook = (lambda: remove(lake, CDC1)) if fault == "deleted" else (lambda: replace(lake, CDC1, fixed))
     with pytest.raises(LandedFileChangedError) as refused:
-        apply_up_to(spark, cfg, lake.location, HookedStore(store, when, hook), parse_key(CDC2, cfg))
+        replay(context(lake, cfg, HookedStore(store, when, hook)), parse_key(CDC2, cfg))
     message = str(refused.value)
     assert message.startswith(CDC1 + ": ")
     if fault == "deleted":
@@ -293,7 +299,7 @@ def test_a_file_gone_or_changed_after_listing_is_refused(spark, lake, landing, w
     # What the message says to do works: with the file back (or as it is now), the run applies it once.
     if fault == "deleted":
         replace(lake, CDC1, "U,1,a1\n")
-    apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
+    replay(context(lake, cfg, store), parse_key(CDC2, cfg))
     assert rows(lake) == ([(1, "a1"), (3, "fixed in place")] if fault == "replaced" else [(1, "a1")])
     assert applied_keys(lake) == [CDC1, CDC2, LOAD]
 
@@ -307,7 +313,7 @@ def test_a_load_file_changed_while_appended_is_refused(spark, lake, landing):
     store = lake.store()
     hooked = HookedStore(store, "read", lambda: replace(lake, second, "2,b\n3,c\n"))
     with pytest.raises(LandedFileChangedError, match=f"^{second}: changed after this run listed it"):
-        apply_up_to(spark, cfg, lake.location, hooked, parse_key(second, cfg))
+        replay(context(lake, cfg, hooked), parse_key(second, cfg))
     assert rows(lake) == []
     assert applied_keys(lake) == []
     assert landed(lake, store) == [LOAD, second]
@@ -330,7 +336,7 @@ def test_s3_refusing_the_landing_bucket_names_the_object_and_permission(spark, l
         faulty.rules.append(lambda r: s3_denied() if r.path.startswith(f"/{lake.bucket}/{CDC1}") else None)
     refused_store = S3Store(lake.bucket, client=aws_client(faulty.url, "s3"))
     with pytest.raises(AccessDeniedError) as refused:
-        apply_up_to(spark, cfg, lake.location, refused_store, parse_key(CDC2, cfg))
+        replay(context(lake, cfg, refused_store), parse_key(CDC2, cfg))
     assert str(refused.value).startswith(f"{denied}: access denied: the job's role lacks {action} on it;")
     assert head(lake) == before
     assert landed(lake, store) == [CDC1, CDC2, LOAD]
@@ -345,7 +351,7 @@ def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake
     store = lake.store()
     faulty.rules.append(lambda r: s3_denied() if r.path.startswith(f"/{lake.bucket}/{CDC1}") else None)
     with pytest.raises(AccessDeniedError) as refused:
-        apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
+        replay(context(lake, cfg, store), parse_key(CDC2, cfg))
     assert str(refused.value).startswith(
         f"s3://{lake.bucket}/{CDC1}: access denied: the job's role lacks s3:GetObject on it;"
     )
@@ -366,7 +372,7 @@ def test_glue_refusing_the_lake_table_names_it_and_the_permission(spark, lake, l
     store = lake.store()
     faulty.rules.append(lambda r: glue_denied(action) if r.glue_action == action else None)
     with pytest.raises(AccessDeniedError) as refused:
-        apply_up_to(spark, cfg, location, store, parse_key(LOAD if action == "CreateTable" else CDC2, cfg))
+        replay(context(lake, cfg, store, location), parse_key(LOAD if action == "CreateTable" else CDC2, cfg))
     table = f"{FAULTY_CATALOG}.{lake.database}.shop_items"
     assert str(refused.value).startswith(f"{table}: access denied: the job's role lacks glue:{action} on it;")
     faulty.rules.clear()
@@ -388,7 +394,7 @@ def test_a_missing_lake_database_is_refused_when_the_role_may_not_create_it(spar
     location = faulty_location(lake, faulty)
     faulty.rules.append(lambda r: glue_denied("CreateDatabase") if r.glue_action == "CreateDatabase" else None)
     with pytest.raises(LakeDatabaseMissingError) as refused:
-        apply_up_to(spark, cfg, location, store, parse_key(LOAD, cfg))
+        replay(context(lake, cfg, store, location), parse_key(LOAD, cfg))
     assert str(refused.value) == (
         f"{FAULTY_CATALOG}.{lake.database}: the lake database does not exist, and the job's role may not create it "
         "(no glue:CreateDatabase, by design); nothing was applied and no file was removed. The stack creates it: "
@@ -399,7 +405,7 @@ def test_a_missing_lake_database_is_refused_when_the_role_may_not_create_it(spar
     assert landed(lake, store) == [LOAD]
     # Where the catalog lets a run create it (the local endpoint, a Hadoop folder), the run does.
     faulty.rules.clear()
-    apply_up_to(spark, cfg, location, store, parse_key(LOAD, cfg))
+    replay(context(lake, cfg, store, location), parse_key(LOAD, cfg))
     assert rows(lake) == [(1, "a")]
 
 
@@ -410,14 +416,14 @@ def test_a_table_dropped_during_a_run_is_refused_and_the_next_run_rebuilds_it(sp
     store = lake.store()
     hooked = HookedStore(store, "list", lambda: spark.sql(f"DROP TABLE {lake.table('shop_items')}"))
     with pytest.raises(LakeTableMissingError) as refused:
-        apply_up_to(spark, cfg, lake.location, hooked, parse_key(CDC2, cfg))
+        replay(context(lake, cfg, hooked), parse_key(CDC2, cfg))
     assert str(refused.value).startswith(
         f"{lake.table('shop_items')}: the lake table (or its database) was dropped while this run applied it; "
         "nothing was applied and no file was removed. Trigger the run again: it creates the table anew from every "
         "landed file of shop.items"
     )
     assert landed(lake, store) == [CDC1, CDC2, LOAD]
-    apply_up_to(spark, cfg, lake.location, store, parse_key(CDC2, cfg))
+    replay(context(lake, cfg, store), parse_key(CDC2, cfg))
     assert rows(lake) == [(1, "a1")]
     assert applied_keys(lake) == [CDC1, CDC2, LOAD]
 
@@ -428,7 +434,7 @@ def test_a_lake_table_the_catalog_will_not_create_is_refused_with_the_catalogs_r
     cfg = parse_config({"dms": {"bucket_folder": "dms"}, "tables": [table]})
     write_file(landing, LOAD, "1,a\n")
     with pytest.raises(LakeTableCreateError) as refused:
-        apply_up_to(spark, cfg, lake.location, lake.store(), parse_key(LOAD, cfg))
+        lake.apply(cfg, LOAD)
     message = str(refused.value)
     # Not "dropped": the table never was; the catalog's own reason is kept.
     assert message.startswith(f"{lake.location.dotted('shop_items')}: the lake table could not be found or created: ")
@@ -454,12 +460,12 @@ def test_a_commit_glue_refuses_for_another_runs_commit_plans_again(spark, lake, 
         # The other run commits between this run's GetTable and its UpdateTable: Glue sees a stale VersionId.
         if request.glue_action == "UpdateTable" and armed.is_set():
             armed.clear()
-            other.append(apply_up_to(spark, cfg, lake.location, store, parse_key(CDC1, cfg)))
+            other.append(replay(context(lake, cfg, store), parse_key(CDC1, cfg)))
         return None
 
     faulty.rules.append(commit_first)
     caplog.set_level(logging.WARNING, logger="cdc_lake.engine.commit")
-    result = apply_up_to(spark, cfg, location, HookedStore(store, "list", armed.set), parse_key(CDC2, cfg))
+    result = replay(context(lake, cfg, HookedStore(store, "list", armed.set), location), parse_key(CDC2, cfg))
     assert ("UpdateTable", 400) in faulty.answered  # Glue refused the stale version
     assert [r.applied_files for r in other] == [[CDC1]]
     assert result.attempts == 2

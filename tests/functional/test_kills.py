@@ -86,7 +86,7 @@ def _exists(uri: str, aws_endpoint: str) -> bool:
 def recorded_once(context: LakeContext, name: str, keys: list[str]) -> list[str]:
     """What is wrong with the applied-files record of lake table ``name``: each of ``keys`` exactly once."""
     counted: Counter[str] = Counter()
-    for snapshot in snapshot_summaries(context.spark, context.location, name):
+    for snapshot in snapshot_summaries(context, name):
         recorded = (snapshot["summary"] or {}).get(APPLIED)
         if recorded:
             counted.update(f["key"] for f in json.loads(recorded))
@@ -139,7 +139,7 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
     last = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True)
     assert last.returncode == 0, last.stdout + last.stderr[-3000:]
 
-    context = LakeContext(spark, config, location)
+    context = LakeContext(spark=spark, location=location, config=config)
     out = tmp_path / "export"
     export_tables(context, out)
     for table in config.tables:
@@ -153,8 +153,6 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
             # Killed runs' branches are young: kept, as a live run's would be; past the longest run, removed.
             dotted = context.location.dotted(name)
             left = [b.name for b in branches(spark, dotted, RUN_BRANCH_PREFIX)]
-            assert remove_dead_run_branches(spark, context.location, name, config.runs.longest_run) == []
-            assert sorted(
-                remove_dead_run_branches(spark, context.location, name, older_than=dt.timedelta(0))
-            ) == sorted(left)
+            assert remove_dead_run_branches(context, name, config.runs.longest_run) == []
+            assert sorted(remove_dead_run_branches(context, name, older_than=dt.timedelta(0))) == sorted(left)
             assert not branches(spark, dotted, RUN_BRANCH_PREFIX)

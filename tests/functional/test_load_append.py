@@ -83,7 +83,7 @@ def test_load_and_cdc_files_in_one_batch_are_one_replay_commit(spark, lake: Lake
     assert rows(lake) == [(1, "a1"), (3, "c"), (4, "d")]
     assert snapshot_count(lake, items_config()) == 1
     assert result.counts is not None and (result.counts.inserts, result.counts.updates) == (4, 1)
-    kinds = [c.kind for c in list_changes(spark, lake.location, items_config().tables[0])]
+    kinds = [c.kind for c in list_changes(lake, items_config().tables[0])]
     assert kinds == ["created", "replay"]  # the append's own snapshot is never main's: main moved past it
 
 

@@ -110,7 +110,7 @@ def test_the_record_of_applied_files_survives_compaction_and_expiry_to_one_snaps
     for key in keys[:6]:
         lake.apply(config, key)
     optimize_and_vacuum(lake, "shop_orders")
-    lineage = snapshot_summaries(lake.spark, lake.location, "shop_orders")
+    lineage = snapshot_summaries(lake, "shop_orders")
     assert len(lineage) == 1 and STATE not in (lineage[0]["summary"] or {})  # no record left in any snapshot
 
     land(lake, generated, keys[6:7])
@@ -151,7 +151,7 @@ def test_a_record_that_describes_undone_commits_is_never_trusted(lake: Lake, gen
         lake.apply(config, key)
     target = f"{lake.database}.shop_orders"
     rewrite_all(lake, "shop_orders")
-    compacted = list_changes(lake.spark, lake.location, config.table(TABLE))[-1]
+    compacted = list_changes(lake, config.table(TABLE))[-1]
     assert compacted.kind == "maintenance"
     for key in keys[2:4]:
         lake.apply(config, key)
@@ -172,8 +172,8 @@ def test_cdc_lake_rollback_moves_the_record_with_main(lake: Lake, generated: Any
     for key in keys[:5]:
         lake.apply(config, key)
     table = config.table(TABLE)
-    replays = [c.snapshot_id for c in list_changes(lake.spark, lake.location, table) if c.kind == "replay"]
-    rollback(lake.spark, lake.location, table, replays[2])
+    replays = [c.snapshot_id for c in list_changes(lake, table) if c.kind == "replay"]
+    rollback(lake, table, replays[2])
     record = json.loads(table_properties(lake.spark, lake.location.dotted("shop_orders"))[RECORD])
     assert record["snapshot"] == replays[2]
     optimize_and_vacuum(lake, "shop_orders")
@@ -246,7 +246,7 @@ def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lak
         result = lake.apply(config, key)
         assert result.applied_files == [key]
         steps += [r.action for r in result.upkeep]
-        shapes.append(table_shape(lake.spark, lake.location, "shop_orders"))
+        shapes.append(table_shape(lake, "shop_orders"))
     assert "compact" in steps and "expire" in steps
     assert max(s.delete_files for s in shapes) <= 3  # compacted as soon as a commit reached the threshold
     assert max(s.snapshots for s in shapes) <= 4 + 10  # expired as soon as it held the margin more than it keeps
@@ -268,12 +268,12 @@ def test_auto_writes_a_small_table_copy_on_write_and_switches_as_it_crosses_the_
     assert table_properties(lake.spark, dotted)["write.merge.mode"] == "copy-on-write"
     for key in keys[1:6]:
         assert not [u for u in lake.apply(small, key).upkeep if u.action == "write-mode"]  # no switch back and forth
-    assert table_shape(lake.spark, lake.location, "shop_orders").delete_files == 0
+    assert table_shape(lake, "shop_orders").delete_files == 0
 
     grown = lake.apply(large, keys[6])
     assert [(u.action, u.detail["copy_on_write"]) for u in grown.upkeep] == [("write-mode", 0)]
     for key in keys[7:]:
         lake.apply(large, key)
     assert table_properties(lake.spark, dotted)["write.merge.mode"] == "merge-on-read"
-    assert table_shape(lake.spark, lake.location, "shop_orders").delete_files > 0
+    assert table_shape(lake, "shop_orders").delete_files > 0
     assert_lake_equals_oracle(pipeline_of(lake, large), generated.expected, tmp_path / "export")

@@ -41,7 +41,7 @@ def landed_days_ago(landing: Path, key: str, days: float) -> None:
 
 def waited(lake: Lake, config: Any, landing: Path) -> float | None:
     client = Recorded()
-    context = ReplayContext(lake.spark, config, lake.location, LocalFolderStore(landing))
+    context = ReplayContext(spark=lake.spark, location=lake.location, config=config, store=LocalFolderStore(landing))
     seconds = publish_oldest_waiting(context, CloudWatchPublisher(client, lake.database))
     assert [d["MetricName"] for d in client.data] == [OLDEST_WAITING_METRIC]
     assert client.data[0]["Value"] == seconds

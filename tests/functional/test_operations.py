@@ -21,9 +21,9 @@ from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.maintenance import Retention, maintain
-from cdc_lake.engine.replay import apply_up_to
+from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation, history_name
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
@@ -90,9 +90,9 @@ def test_history_of_one_row_under_ties_overlap_and_duplicate_triggers(spark, lak
         "D,2025-03-01 12:06:00.000000,9,ghost,0.00\n",
     )
     second = write_file(landing, prefix + "20250301-120700000.csv", "U,2025-03-01 12:07:00.000000,1,shipped,11.00\n")
-    location, store = lake.location, lake.store()
+    context = ReplayContext(spark=spark, location=lake.location, config=config, store=lake.store())
     for key in (second, first, prefix + "LOAD00000001.csv", second):
-        apply_up_to(spark, config, location, store, parse_key(key, config))
+        replay(context, parse_key(key, config))
     versions = sorted(history_rows(lake, "shop_orders_history"), key=lambda r: (r["order_id"], r["version"]))
     at = dt.datetime
     assert [
@@ -222,13 +222,13 @@ def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed,
     table = config.table("shop.orders")
     before = table_rows(lake, table.lake_table)
     history_before = sorted(map(str, history_rows(lake, history_name(table))))
-    changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    changes = [c for c in list_changes(pipeline.context, table) if c.kind == "replay"]
     assert sum(len(c.files) for c in changes) == len(result.tables[0].load_files) + len(result.tables[0].cdc_files)
     assert sum(c.counts["I"] + c.counts["U"] + c.counts["D"] for c in changes) > 0
 
     assert len(changes) >= 4
     target = changes[1]
-    done = rollback(spark, pipeline.location, table, target.snapshot_id)
+    done = rollback(pipeline.context, table, target.snapshot_id)
     assert done.files_to_reapply == sum(len(c.files) for c in changes[2:])
     as_of = tmp_path / "as-of"
     export_tables(pipeline.context, as_of, ["shop.orders"], snapshot_id=target.snapshot_id)
@@ -251,7 +251,7 @@ def test_a_stop_between_the_history_and_table_commits_is_safe_to_repeat(spark, r
     table = config.table("shop.orders")
     history_before = sorted(map(str, history_rows(lake, history_name(table))))
     before = table_rows(lake, table.lake_table)
-    changes = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    changes = [c for c in list_changes(pipeline.context, table) if c.kind == "replay"]
     # As if the last run stopped after its history commit: only the table goes back.
     spark.sql(
         f"CALL {lake.catalog}.system.set_current_snapshot(table => '{lake.database}.{table.lake_table}', "
@@ -268,19 +268,19 @@ def test_maintenance_keeps_the_table_its_record_and_its_rollback_points(spark, r
     lake, pipeline = replayed.lake, replayed.pipeline
     table = pipeline.config.table("shop.lines")
     before = table_rows(lake, table.lake_table)
-    changes_before = [c.snapshot_id for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    changes_before = [c.snapshot_id for c in list_changes(pipeline.context, table) if c.kind == "replay"]
     results = maintain(pipeline.context, "all", tables=["shop.lines"], retention=Retention(days=7, last=5))
     actions = {(r.table.split(".")[-1], r.action) for r in results}
     assert actions == {(name, step) for name in ("shop_lines", "shop_lines_history")
                        for step in ("compact", "expire", "orphans")}  # fmt: skip
     assert any(r.detail.get("rewritten_data_files", 0) > 0 for r in results if r.action == "compact")
     assert table_rows(lake, table.lake_table) == before
-    kinds = [c.kind for c in list_changes(spark, pipeline.location, table)]
+    kinds = [c.kind for c in list_changes(pipeline.context, table)]
     assert kinds[-1] == "maintenance"
     # The record of applied files survives compaction: every trigger is still a no-op.
     assert reapply(pipeline.context, table).already_applied
     # Snapshots younger than the retention are kept: rolling back and re-applying still works.
-    rollback(spark, pipeline.location, table, changes_before[1])
+    rollback(pipeline.context, table, changes_before[1])
     reapply(pipeline.context, table)
     assert table_rows(lake, table.lake_table) == before
 
@@ -290,10 +290,11 @@ def test_expiry_never_drops_the_newest_applied_files_record(spark, database, lan
     prefix = "dms/shop/orders/"
     key = write_file(landing, prefix + "LOAD00000001.csv", "2025-03-01 12:05:00.000000,1,new,10.00\n")
     location = LakeLocation("lake", database)
-    apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config))
+    context = ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(landing))
+    replay(context, parse_key(key, config))
     for _ in range(3):
-        maintain(LakeContext(spark, config, location), "compact", tables=["shop.orders"])
+        maintain(context, "compact", tables=["shop.orders"])
     later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=30)
     retention = Retention(days=1, last=1, now=later)
-    maintain(LakeContext(spark, config, location), "expire", tables=["shop.orders"], retention=retention)
-    assert apply_up_to(spark, config, location, LocalFolderStore(landing), parse_key(key, config)).already_applied
+    maintain(context, "expire", tables=["shop.orders"], retention=retention)
+    assert replay(context, parse_key(key, config)).already_applied

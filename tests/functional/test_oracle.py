@@ -273,7 +273,7 @@ def test_living_source_equals_oracle(spark: SparkSession, database: str, tmp_pat
     }
     lake_config = parse_config({"dms": dms, "tables": [lake_table]})
     table = lake_config.tables[0]
-    export_tables(LakeContext(spark, lake_config, pipeline.location), tmp_path / "export")
+    export_tables(LakeContext(spark=spark, location=pipeline.location, config=lake_config), tmp_path / "export")
     expected = read_jsonl(generated.expected / f"{table.name}.jsonl")
     for row in expected:
         row.update({name: str(row[name]) for name in living.as_string if row[name] is not None})

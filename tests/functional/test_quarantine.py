@@ -109,7 +109,7 @@ def test_bad_rows_are_held_with_later_changes_of_their_keys_until_replayed(spark
     assert notice.subject == rejects_name(cfg.tables[0])
     assert f"{a}: row 1, column qty: cannot parse as int" in notice.detail
     assert "cdc-lake rejects replay -t shop.items" in notice.detail
-    assert diverged(spark, lake.location, cfg.tables[0]) == {
+    assert diverged(lake, cfg.tables[0]) == {
         "rejected": 2,
         "held": 1,
         "rejects_table": "shop_items_rejects",
@@ -126,7 +126,7 @@ def test_bad_rows_are_held_with_later_changes_of_their_keys_until_replayed(spark
         ("20250301-120100000.csv", 1, "held"),
         ("20250301-120100000.csv", 3, "held"),
     ]
-    assert diverged(spark, lake.location, cfg.tables[0])["held"] == 3
+    assert diverged(lake, cfg.tables[0])["held"] == 3
 
     # A row whose key is unknown cannot be held: the batch is refused, the table unchanged.
     c = write_file(landing, T + "20250301-120200000.csv", "U,6,f6,66\nU,,x,1\n")
@@ -154,14 +154,14 @@ def test_bad_rows_are_held_with_later_changes_of_their_keys_until_replayed(spark
     assert (replayed.applied, replayed.keys, replayed.dropped) == (5, 2, 0)
     fixes = {(CDC_A, 1): "U,2,b2,21", (CDC_A, 5): "I,7,g,7"}
     assert _rows(lake) == _oracle("LOAD", CDC_A, CDC_B, c_fixed, fixes=fixes)
-    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert diverged(lake, cfg.tables[0]) is None
     assert {r[-1] for r in _rejects(lake)} == {"replayed"}
 
     # The keys are free again: their next change applies at once.
     d = write_file(landing, T + "20250301-120300000.csv", "U,2,b2d,24\n")
     lake.apply(cfg, d)
     assert _rows(lake) == _oracle("LOAD", CDC_A, CDC_B, c_fixed, "U,2,b2d,24\n", fixes=fixes)
-    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert diverged(lake, cfg.tables[0]) is None
     assert _landed(lake) == {**before, **{k: v for k, v in _landed(lake).items() if k not in before}}
 
 
@@ -187,15 +187,15 @@ def test_accepting_the_loss_drops_the_bad_rows_and_applies_the_held_ones(spark, 
     [result] = run_maintenance(options, job_context(options, spark, config=cfg, store=lake.store()))
     assert (result.action, result.detail["applied"], result.detail["dropped"]) == ("rejects-accept", 2, 2)
     assert _rows(lake) == _oracle("LOAD", cdc, drop={(cdc, 1), (cdc, 3)})
-    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert diverged(lake, cfg.tables[0]) is None
     assert sorted(r[-1] for r in _rejects(lake)) == ["accepted", "accepted", "replayed", "replayed"]
 
     # A rollback past the accept freezes the keys again; accepting again ends where it did.
-    changes = list_changes(spark, lake.location, cfg.tables[0])
+    changes = list_changes(lake, cfg.tables[0])
     assert [c.kind for c in changes[-2:]] == ["replay", "rejects"]
-    rollback(spark, lake.location, cfg.tables[0], changes[-2].snapshot_id)
+    rollback(lake, cfg.tables[0], changes[-2].snapshot_id)
     assert _rows(lake)[:2] == [(1, "n1", 10), (2, "n2", 20)]
-    assert diverged(spark, lake.location, cfg.tables[0]) == {
+    assert diverged(lake, cfg.tables[0]) == {
         "rejected": 2,
         "held": 2,
         "rejects_table": "shop_items_rejects",
@@ -217,10 +217,10 @@ def test_a_run_or_a_replay_stopped_between_its_two_commits_ends_exact(spark, lak
         lake.apply(cfg, key)
     assert stopped and _rows(lake) == _oracle("LOAD")
     assert len(_rejects(lake)) == 3  # written, but not counted: the table has not applied their file
-    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert diverged(lake, cfg.tables[0]) is None
     lake.apply(cfg, key)
     assert [(r, s) for _, r, s, *_ in _rejects(lake)] == [(1, "rejected"), (3, "held"), (5, "rejected")]
-    assert diverged(spark, lake.location, cfg.tables[0]) == {
+    assert diverged(lake, cfg.tables[0]) == {
         "rejected": 2,
         "held": 1,
         "rejects_table": "shop_items_rejects",
@@ -255,12 +255,12 @@ def test_a_reload_supersedes_the_rejects(spark, lake, landing):
     key = write_file(landing, T + "20250301-120000000.csv", "U,1,a,bad\nU,1,a2,12\nU,3,c,30\n")
     lake.apply(cfg, key)
     marked = {"rejected": 1, "held": 1, "rejects_table": "shop_items_rejects"}
-    assert diverged(spark, lake.location, cfg.tables[0]) == marked
+    assert diverged(lake, cfg.tables[0]) == marked
     reloaded = "1,a3,13\n2,n2,20\n"
     write_file(landing, T + "LOAD00000001.csv", reloaded)
     reload_table(_context(lake, cfg), cfg.tables[0])
     assert _rows(lake) == _oracle(reloaded, as_load=True)
-    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert diverged(lake, cfg.tables[0]) is None
     assert {r[-1] for r in _rejects(lake)} == {"reloaded"}
     later = write_file(landing, T + "20250301-130000000.csv", "U,1,a4,14\n")
     lake.apply(cfg, later)
@@ -288,7 +288,7 @@ def test_a_refusing_table_still_refuses_and_quarantine_rejects_history():
 def _context(lake: Lake, cfg):
     from cdc_lake.engine.context import ReplayContext
 
-    return ReplayContext(lake.spark, cfg, lake.location, lake.store())
+    return ReplayContext(spark=lake.spark, location=lake.location, config=cfg, store=lake.store())
 
 
 def _cli_args(lake: Lake, landing, warehouse, landing_too: bool = True) -> list[str]:
@@ -372,7 +372,7 @@ def test_quarantine_then_replay_or_accept_is_exact(spark, database, aws_endpoint
     table = lake.table(f"items_{run}")
     assert sorted(tuple(r) for r in spark.table(table).collect()) == _applied(everything, True, False)
     bad_rows = [c for c in everything if c[-1]]
-    mark = diverged(spark, lake.location, cfg.tables[0])
+    mark = diverged(lake, cfg.tables[0])
     assert (mark is not None) == bool(bad_rows)
 
     if not accept:  # the user fixes each rejected row's value in the rejects table
@@ -384,7 +384,7 @@ def test_quarantine_then_replay_or_accept_is_exact(spark, database, aws_endpoint
         replay_rejects(_context(lake, cfg), cfg.tables[0], accept=accept)
     expected = _applied(everything, False, accept)
     assert sorted(tuple(r) for r in spark.table(table).collect()) == expected
-    assert diverged(spark, lake.location, cfg.tables[0]) is None
+    assert diverged(lake, cfg.tables[0]) is None
 
 
 def _rows_by_file(keys: list[str], loads: list[Change], files: list[list[Change]]):

@@ -21,7 +21,7 @@ import pytest
 from cdc_lake.core.config import TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.engine.record import snapshot_summaries
-from cdc_lake.engine.tables import LakeLocation, TableSnapshot
+from cdc_lake.engine.tables import Lake, LakeLocation, TableSnapshot
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.reconcile import format_report, read_expected, reconcile
@@ -244,7 +244,7 @@ def test_missing_table_reconciles_as_empty_and_snapshots_travel(spark, replayed)
     assert (report.lake_rows, report.missing_keys, report.extra_keys) == (0, rows, 0)
     assert report.lake_checksum == "0:0"
 
-    snapshots = snapshot_summaries(spark, replayed.location, replayed.table)
+    snapshots = snapshot_summaries(Lake(spark, replayed.location), replayed.table)
     after_load = replayed.reconcile(spark, replayed.oracle, snapshot_id=snapshots[0]["snapshot_id"])
     assert not after_load.matches  # the CDC file changed the table after its first commit
     current = replayed.reconcile(spark, replayed.oracle, snapshot_id=snapshots[-1]["snapshot_id"])

@@ -19,8 +19,8 @@ from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import RELOAD, read_state, snapshot_summaries
 from cdc_lake.engine.reload import reload_table
-from cdc_lake.engine.replay import apply_up_to
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.replay import replay
+from cdc_lake.engine.tables import Lake, LakeLocation
 from cdc_lake.jobs.entry import job_context
 from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes
@@ -147,9 +147,10 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
     # One commit replaced the contents; the table before it is still there for time travel.
     assert rows(spark, database, snapshot_before) == before_reload
     reload_snapshot = head(spark, database)
-    summary = snapshot_summaries(spark, LakeLocation("lake", database), cfg.tables[0])[-1]
+    in_lake = Lake(spark, LakeLocation("lake", database))
+    summary = snapshot_summaries(in_lake, cfg.tables[0])[-1]
     assert summary["snapshot_id"] == reload_snapshot and RELOAD in summary["summary"]
-    assert list_changes(spark, LakeLocation("lake", database), cfg.tables[0])[-1].kind == "reload"
+    assert list_changes(in_lake, cfg.tables[0])[-1].kind == "reload"
 
     # History: a version only for each key whose row changed (7 did not), from the change that made it.
     history = {
@@ -188,7 +189,7 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
     assert f"applied shop.items  1 file(s) up to {later}, I 1 U 1 D 1" in out
     assert "1 job run(s): 1 file(s) applied, 0 failed" in out
     assert rows(spark, database) == source.expected()
-    state = read_state(spark, LakeLocation("lake", database), "shop_items")
+    state = read_state(in_lake, "shop_items")
     assert (state.cdc_last, state.cdc_count, state.load_count) == (later, 5, 2)
     current = spark.sql(f"SELECT id, label FROM lake.{database}.shop_items_history WHERE is_current").collect()
     assert sorted(tuple(r) for r in current) == source.expected()
@@ -198,11 +199,13 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
 def test_folder_emptied_first_and_the_since_override(spark, database, tmp_path):
     _, cfg = config_file(tmp_path, CONFIG.replace("history: true", "history: false"))
     landing = tmp_path / "landing"
-    location, store = LakeLocation("lake", database), LocalFolderStore(landing)
+    context = ReplayContext(
+        spark=spark, location=LakeLocation("lake", database), config=cfg, store=LocalFolderStore(landing)
+    )
     source = Source({1: "one", 2: "two"})
     land(landing, "LOAD00000001.csv", source.load([1, 2]), at(9, 0))
     first = land(landing, "20250301-090500000.csv", source.change(("U", 1, "one-b")), at(9, 5))
-    apply_up_to(spark, cfg, location, store, parse_key(first, cfg))
+    replay(context, parse_key(first, cfg))
 
     # DROP_AND_CREATE / TRUNCATE_BEFORE_LOAD may empty the folder before the reload writes it again.
     for path in landing.rglob("*.csv"):
@@ -212,12 +215,12 @@ def test_folder_emptied_first_and_the_since_override(spark, database, tmp_path):
     # A CDC file from a DMS host whose clock ran 90 minutes behind: its name is before the automatic boundary.
     skewed = land(landing, "20250301-093100000.csv", source.change(("U", 2, "two-b")), at(11, 1))
     with pytest.raises(ReplayOrderError, match=r"run `cdc-lake reload -t shop\.items`"):
-        apply_up_to(spark, cfg, location, store, parse_key(skewed, cfg))
+        replay(context, parse_key(skewed, cfg))
 
-    result = reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0])
+    result = reload_table(context, cfg.tables[0])
     assert result.skipped_cdc_files == [skewed] and result.cdc_files == []
     assert rows(spark, database) == [(1, "one-b"), (2, "two"), (3, "three")]  # the skewed change is missing
-    result = reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0], since="20250301-093100000.csv")
+    result = reload_table(context, cfg.tables[0], since="20250301-093100000.csv")
     assert result.cdc_files == [skewed] and result.boundary_source == "--since 20250301-093100000.csv"
     assert (result.counts.inserts, result.counts.updates, result.counts.deletes) == (0, 1, 0)
     assert rows(spark, database) == source.expected()
@@ -227,18 +230,20 @@ def test_folder_emptied_first_and_the_since_override(spark, database, tmp_path):
 def test_load_files_of_an_earlier_longer_load_are_left_out(spark, database, tmp_path):
     _, cfg = config_file(tmp_path, CONFIG.replace("history: true", "history: false"))
     landing = tmp_path / "landing"
-    location, store = LakeLocation("lake", database), LocalFolderStore(landing)
+    context = ReplayContext(
+        spark=spark, location=LakeLocation("lake", database), config=cfg, store=LocalFolderStore(landing)
+    )
     land(landing, "LOAD00000001.csv", "1,one\n2,two\n", at(9, 0))
     load2 = land(landing, "LOAD00000002.csv", "3,three\n4,four\n", at(9, 0, 10))
-    apply_up_to(spark, cfg, location, store, parse_key(load2, cfg))
+    replay(context, parse_key(load2, cfg))
     # Keys 3 and 4 were deleted; the reload needs one file only and leaves LOAD00000002 in place.
     land(landing, "LOAD00000001.csv", "1,one\n2,two-b\n", at(12, 0))
-    result = reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0])
+    result = reload_table(context, cfg.tables[0])
     assert result.stale_load_files == [load2]
     assert rows(spark, database) == [(1, "one"), (2, "two-b")]
     # The old file stays recorded: a later CDC file is applied, not refused.
     cdc = land(landing, "20250301-120500000.csv", "I,5,five\n", at(12, 5))
-    assert apply_up_to(spark, cfg, location, store, parse_key(cdc, cfg)).applied_files == [cdc]
+    assert replay(context, parse_key(cdc, cfg)).applied_files == [cdc]
     assert rows(spark, database) == [(1, "one"), (2, "two-b"), (5, "five")]
 
 
@@ -246,13 +251,15 @@ def test_load_files_of_an_earlier_longer_load_are_left_out(spark, database, tmp_
 def test_bad_rows_refuse_the_reload_and_change_nothing(spark, database, tmp_path):
     _, cfg = config_file(tmp_path)
     landing = tmp_path / "landing"
-    location, store = LakeLocation("lake", database), LocalFolderStore(landing)
+    context = ReplayContext(
+        spark=spark, location=LakeLocation("lake", database), config=cfg, store=LocalFolderStore(landing)
+    )
     load = land(landing, "LOAD00000001.csv", "1,one\n", at(9, 0))
-    apply_up_to(spark, cfg, location, store, parse_key(load, cfg))
+    replay(context, parse_key(load, cfg))
     before = head(spark, database), head(spark, database, "shop_items_history")
     land(landing, "LOAD00000001.csv", "1,one\nx,bad\n", at(11, 0))
     with pytest.raises(DmsInputError, match=r"LOAD00000001.csv: row 2, column id: cannot parse as bigint"):
-        reload_table(ReplayContext(spark, cfg, location, store), cfg.tables[0])
+        reload_table(context, cfg.tables[0])
     assert (head(spark, database), head(spark, database, "shop_items_history")) == before
     assert rows(spark, database) == [(1, "one")]
 

@@ -31,7 +31,7 @@ def rows(lake: Lake, table: str = "shop_items") -> list[tuple]:
 
 def snapshot_count(lake: Lake, cfg: PipelineConfig) -> int:
     """Replay commits in the table's lineage (those recording applied files)."""
-    summaries = snapshot_summaries(lake.spark, lake.location, cfg.tables[0])
+    summaries = snapshot_summaries(lake, cfg.tables[0])
     return sum(1 for s in summaries if "cdc-lake.state" in (s["summary"] or {}))
 
 
@@ -247,7 +247,7 @@ def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split)
         for i in range(n, 50, 3):
             expected[i] = f"v{n}"
     assert rows(lake) == sorted(expected.items())
-    commits = [_applied(s) for s in snapshot_summaries(spark, lake.location, cfg.tables[0])]
+    commits = [_applied(s) for s in snapshot_summaries(lake, cfg.tables[0])]
     assert sorted(key for applied in commits for key in applied) == sorted([T + "LOAD00000001.csv", *keys])
     with_changes = sum(1 for applied in commits if set(applied) & set(keys))
     assert run_parts(lake, "shop_items").count("deleted") == (with_changes if split else 0)
@@ -322,7 +322,7 @@ def test_each_commit_records_its_batch_and_freshness(spark, lake, landing):
     before = dt.datetime.now(dt.UTC)
     lake.apply(cfg, key)
     after = dt.datetime.now(dt.UTC)
-    summary = snapshot_summaries(spark, lake.location, cfg.tables[0])[-1]["summary"]
+    summary = snapshot_summaries(lake, cfg.tables[0])[-1]["summary"]
     facts = json.loads(summary[FRESHNESS])
     sizes = sum((landing / T / n).stat().st_size for n in ("LOAD00000001.csv", "20250301-120000000.csv"))
     assert (facts["files"], facts["rows"], facts["bytes"]) == (2, 4, sizes)

@@ -179,7 +179,7 @@ class DrainThread:
 
     def _script(self) -> None:
         self._go.acquire()
-        context = ReplayContext(None, CONFIG, LakeLocation("lake", "db"), self.world)  # type: ignore[arg-type]
+        context = ReplayContext(spark=None, location=LakeLocation("lake", "db"), config=CONFIG, store=self.world)  # type: ignore[arg-type]
         # No time passes but rounds: the budget is the round budget, and a round that commits nothing ends it.
         budget = Budget(self.world.max_rounds, 0, 0, parallel_tables=1, clock=lambda: self.rounds)
         try:

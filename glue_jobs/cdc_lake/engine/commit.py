@@ -51,7 +51,7 @@ from cdc_lake.engine.record import (
     table_record,
 )
 from cdc_lake.engine.spark_types import lake_type, select_sql
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import Lake
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class Committed(Generic[R]):
     record: R
 
 
-def commit_transaction(spark: SparkSession, location: LakeLocation, transaction: Transaction[R]) -> Committed[R] | None:
+def commit_transaction(lake: Lake, transaction: Transaction[R]) -> Committed[R] | None:
     """Make ``transaction`` one compare-and-swap of the table's main branch; None when an update's ``holds`` was
     False (main untouched).
 
@@ -127,10 +127,10 @@ def commit_transaction(spark: SparkSession, location: LakeLocation, transaction:
     """
     run_id = uuid.uuid4().hex
     branch = run_branch(run_id, dt.datetime.now(dt.UTC))
-    dotted = location.dotted(transaction.table_name)
-    target = f"{location.named(transaction.table_name)}.{quote('branch_' + branch)}"
+    dotted = lake.location.dotted(transaction.table_name)
+    target = f"{lake.location.named(transaction.table_name)}.{quote('branch_' + branch)}"
     base = transaction.base_snapshot_id
-    create_branch(spark, dotted, branch, base)
+    create_branch(lake.spark, dotted, branch, base)
     landed = False
     try:
         head = base
@@ -140,29 +140,29 @@ def commit_transaction(spark: SparkSession, location: LakeLocation, transaction:
             properties = {**(record.properties if record else {PART: update.name}), RUN_ID: run_id}
             written = head
             if update.write is not None:
-                with commit_properties(spark, properties):
+                with commit_properties(lake.spark, properties):
                     update.write(target)
                 if update.holds is not None and not update.holds(target):
                     return None
-                after = branch_head(spark, location, transaction.table_name, branch)
+                after = branch_head(lake, transaction.table_name, branch)
                 written = head if after is None else after
-            if last and written == head:
-                written = empty_commit(spark, dotted, properties, branch)  # the record lands even when no row changed
+            if last and written == head:  # the record lands even when no row changed
+                written = empty_commit(lake.spark, dotted, properties, branch)
             head = written
         for requirement in transaction.requirements:
             requirement()
-        kept = _kept_record(spark, location, transaction.table_name, record.properties if record else {})
-        fast_forward(spark, dotted, branch, base, kept)
+        kept = _kept_record(lake, transaction.table_name, record.properties if record else {})
+        fast_forward(lake.spark, dotted, branch, base, kept)
         landed = True
         assert record is not None  # the last update asked for it
         return Committed(head, record)
     finally:
         if not landed:
-            _drop_branch(spark, dotted, branch)
+            _drop_branch(lake.spark, dotted, branch)
 
 
 def _kept_record(
-    spark: SparkSession, location: LakeLocation, table_name: str, properties: Mapping[str, str]
+    lake: Lake, table_name: str, properties: Mapping[str, str]
 ) -> Callable[[int, int], Mapping[str, str]] | None:
     """The ``RECORD`` table property a commit recording ``properties`` sets as it moves main (None: a commit that
     applies no files and decides no divergence, e.g. a repair, leaves it as it is)."""
@@ -173,7 +173,7 @@ def _kept_record(
         record = TableRecord(None, ReplayState.from_json(properties[STATE], None), mark)
     else:  # a rejects replay: the files applied are those of main (where it commits from, or it is refused)
         assert REJECTS_REPLAYED in properties
-        record = dataclasses.replace(table_record(spark, location, table_name), diverged=mark)
+        record = dataclasses.replace(table_record(lake, table_name), diverged=mark)
     return record.properties
 
 
@@ -193,19 +193,17 @@ def run_started(branch: BranchHead) -> dt.datetime | None:
     return None
 
 
-def remove_dead_run_branches(
-    spark: SparkSession, location: LakeLocation, table_name: str, older_than: dt.timedelta
-) -> list[str]:
+def remove_dead_run_branches(lake: Lake, table_name: str, older_than: dt.timedelta) -> list[str]:
     """Remove the branches of runs begun more than ``older_than`` ago (``RunSettings.longest_run``: no live run is
     that old, so such a run was killed or timed out); returns their names. A dead run's branch pins its
     snapshots, so expiry could never free their files. Main never depends on a run branch: a run moves main to
     its branch's head and drops the branch in one metadata commit."""
-    dotted = location.dotted(table_name)
+    dotted = lake.location.dotted(table_name)
     cutoff = dt.datetime.now(dt.UTC) - older_than
-    dead = [b.name for b in branches(spark, dotted, RUN_BRANCH_PREFIX) if (run_started(b) or cutoff) < cutoff]
+    dead = [b.name for b in branches(lake.spark, dotted, RUN_BRANCH_PREFIX) if (run_started(b) or cutoff) < cutoff]
     for name in dead:
         log.warning("%s: removing branch %s of a run that was killed or timed out", dotted, name)
-        remove_branch(spark, dotted, name)
+        remove_branch(lake.spark, dotted, name)
     return dead
 
 
@@ -406,19 +404,20 @@ def summary_of(context: LakeContext, table: TableSpec, snapshot_id: int) -> dict
     return snapshot_summary(context.spark, context.location.dotted(table.lake_table), snapshot_id)
 
 
-def branch_head(spark: SparkSession, location: LakeLocation, table_name: str, branch: str = "main") -> int | None:
-    return next((snapshot_id for snapshot_id, _ in branch_lineage(spark, location.dotted(table_name), branch)), None)
+def branch_head(lake: Lake, table_name: str, branch: str = "main") -> int | None:
+    lineage = branch_lineage(lake.spark, lake.location.dotted(table_name), branch)
+    return next((snapshot_id for snapshot_id, _ in lineage), None)
 
 
-def base_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:
+def base_snapshot(lake: Lake, table_name: str) -> int:
     """The table's current snapshot, which a run plans from; a new table first gets an empty one."""
-    head = branch_head(spark, location, table_name)
+    head = branch_head(lake, table_name)
     if head is not None:
         return head
     try:
-        return empty_commit(spark, location.dotted(table_name), {}, None)
+        return empty_commit(lake.spark, lake.location.dotted(table_name), {}, None)
     except (Py4JJavaError, PySparkException):
-        head = branch_head(spark, location, table_name)  # a concurrent run created it first
+        head = branch_head(lake, table_name)  # a concurrent run created it first
         if head is None:
             raise
         return head

@@ -5,23 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles
 from cdc_lake.core.plan import ReplayState, RunPlan
 from cdc_lake.core.storage import ObjectStore
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import Lake
 
 
 @dataclass(frozen=True)
-class LakeContext:
-    """The Spark session, the configuration and where its lake tables live: what maintenance and exports need."""
+class LakeContext(Lake):
+    """A lake and the configuration its tables follow: what maintenance and exports need."""
 
-    spark: SparkSession
     config: PipelineConfig
-    location: LakeLocation
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The Lambda starts such a run only when no run of the job is still waiting or sta
 the place of one run per file (docs/runs.md). The first round takes every configured table; a later round
 lists each table from where its record says new files can be (``plan.listing_start``: S3's StartAfter,
 so a listing costs the new files, not the folder's history) and takes those with a file newer than their
-last batch saw. A table's batch is ``replay.apply_up_to`` everything landed: one commit. The run
+last batch saw. A table's batch is ``replay.replay`` of everything landed: one commit. The run
 keeps going while files land, up to its time budget, so Glue's start-up and minimum billing are paid once
 per busy period. A table whose batch is refused (bad input, broken order) is left for the rest of the run,
 with its files in place; the other tables go on, and the run reports the failure at its end.
@@ -239,9 +239,9 @@ def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = 
     landed: list[dt.datetime] = []
     for table in tables or context.config.tables:
         state: ReplayState | None = None
-        if table_exists(context.spark, context.location, table):
+        if table_exists(context, table):
             try:
-                state = table_record(context.spark, context.location, table.lake_table).state
+                state = table_record(context, table.lake_table).state
             except RecordLostError:
                 state = None
         waiting, _ = waiting_files(context, table, state)

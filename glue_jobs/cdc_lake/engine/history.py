@@ -32,7 +32,7 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import run_properties
 from cdc_lake.engine.spark_types import lake_type
 from cdc_lake.engine.tables import (
-    LakeLocation,
+    Lake,
     TableDefinition,
     column_docs,
     create_iceberg_table,
@@ -52,8 +52,8 @@ VERSION_COLUMNS: list[tuple[str, T.DataType]] = [
 _ACTION = "_action"
 
 
-def ensure_history_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
-    if table_exists(spark, location, history_name(table)):
+def ensure_history_table(lake: Lake, table: TableSpec, settings: LakeSettings) -> None:
+    if table_exists(lake, history_name(table)):
         return
     columns = [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns]
     columns += [(name, data_type, name in ("valid_from", "version")) for name, data_type in VERSION_COLUMNS]
@@ -66,7 +66,7 @@ def ensure_history_table(spark: SparkSession, location: LakeLocation, table: Tab
         sort_by=[*table.primary_key, "version"],
         docs=column_docs(table),
     )
-    create_iceberg_table(spark, location, definition, settings)
+    create_iceberg_table(lake, definition, settings)
 
 
 def new_versions(
@@ -121,9 +121,9 @@ def new_versions(
     )
 
 
-def open_versions(spark: SparkSession, location: LakeLocation, table: TableSpec, keys_of: DataFrame) -> DataFrame:
+def open_versions(lake: Lake, table: TableSpec, keys_of: DataFrame) -> DataFrame:
     """Each batch key's open version in history, as ``_prev_op``, ``_prev_from``, ``_prev_version``."""
-    history = spark.table(location.dotted(history_name(table))).filter(F.col("valid_to").isNull())
+    history = lake.spark.table(lake.location.dotted(history_name(table))).filter(F.col("valid_to").isNull())
     return history.join(F.broadcast(keys_of), on=table.primary_key, how="left_semi").select(
         *[F.col(quote(k)) for k in table.primary_key],
         F.col("op").alias("_prev_op"),
@@ -141,7 +141,7 @@ def commit_history(
     run_time = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     use_sequence = context.config.dms.change_sequence_column is not None
     keys_of = changes.select(*[F.col(quote(k)) for k in table.primary_key]).distinct()
-    latest = open_versions(context.spark, context.location, table, keys_of)
+    latest = open_versions(context, table, keys_of)
     # Materialized: the source then no longer reads the table it merges into, and is deterministic.
     versions = new_versions(changes, latest, table, use_sequence, run_time).localCheckpoint(eager=True)
     record = Properties(run_properties(plan, None))
@@ -151,7 +151,7 @@ def commit_history(
         [versions_update(context.spark, table, versions, whole=whole)],
         lambda: record,
     )
-    committed = commit_transaction(context.spark, context.location, transaction)
+    committed = commit_transaction(context, transaction)
     assert committed is not None  # the merge has no check that could give the commit up
     return committed.snapshot_id
 
@@ -188,11 +188,9 @@ def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame, 
     return Update("history merged", merge)
 
 
-def row_history(
-    spark: SparkSession, location: LakeLocation, table: TableSpec, key: Mapping[str, str]
-) -> list[dict[str, object]]:
+def row_history(lake: Lake, table: TableSpec, key: Mapping[str, str]) -> list[dict[str, object]]:
     """Every version of one row, oldest first; ``key`` values are given as text and cast to the key types."""
-    frame = spark.table(location.dotted(history_name(table)))
+    frame = lake.spark.table(lake.location.dotted(history_name(table)))
     condition: Column = F.lit(True)
     for column in table.columns:
         if column.name in table.primary_key:

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pyspark.sql import SparkSession
-
 from cdc_lake.core.config import UpkeepSettings, WriteMode
 from cdc_lake.core.names import KEEP_SNAPSHOTS, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.retry import RetryPolicy, retried
@@ -36,7 +34,7 @@ from cdc_lake.engine.tables import (
     PINNED_WRITE_MODE,
     REJECTS_OF,
     WRITE_MODE_PROPERTIES,
-    LakeLocation,
+    Lake,
     lake_tables,
     table_exists,
     write_mode_properties,
@@ -74,7 +72,7 @@ class MaintenanceResult:
     detail: dict[str, int]
 
 
-def compact(spark: SparkSession, location: LakeLocation, name: str, *, thorough: bool = True) -> dict[str, int]:
+def compact(lake: Lake, name: str, *, thorough: bool = True) -> dict[str, int]:
     """Rewrite small data files (applying their deletes), merge position-delete files, and rewrite manifests.
 
     Files are rewritten in the table's write order (its key), so each keeps a narrow key range and a MERGE
@@ -82,19 +80,19 @@ def compact(spark: SparkSession, location: LakeLocation, name: str, *, thorough:
     every data file that any delete touches (the maintenance job); otherwise (``upkeep``, after replay commits)
     only small files and those a third deleted, so its cost follows recent changes, not the table's size.
     """
-    target = sql_string(f"{location.database}.{name}")
-    catalog = quote(location.catalog)
-    strategy = "sort" if has_write_order(spark, location.dotted(name)) else "binpack"
+    target = sql_string(f"{lake.location.database}.{name}")
+    catalog = quote(lake.location.catalog)
+    strategy = "sort" if has_write_order(lake.spark, lake.location.dotted(name)) else "binpack"
     options = "'min-input-files', '2'" + (", 'delete-file-threshold', '1'" if thorough else "")
-    data = spark.sql(
+    data = lake.spark.sql(
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, strategy => {sql_string(strategy)}, "
         f"options => map({options}))"
     ).first()
-    deletes = spark.sql(
+    deletes = lake.spark.sql(
         f"CALL {catalog}.system.rewrite_position_delete_files(table => {target}, "
         "options => map('min-input-files', '2'))"
     ).first()
-    manifests = spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => {target})").first()
+    manifests = lake.spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => {target})").first()
     return {
         "rewritten_data_files": int(data["rewritten_data_files_count"]) if data else 0,
         "added_data_files": int(data["added_data_files_count"]) if data else 0,
@@ -103,13 +101,11 @@ def compact(spark: SparkSession, location: LakeLocation, name: str, *, thorough:
     }
 
 
-def expire(
-    spark: SparkSession, location: LakeLocation, name: str, retention: Retention, most: int = KEEP_SNAPSHOTS
-) -> dict[str, int]:
+def expire(lake: Lake, name: str, retention: Retention, most: int = KEEP_SNAPSHOTS) -> dict[str, int]:
     """Expire snapshots older than ``retention.days`` or beyond the newest ``retention.most`` (``most`` when None),
     keeping the last ``retention.last`` (at most as many as it keeps)."""
-    dotted = location.dotted(name)
-    metadata = Metadata(spark, dotted)
+    dotted = lake.location.dotted(name)
+    metadata = Metadata(lake.spark, dotted)
     cutoff = retention.cutoff(retention.days)
     kept = max(retention.most if retention.most is not None else most, 1)
     last = min(retention.last, kept)
@@ -117,40 +113,40 @@ def expire(
     if len(times) > kept:  # by count: everything older than the newest ``kept``
         cutoff = max(cutoff, dt.datetime.fromtimestamp(times[kept - 1] / 1000, dt.UTC).replace(tzinfo=None))
     if RECORD not in metadata.properties():  # a table last written before the property: its newest record stays
-        newest_state = _newest_state_commit(spark, location, name)
+        newest_state = _newest_state_commit(lake, name)
         if newest_state is not None and newest_state < cutoff:
             cutoff = newest_state
-    target = sql_string(f"{location.database}.{name}")
+    target = sql_string(f"{lake.location.database}.{name}")
     statement = (
-        f"CALL {quote(location.catalog)}.system.expire_snapshots(table => {target}, "
+        f"CALL {quote(lake.location.catalog)}.system.expire_snapshots(table => {target}, "
         f"older_than => TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))}, "
         f"retain_last => {int(last)})"
     )
     row, _ = retried(
-        lambda: spark.sql(statement).first(),
+        lambda: lake.spark.sql(statement).first(),
         EXPIRY_RETRIES,
         is_expiry_beaten_by_a_branch,
-        what=f"{location.dotted(name)}: a run branched from a snapshot being expired",
+        what=f"{lake.location.dotted(name)}: a run branched from a snapshot being expired",
     )
     return {"deleted_data_files": int(row["deleted_data_files_count"]) if row else 0,
             "deleted_manifest_files": int(row["deleted_manifest_files_count"]) if row else 0}  # fmt: skip
 
 
-def remove_orphans(spark: SparkSession, location: LakeLocation, name: str, retention: Retention) -> dict[str, int]:
+def remove_orphans(lake: Lake, name: str, retention: Retention) -> dict[str, int]:
     """Delete files no snapshot references, older than ``orphan_days`` so running writes are never hit."""
     cutoff = retention.cutoff(retention.orphan_days)
-    target = sql_string(f"{location.database}.{name}")
-    rows = spark.sql(
-        f"CALL {quote(location.catalog)}.system.remove_orphan_files(table => {target}, "
+    target = sql_string(f"{lake.location.database}.{name}")
+    rows = lake.spark.sql(
+        f"CALL {quote(lake.location.catalog)}.system.remove_orphan_files(table => {target}, "
         f"older_than => TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))})"
     ).collect()
     return {"orphan_files_removed": len(rows)}
 
 
-def _newest_state_commit(spark: SparkSession, location: LakeLocation, name: str) -> dt.datetime | None:
+def _newest_state_commit(lake: Lake, name: str) -> dt.datetime | None:
     # Snapshot times are compared in UTC (the session time zone).
-    snapshots = location.metadata(name, "snapshots")
-    row = spark.sql(
+    snapshots = lake.location.metadata(name, "snapshots")
+    row = lake.spark.sql(
         f"SELECT max(committed_at) AS at FROM {snapshots} WHERE summary[{sql_string(STATE)}] IS NOT NULL"
     ).first()
     return row["at"] if row and row["at"] is not None else None
@@ -166,7 +162,7 @@ def maintain(
     """Run ``action`` (or all three, in a safe order) on the chosen tables (default: all configured)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown maintenance action {action!r}; use one of {', '.join(ACTIONS)}")
-    spark, config, location = context.spark, context.config, context.location
+    config, location = context.config, context.location
     upkept = config.lake.upkeep
     retention = retention or Retention()
     retention = dataclasses.replace(
@@ -178,19 +174,19 @@ def maintain(
     steps: list[Action] = ["compact", "expire", "orphans"] if action == "all" else [action]
     results: list[MaintenanceResult] = []
     for table in chosen:
-        if not table_exists(spark, location, table):
+        if not table_exists(context, table):
             log.info("%s: no lake table yet; nothing to maintain", table.name)
             continue
         for name in lake_tables(table):
             for step in steps:
                 if step == "compact":
-                    detail = compact(spark, location, name)
+                    detail = compact(context, name)
                 elif step == "expire":
                     # A dead run's branch pins its snapshots: removed first, expiry can free their files.
-                    dead = remove_dead_run_branches(spark, location, name, config.runs.longest_run)
-                    detail = {"dead_run_branches_removed": len(dead), **expire(spark, location, name, retention)}
+                    dead = remove_dead_run_branches(context, name, config.runs.longest_run)
+                    detail = {"dead_run_branches_removed": len(dead), **expire(context, name, retention)}
                 else:
-                    detail = remove_orphans(spark, location, name, retention)
+                    detail = remove_orphans(context, name, retention)
                 log.info("%s.%s: %s %s", location.database, name, step, detail)
                 results.append(MaintenanceResult(f"{location.database}.{name}", step, detail))
     return results
@@ -214,8 +210,8 @@ class TableShape:
     pinned_mode: str | None = None  # PINNED_WRITE_MODE: what upkeep keeps whatever the configuration says
 
 
-def table_shape(spark: SparkSession, location: LakeLocation, name: str) -> TableShape:
-    metadata = Metadata(spark, location.dotted(name))
+def table_shape(lake: Lake, name: str) -> TableShape:
+    metadata = Metadata(lake.spark, lake.location.dotted(name))
     head = metadata.head_summary()
     properties = metadata.properties()
     compacted = properties.get(COMPACTED, "0")
@@ -281,7 +277,7 @@ def upkeep(context: LakeContext, name: str, mode: WriteMode) -> list[Maintenance
     spark, location, lake = context.spark, context.location, context.config.lake
     settings = lake.upkeep
     now = dt.datetime.now(dt.UTC)
-    shape = table_shape(spark, location, name)
+    shape = table_shape(context, name)
     results: list[MaintenanceResult] = []
     fitting = fitting_write_mode(shape, mode, lake.copy_on_write_up_to_mb)
     if fitting != shape.write_mode:
@@ -292,17 +288,17 @@ def upkeep(context: LakeContext, name: str, mode: WriteMode) -> list[Maintenance
     steps = due(shape, settings, now)
     for step in ("compact", "expire"):
         if step == "expire" and "compact" in steps:  # compaction added snapshots: expiry is judged after it
-            steps = due(table_shape(spark, location, name), settings, now)
+            steps = due(table_shape(context, name), settings, now)
         if step not in steps:
             continue
         started = time.monotonic()
         if step == "compact":
-            detail = compact(spark, location, name, thorough=False)
+            detail = compact(context, name, thorough=False)
             dotted = location.dotted(name)
             set_table_property(spark, dotted, COMPACTED, str(Metadata(spark, dotted).head_sequence()))
         else:
             retention = Retention(days=settings.keep_days, most=settings.keep_snapshots)
-            detail = expire(spark, location, name, retention, settings.keep_snapshots)
+            detail = expire(context, name, retention, settings.keep_snapshots)
         detail["milliseconds"] = int((time.monotonic() - started) * 1000)
         log.info("%s.%s: upkeep %s %s", location.database, name, step, detail)
         results.append(MaintenanceResult(f"{location.database}.{name}", step, detail))

@@ -17,15 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import RecordLostError
 from cdc_lake.core.notices import Notice, notices_json
 from cdc_lake.core.plan import ReplayState, RunPlan
 from cdc_lake.engine.changes import ChangeCounts
 from cdc_lake.engine.iceberg_java import Metadata, set_head_properties
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.engine.tables import Lake
 
 STATE = "cdc-lake.state"
 APPLIED = "cdc-lake.applied-files"
@@ -150,11 +148,11 @@ def divergence_mark(summary: Mapping[str, str]) -> tuple[bool, dict[str, object]
     return STATE in summary or REJECTS_REPLAYED in summary, None
 
 
-def table_record(spark: SparkSession, location: LakeLocation, table_name: str) -> TableRecord:
+def table_record(lake: Lake, table_name: str) -> TableRecord:
     """The record of the table's main branch: from the newest cdc-lake commits in its lineage, or where
     maintenance expired them, from the ``RECORD`` property; raises RecordLostError when neither holds it."""
-    dotted = location.dotted(table_name)
-    return record_in(Metadata(spark, dotted), dotted)
+    dotted = lake.location.dotted(table_name)
+    return record_in(Metadata(lake.spark, dotted), dotted)
 
 
 def record_in(metadata: Metadata, dotted: str) -> TableRecord:
@@ -207,33 +205,33 @@ def record_in(metadata: Metadata, dotted: str) -> TableRecord:
     )
 
 
-def keep_record(spark: SparkSession, location: LakeLocation, table_name: str) -> None:
+def keep_record(lake: Lake, table_name: str) -> None:
     """Set ``RECORD`` to describe main's head as it is now: after main was moved by other means than a commit
     (a rollback), so the record never describes a snapshot main has left."""
-    record = table_record(spark, location, table_name)
-    set_head_properties(spark, location.dotted(table_name), record.properties)
+    record = table_record(lake, table_name)
+    set_head_properties(lake.spark, lake.location.dotted(table_name), record.properties)
 
 
-def read_state(spark: SparkSession, location: LakeLocation, table_name: str) -> ReplayState:
+def read_state(lake: Lake, table_name: str) -> ReplayState:
     """The replay state recorded for the table's current snapshot (``table_record``)."""
-    return table_record(spark, location, table_name).state
+    return table_record(lake, table_name).state
 
 
-def recorded_state(spark: SparkSession, location: LakeLocation, table_name: str) -> tuple[int | None, ReplayState]:
+def recorded_state(lake: Lake, table_name: str) -> tuple[int | None, ReplayState]:
     """The table's current snapshot and the replay state recorded for it, read together."""
-    record = table_record(spark, location, table_name)
+    record = table_record(lake, table_name)
     return record.head, record.state
 
 
-def snapshot_summaries(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> list[dict[str, Any]]:
+def snapshot_summaries(lake: Lake, table: TableSpec | str) -> list[dict[str, Any]]:
     """Snapshots of the table's current lineage, oldest first, with their cdc-lake properties."""
     name = table if isinstance(table, str) else table.lake_table
     # A rollback makes an older snapshot current again: keep each ancestor once, at its first time.
-    rows = spark.sql(
+    rows = lake.spark.sql(
         "SELECT h.snapshot_id, h.made_current_at, s.operation, s.summary FROM ("
-        f"SELECT snapshot_id, min(made_current_at) AS made_current_at FROM {location.metadata(name, 'history')} "
+        f"SELECT snapshot_id, min(made_current_at) AS made_current_at FROM {lake.location.metadata(name, 'history')} "
         "WHERE is_current_ancestor GROUP BY snapshot_id) h "
-        f"JOIN {location.metadata(name, 'snapshots')} s ON h.snapshot_id = s.snapshot_id "
+        f"JOIN {lake.location.metadata(name, 'snapshots')} s ON h.snapshot_id = s.snapshot_id "
         "ORDER BY h.made_current_at"
     ).collect()
     return [row.asDict(recursive=True) for row in rows]

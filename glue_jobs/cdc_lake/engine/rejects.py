@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -36,11 +36,12 @@ from cdc_lake.core.shapes import FILE, OP, PROBLEM, RAW, ROW, before_roles
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.changes import describe_problems, dms_order
 from cdc_lake.engine.commit import branch_head
+from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.reader import format_reader
 from cdc_lake.engine.record import table_record
 from cdc_lake.engine.tables import (
     REJECTS_OF,
-    LakeLocation,
+    Lake,
     TableDefinition,
     create_iceberg_table,
     rejects_name,
@@ -69,8 +70,8 @@ _KEY = "_cdc_lake_key"
 _FIRST_BAD = "_cdc_lake_first_bad"
 
 
-def ensure_rejects_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
-    if table_exists(spark, location, rejects_name(table)):
+def ensure_rejects_table(lake: Lake, table: TableSpec, settings: LakeSettings) -> None:
+    if table_exists(lake, rejects_name(table)):
         return
     definition = TableDefinition(
         rejects_name(table),
@@ -82,7 +83,7 @@ def ensure_rejects_table(spark: SparkSession, location: LakeLocation, table: Tab
         identifier_fields=None,
         sort_by=["file", "row"],
     )
-    create_iceberg_table(spark, location, definition, settings)
+    create_iceberg_table(lake, definition, settings)
 
 
 @dataclass(frozen=True)
@@ -103,15 +104,13 @@ def applied(dms_file: DmsFile, state: ReplayState, config: PipelineConfig) -> bo
     return state.cdc_last is not None and dms_file.order_key <= parse_key(state.cdc_last, config).order_key
 
 
-def outstanding(
-    spark: SparkSession, location: LakeLocation, config: PipelineConfig, table: TableSpec, state: ReplayState
-) -> DataFrame | None:
+def outstanding(context: LakeContext, table: TableSpec, state: ReplayState) -> DataFrame | None:
     """The rejects rows not yet resolved whose file ``state`` has applied; None when there are none."""
-    if not table_exists(spark, location, rejects_name(table)):
+    if not table_exists(context, rejects_name(table)):
         return None
-    rows = spark.table(location.named(rejects_name(table))).where(F.col("resolution").isNull())
+    rows = context.spark.table(context.location.named(rejects_name(table))).where(F.col("resolution").isNull())
     files = [r["file"] for r in rows.select("file").distinct().collect()]
-    held = [key for key in files if applied(parse_key(key, config), state, config)]
+    held = [key for key in files if applied(parse_key(key, context.config), state, context.config)]
     return rows.where(F.col("file").isin(held)) if held else None
 
 
@@ -221,16 +220,14 @@ def _rejects_rows(marked: DataFrame, changes: DataFrame, table: TableSpec, dms: 
     )
 
 
-def write_rejects(
-    spark: SparkSession, location: LakeLocation, table: TableSpec, rows: DataFrame | None, files: Sequence[DmsFile]
-) -> int | None:
+def write_rejects(lake: Lake, table: TableSpec, rows: DataFrame | None, files: Sequence[DmsFile]) -> int | None:
     """Commit ``rows`` as the batch's rejects: one row per file and row, outstanding rows of the batch's ``files``
     that this read no longer rejects removed, resolved rows never touched. Returns the rejects table's snapshot."""
-    name = location.named(rejects_name(table))
+    name = lake.location.named(rejects_name(table))
     columns = [n for n, _, _ in REJECTS_COLUMNS]
     if rows is None:
-        rows = spark.createDataFrame([], T.StructType([T.StructField(n, t) for n, t, _ in REJECTS_COLUMNS]))
-    earlier = spark.table(name).where(F.col("resolution").isNull() & F.col("file").isin([f.key for f in files]))
+        rows = lake.spark.createDataFrame([], T.StructType([T.StructField(n, t) for n, t, _ in REJECTS_COLUMNS]))
+    earlier = lake.spark.table(name).where(F.col("resolution").isNull() & F.col("file").isin([f.key for f in files]))
     gone = earlier.join(rows.select("file", "row"), ["file", "row"], "left_anti").select(*columns)
     source = rows.withColumn("_gone", F.lit(False)).unionByName(gone.withColumn("_gone", F.lit(True)))
     view = f"cdc_lake_rejects_{uuid.uuid4().hex}"
@@ -238,15 +235,15 @@ def write_rejects(
     assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
     names, values = ", ".join(quote(c) for c in columns), ", ".join(f"s.{quote(c)}" for c in columns)
     try:
-        spark.sql(
+        lake.spark.sql(
             f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row "
             "WHEN MATCHED AND s._gone THEN DELETE "
             f"WHEN MATCHED AND t.resolution IS NULL THEN UPDATE SET {assignments} "
             f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({names}) VALUES ({values})"
         )
     finally:
-        spark.catalog.dropTempView(view)
-    return branch_head(spark, location, rejects_name(table))
+        lake.spark.catalog.dropTempView(view)
+    return branch_head(lake, rejects_name(table))
 
 
 def divergence(outstanding_rows: DataFrame | None, table: TableSpec) -> dict[str, object] | None:
@@ -260,43 +257,41 @@ def divergence(outstanding_rows: DataFrame | None, table: TableSpec) -> dict[str
     return {"rejected": counts.get(REJECTED, 0), "held": counts.get(HELD, 0), "rejects_table": rejects_name(table)}
 
 
-def diverged(spark: SparkSession, location: LakeLocation, table: TableSpec) -> Mapping[str, object] | None:
+def diverged(lake: Lake, table: TableSpec) -> Mapping[str, object] | None:
     """The mark of the table's newest cdc-lake commit: None when it is not diverged."""
-    return table_record(spark, location, table.lake_table).diverged
+    return table_record(lake, table.lake_table).diverged
 
 
-def resolve_rejects(
-    spark: SparkSession, location: LakeLocation, table: TableSpec, rows: DataFrame | None, resolutions: tuple[str, str]
-) -> None:
+def resolve_rejects(lake: Lake, table: TableSpec, rows: DataFrame | None, resolutions: tuple[str, str]) -> None:
     """Mark outstanding rejects rows resolved, rejected ones with ``resolutions[0]``, held ones with ``[1]``: those of
     ``rows`` (file, row), or every outstanding one when None (a reload rebuilt the table from the source)."""
-    if not table_exists(spark, location, rejects_name(table)):
+    if not table_exists(lake, rejects_name(table)):
         return
-    name = location.named(rejects_name(table))
+    name = lake.location.named(rejects_name(table))
     view = f"cdc_lake_resolved_{uuid.uuid4().hex}"
     if rows is None:
-        rows = spark.table(name).where(F.col("resolution").isNull())
+        rows = lake.spark.table(name).where(F.col("resolution").isNull())
     rows.select("file", "row").createOrReplaceTempView(view)
     try:
-        spark.sql(
+        lake.spark.sql(
             f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row AND t.resolution IS NULL "
             f"WHEN MATCHED THEN UPDATE SET resolution = CASE WHEN t.status = {sql_string(REJECTED)} "
             f"THEN {sql_string(resolutions[0])} ELSE {sql_string(resolutions[1])} END, "
             "resolved_at = current_timestamp()"
         )
     finally:
-        spark.catalog.dropTempView(view)
+        lake.spark.catalog.dropTempView(view)
 
 
-def reopen_rejects(spark: SparkSession, location: LakeLocation, table: TableSpec, since: dt.datetime) -> None:
+def reopen_rejects(lake: Lake, table: TableSpec, since: dt.datetime) -> None:
     """Make the rows resolved from ``since`` on outstanding again: a rollback undid the replay or reload that
     resolved them, so their keys are frozen at their state before them again."""
-    if not table_exists(spark, location, rejects_name(table)):
+    if not table_exists(lake, rejects_name(table)):
         return
     # Written out, not bound: Iceberg 1.11's SQL extensions leave bound parameters unbound on Spark 4.1
     # (apache/iceberg#16625). The time is the rollback's own, never a row's value; sessions run in UTC.
     moment = sql_string(since.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f"))
-    spark.sql(
-        f"UPDATE {location.named(rejects_name(table))} SET resolution = NULL, resolved_at = NULL "
+    lake.spark.sql(
+        f"UPDATE {lake.location.named(rejects_name(table))} SET resolution = NULL, resolved_at = NULL "
         f"WHERE resolved_at >= TIMESTAMP {moment}"
     )

@@ -57,8 +57,8 @@ class RejectsReplayed:
 def outstanding_rejects(context: ReplayContext, table: TableSpec) -> DataFrame | None:
     """The table's outstanding rejects rows (those of files the table has applied), in DMS order."""
     _quarantining(table)
-    _, state = recorded_state(context.spark, context.location, table.lake_table)
-    rows = outstanding(context.spark, context.location, context.config, table, state)
+    _, state = recorded_state(context, table.lake_table)
+    rows = outstanding(context, table, state)
     return None if rows is None else rows.orderBy("file", "row")
 
 
@@ -72,9 +72,7 @@ def replay_rejects(context: ReplayContext, table: TableSpec, *, accept: bool = F
 
     (result, rows), _ = committed_with_retries(context, table, attempt)
     if rows is not None:
-        resolve_rejects(
-            context.spark, context.location, table, rows, ("accepted" if accept else "replayed", "replayed")
-        )
+        resolve_rejects(context, table, rows, ("accepted" if accept else "replayed", "replayed"))
     return result
 
 
@@ -84,9 +82,8 @@ def _quarantining(table: TableSpec) -> None:
 
 
 def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[RejectsReplayed, DataFrame | None]:
-    spark, location, config = context.spark, context.location, context.config
-    base, state = recorded_state(spark, location, table.lake_table)
-    rows = outstanding(spark, location, config, table, state)
+    base, state = recorded_state(context, table.lake_table)
+    rows = outstanding(context, table, state)
     if rows is None or base is None:
         return RejectsReplayed(table.name), None
     rows = rows.localCheckpoint(eager=True)
@@ -102,7 +99,7 @@ def _replay(context: ReplayContext, table: TableSpec, accept: bool) -> tuple[Rej
     # No DIVERGED mark: nothing this replay read stays outstanding; rows held meanwhile mark their own commit.
     properties = {REJECTS_REPLAYED: json.dumps(summary, separators=(",", ":"))}
     transaction = Transaction(table.lake_table, base, updates, lambda: Properties(properties))
-    committed = commit_transaction(spark, location, transaction)
+    committed = commit_transaction(context, transaction)
     assert committed is not None  # a merge has no check that could give the commit up
     log.info("%s: replayed %d quarantined row(s) over %d key(s); dropped %d", table.name, applied, key_count, dropped)
     return RejectsReplayed(table.name, applied, dropped, key_count, committed.snapshot_id), rows

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -44,7 +44,7 @@ from cdc_lake.engine.rejects import resolve_rejects
 from cdc_lake.engine.replay import committed_with_retries
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.spark_types import lake_type
-from cdc_lake.engine.tables import LakeLocation, history_name, quarantines
+from cdc_lake.engine.tables import Lake, history_name, quarantines
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,11 @@ def reload_table(context: ReplayContext, table: TableSpec, *, since: str | None 
 
 
 def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> ReloadResult:
-    spark, config, location = context.spark, context.config, context.location
+    config = context.config
     listed = context.store.list(config.table_prefix(table))
     # The bases are read before anything else: if a table moves on after this, its commit is refused.
-    base = base_snapshot(spark, location, table.lake_table)
-    history_base = base_snapshot(spark, location, history_name(table)) if table.history else None
+    base = base_snapshot(context, table.lake_table)
+    history_base = base_snapshot(context, history_name(table)) if table.history else None
     plan = plan_reload(config, table, listed, base, since)
     log.info(
         "%s: reloading from %d LOAD file(s) and %d CDC file(s) from %s (%s); %d earlier CDC file(s) skipped",
@@ -102,7 +102,7 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
     )
     use_sequence = config.dms.change_sequence_column is not None
     layouts = file_layouts(context, plan.files, table)
-    table = plan_schema(config, table, layouts, lake_fields(spark, location, table.lake_table)).table
+    table = plan_schema(config, table, layouts, lake_fields(context, table.lake_table)).table
     # Materialized once: row positions are then fixed, and the MERGE gets a deterministic source.
     read = read_changes(context, plan.files, table, layouts).drop(RAW).localCheckpoint(eager=True)
     problems, total = describe_problems(read)
@@ -110,12 +110,12 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
         raise DmsInputError(table.name, problems, total)
     changes = split_key_updates(read, table, config.dms)
     last = rebuilt_rows(changes, table, use_sequence).localCheckpoint(eager=True)
-    align_lake_table(spark, location, table.lake_table, table.columns)
+    align_lake_table(context, table.lake_table, table.columns)
     if history_base is not None:
-        align_lake_table(spark, location, history_name(table), table.columns)
+        align_lake_table(context, history_name(table), table.columns)
     live = last.filter(F.col(OP) != "D")
     rows = live.count()
-    current = _rows_at(spark, location, table.lake_table, base, table)
+    current = _rows_at(context, table.lake_table, base, table)
     diff = differences(current, live, table).localCheckpoint(eager=True)
     counts = _counts(diff)
     record = run_plan_properties(plan)
@@ -129,7 +129,7 @@ def _attempt(context: ReplayContext, table: TableSpec, since: str | None) -> Rel
     merge = batch_updates(context, table, diff, summary_of(context, table, base))
     snapshot_id = _commit(context, Transaction(table.lake_table, base, merge, lambda: Properties(properties)))
     if quarantines(table):  # rebuilt from the source: its quarantined rows are superseded
-        resolve_rejects(spark, location, table, None, ("reloaded", "reloaded"))
+        resolve_rejects(context, table, None, ("reloaded", "reloaded"))
     lists = (plan.load_files, plan.cdc_files, plan.skipped_cdc_files, plan.stale_load_files)
     loads, cdc, skipped, stale = ([f.key for f in files] for files in lists)
     boundary = show_position(plan.boundary)
@@ -210,9 +210,9 @@ def differences(current: DataFrame, rebuilt: DataFrame, table: TableSpec) -> Dat
     )
 
 
-def _rows_at(spark: SparkSession, location: LakeLocation, name: str, snapshot: int, table: TableSpec) -> DataFrame:
+def _rows_at(lake: Lake, name: str, snapshot: int, table: TableSpec) -> DataFrame:
     """The table's rows at ``snapshot``, in its snapshot's schema; columns added since then are NULL."""
-    return _columns(spark.sql(f"SELECT * FROM {location.named(name)} VERSION AS OF {int(snapshot)}"), table)
+    return _columns(lake.spark.sql(f"SELECT * FROM {lake.location.named(name)} VERSION AS OF {int(snapshot)}"), table)
 
 
 def _columns(frame: DataFrame, table: TableSpec) -> DataFrame:
@@ -232,7 +232,7 @@ def _counts(diff: DataFrame) -> ChangeCounts:
 
 
 def _commit(context: ReplayContext, transaction: Transaction[Properties]) -> int:
-    committed = commit_transaction(context.spark, context.location, transaction)
+    committed = commit_transaction(context, transaction)
     assert committed is not None  # a merge has no check that could give the commit up
     return committed.snapshot_id
 

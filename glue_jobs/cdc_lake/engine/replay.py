@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -47,7 +47,7 @@ from cdc_lake.core.notices import Notice, unique
 from cdc_lake.core.plan import ReplayState, listing_start, plan_run
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.shapes import FILE, FileLayout
-from cdc_lake.core.storage import ObjectStore, changed_since_listed
+from cdc_lake.core.storage import changed_since_listed
 from cdc_lake.engine.changes import (
     TOTALS,
     ChangeCounts,
@@ -95,7 +95,6 @@ from cdc_lake.engine.rejects import (
 from cdc_lake.engine.schema import align_lake_table, plan_schema
 from cdc_lake.engine.spark_types import local_relation
 from cdc_lake.engine.tables import (
-    LakeLocation,
     ensure_table,
     history_name,
     lake_tables,
@@ -206,33 +205,22 @@ class HistoryWritten:
     files: list[str] = field(default_factory=list)
 
 
-def apply_up_to(
-    spark: SparkSession,
-    config: PipelineConfig,
-    location: LakeLocation,
-    store: ObjectStore,
-    trigger: DmsFile | TableSpec,
-) -> RunResult:
-    """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
-    instead of a file, every landed file of the table."""
-    return replay(ReplayContext(spark, config, location, store), trigger)
-
-
 def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedFiles | None = None) -> RunResult:
-    """``apply_up_to`` with its context; ``landed``, a listing the caller just made, spares the first attempt its
-    own when it covers the listing window the table's state asks for."""
+    """Apply every pending file of the trigger's table up to ``trigger`` in one Iceberg commit; given a table
+    instead of a file, every landed file of the table. ``landed``, a listing the caller just made, spares the first
+    attempt its own when it covers the listing window the table's state asks for."""
     started = time.monotonic()
     if isinstance(trigger, TableSpec):
         table, upto = trigger, None
         # A configured table with no lake table yet is created only once a data file of it has landed.
-        if not table_exists(context.spark, context.location, table):
+        if not table_exists(context, table):
             if landed is None or not landed.covers(None):
                 landed = list_landed(context.store, context.config, table)
             if not landed.files:
                 return RunResult(table.name)
     else:
         table, upto = context.config.table(trigger.table), trigger
-    refuse_legacy_table(context.spark, context.location, table)
+    refuse_legacy_table(context, table)
     unused = [landed] if landed is not None else []  # a listing serves one attempt: a retry lists anew
 
     def attempt() -> RunResult:
@@ -285,7 +273,7 @@ def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError
     as they were), for ``cdc-lake status``; with None, clear it once a run of the table commits."""
     spark, dotted = context.spark, context.location.dotted(table.lake_table)
     try:
-        if error is not None and not table_exists(spark, context.location, table):
+        if error is not None and not table_exists(context, table):
             return
         recorded = REFUSED in table_properties(spark, dotted)
         if error is None and recorded:
@@ -463,10 +451,10 @@ def _reduced_in_one_task(context: ReplayContext, batch: Batch, read: BatchRead, 
 def evolve_schema(context: ReplayContext, batch: Batch, read: BatchRead) -> list[str]:
     """Alter the lake table, and the history table it writes, to hold the run's columns; returns what changed.
     Only a batch that will be applied alters the lake; the ALTERs are metadata commits of their own."""
-    spark, location, columns = context.spark, context.location, read.table.columns
-    changed = align_lake_table(spark, location, read.table.lake_table, columns, batch.lake_fields)
+    columns = read.table.columns
+    changed = align_lake_table(context, read.table.lake_table, columns, batch.lake_fields)
     if batch.history_plan is not None and read.changes is not None:
-        changed += align_lake_table(spark, location, history_name(read.table), columns)
+        changed += align_lake_table(context, history_name(read.table), columns)
     return changed
 
 
@@ -491,17 +479,16 @@ def write_quarantined(context: ReplayContext, batch: Batch, read: BatchRead) -> 
     table's commit then marks it diverged while any rows of its applied files are outstanding."""
     if not quarantines(read.table) or read.quarantined is None:
         return RejectsWritten()
-    spark, location, config = context.spark, context.location, context.config
     table, name = read.table, rejects_name(read.table)
     rows = read.quarantined.rejects
     pending = batch.plan.pending
-    stale = spark.table(location.named(name)).where(
+    stale = context.spark.table(context.location.named(name)).where(
         F.col("resolution").isNull() & F.col("file").isin([f.key for f in pending])
     )
     if rows is None and not stale.limit(1).count():
         return RejectsWritten(divergence=divergence(read.quarantined.frozen, table))  # nothing changed in them
-    snapshot = write_rejects(spark, location, table, rows, pending)
-    after = outstanding(spark, location, config, table, batch.plan.next_state)
+    snapshot = write_rejects(context, table, rows, pending)
+    after = outstanding(context, table, batch.plan.next_state)
     return RejectsWritten(snapshot, divergence(after, table))
 
 
@@ -540,7 +527,7 @@ def commit_batch(
     transaction = Transaction(
         table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: _confirm_listed(context, batch)]
     )
-    committed = commit_transaction(context.spark, context.location, transaction)
+    committed = commit_transaction(context, transaction)
     if committed is None:
         return None
     return RunResult(
@@ -562,7 +549,7 @@ def committed_with_retries(
     is not beaten by a concurrent one; returns its result and the attempts. The loser of a race plans again from
     the winner's snapshot. AWS refusing the job's role, or the table dropped meanwhile, fail as errors that say
     what to do."""
-    spark, config, location = context.spark, context.config, context.location
+    config = context.config
     policy = RetryPolicy(attempts=config.lake.commit_retries + 1, first_delay=0.4, max_delay=5.0)
 
     def conflicts_typed() -> Result:
@@ -571,14 +558,14 @@ def committed_with_retries(
 
     seen = False  # whether the lake tables were found or made: only then can a failure mean one vanished
     try:
-        ensure_table(spark, location, table, config.lake)
+        ensure_table(context, table, config.lake)
         if table.history:
-            ensure_history_table(spark, location, table, config.lake)
+            ensure_history_table(context, table, config.lake)
         if quarantines(table):
-            ensure_rejects_table(spark, location, table, config.lake)
+            ensure_rejects_table(context, table, config.lake)
         seen = True
         for name in lake_tables(table):
-            remove_dead_run_branches(spark, location, name, config.runs.longest_run)
+            remove_dead_run_branches(context, name, config.runs.longest_run)
         return retried(
             conflicts_typed,
             policy,
@@ -640,7 +627,7 @@ def _refusal(
             "again"
         )
     try:
-        gone = not table_exists(context.spark, context.location, table)
+        gone = not table_exists(context, table)
     except Exception:  # the run's own failure says more
         return None
     if not gone:
@@ -666,7 +653,7 @@ def _recorded_of(context: ReplayContext, table_name: str) -> Recorded:
     metadata = Metadata(context.spark, dotted)
     record = record_in(metadata, dotted)
     while record.head is None:  # a new table gets an empty first snapshot; read again, another run may be ahead
-        base_snapshot(context.spark, context.location, table_name)
+        base_snapshot(context, table_name)
         metadata = Metadata(context.spark, dotted)
         record = record_in(metadata, dotted)
     fields = tuple(metadata.spark_fields())
@@ -696,10 +683,9 @@ def _quarantined_changes(
 ) -> Quarantined:
     """``_checked_changes`` for a table that quarantines: bad rows, and later changes of their keys or of keys
     already frozen, kept out; bad rows that cannot be held still refuse the batch."""
-    spark, location, config = context.spark, context.location, context.config
     read = read_changes(context, files, table, layouts).localCheckpoint(eager=True)
-    frozen = outstanding(spark, location, config, table, batch.state)
-    quarantined = quarantine(config, table, read, frozen)
+    frozen = outstanding(context, table, batch.state)
+    quarantined = quarantine(context.config, table, read, frozen)
     log.info(
         "%s: read and checked %d file(s); %d row(s) quarantined, %d held behind them",
         table.name,

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import ColumnSpec, PipelineConfig, TableSpec
@@ -30,7 +29,7 @@ from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.iceberg_java import is_already_exists
 from cdc_lake.engine.spark_types import config_type, lake_type
-from cdc_lake.engine.tables import LakeLocation, source_doc
+from cdc_lake.engine.tables import Lake, source_doc
 
 log = logging.getLogger(__name__)
 
@@ -202,13 +201,12 @@ def _keep_lake_columns(
             columns[name] = ColumnSpec(name=name, source=field.name, type=config_type(field.dataType))
 
 
-def lake_fields(spark: SparkSession, location: LakeLocation, table_name: str) -> list[T.StructField]:
-    return list(spark.table(location.named(table_name)).schema.fields)
+def lake_fields(lake: Lake, table_name: str) -> list[T.StructField]:
+    return list(lake.spark.table(lake.location.named(table_name)).schema.fields)
 
 
 def align_lake_table(
-    spark: SparkSession,
-    location: LakeLocation,
+    lake: Lake,
     table_name: str,
     columns: Sequence[ColumnSpec],
     fields: Sequence[T.StructField] | None = None,
@@ -219,9 +217,9 @@ def align_lake_table(
     Idempotent, so the history table and a concurrent run's table are aligned by the same call; returns
     what it changed.
     """
-    fields = lake_fields(spark, location, table_name) if fields is None else fields
+    fields = lake_fields(lake, table_name) if fields is None else fields
     present = {f.name.lower(): f for f in fields}
-    target = location.named(table_name)
+    target = lake.location.named(table_name)
     done = []
     for spec in columns:
         wanted = lake_type(spec.type)
@@ -229,13 +227,13 @@ def align_lake_table(
         if current is None:
             added = f"{quote(spec.name)} {wanted.simpleString()} COMMENT {sql_string(source_doc(spec.source))}"
             try:
-                spark.sql(f"ALTER TABLE {target} ADD COLUMN {added}")
+                lake.spark.sql(f"ALTER TABLE {target} ADD COLUMN {added}")
             except AnalysisException as error:
                 if not is_already_exists(error):
                     raise  # a concurrent run adding the same column is fine; anything else is not
             done.append(f"added column {spec.name} {spec.type}")
         elif current.dataType != wanted and widens(current.dataType, wanted):
-            spark.sql(f"ALTER TABLE {target} ALTER COLUMN {quote(spec.name)} TYPE {wanted.simpleString()}")
+            lake.spark.sql(f"ALTER TABLE {target} ALTER COLUMN {quote(spec.name)} TYPE {wanted.simpleString()}")
             done.append(f"widened column {spec.name} to {spec.type}")
     for change in done:
         log.info("%s: %s", table_name, change)

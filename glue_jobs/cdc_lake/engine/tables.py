@@ -54,6 +54,14 @@ class LakeLocation:
 
 
 @dataclass(frozen=True)
+class Lake:
+    """A Spark session and where a configuration's tables live: what every read and write of a lake table needs."""
+
+    spark: SparkSession
+    location: LakeLocation
+
+
+@dataclass(frozen=True)
 class TableSnapshot:
     """A configured table's lake table at ``location``, as of ``snapshot_id`` (None: its current snapshot)."""
 
@@ -83,15 +91,15 @@ def lake_tables(table: TableSpec) -> list[str]:
     ]
 
 
-def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, settings: LakeSettings) -> None:
+def ensure_table(lake: Lake, table: TableSpec, settings: LakeSettings) -> None:
     """Create the namespace and the Iceberg table if missing (format v2, primary key as identifier fields).
 
     On AWS the stack creates the database and the job's role may not (it has no ``glue:CreateDatabase``): a
     missing one is then refused, never created where the stack did not put it.
     """
-    if table_exists(spark, location, table):
+    if table_exists(lake, table):
         return
-    ensure_database(spark, location)
+    ensure_database(lake)
     definition = TableDefinition(
         table.lake_table,
         [(c.name, lake_type(c.type), c.name in table.primary_key) for c in table.columns],
@@ -105,21 +113,21 @@ def ensure_table(spark: SparkSession, location: LakeLocation, table: TableSpec, 
         sort_by=table.primary_key,
         docs=column_docs(table),
     )
-    create_iceberg_table(spark, location, definition, settings)
+    create_iceberg_table(lake, definition, settings)
 
 
-def refuse_legacy_table(spark: SparkSession, location: LakeLocation, table: TableSpec) -> None:
+def refuse_legacy_table(lake: Lake, table: TableSpec) -> None:
     """Refuse to replay into a new lake table while a local lake holds the table under its name from before lake
     names were lower case: replay would start it over beside the old one, unannounced. ``cdc-lake reload``
     builds the new one from the landed files; the Glue catalog never took the old names."""
     legacy = table.legacy_target
-    if legacy is None or location.catalog == GLUE_CATALOG or not table_exists(spark, location, legacy):
+    if legacy is None or lake.location.catalog == GLUE_CATALOG or not table_exists(lake, legacy):
         return
-    if table_exists(spark, location, table):
+    if table_exists(lake, table):
         return
     raise LegacyLakeTableError(
-        f"{location.dotted(legacy)}: this lake table was made before lake names were lower case (Glue and Athena "
-        f"take no other); {table.name} now replays into {location.dotted(table.lake_table)}, which does not exist "
+        f"{lake.location.dotted(legacy)}: this lake table was made before lake names were lower case (Glue and Athena "
+        f"take no other); {table.name} now replays into {lake.location.dotted(table.lake_table)}, which does not exist "
         f"yet. Nothing was applied and no file was removed. Build it from every landed file, as the old one was, "
         f"with `cdc-lake reload -t {table.name} --since 19700101-000000` (and this run's -c, -l and -w); the old "
         "table stays for you to read, then drop"
@@ -135,18 +143,18 @@ def source_doc(source: str) -> str:
     return f"source column {source}"
 
 
-def ensure_database(spark: SparkSession, location: LakeLocation) -> None:
+def ensure_database(lake: Lake) -> None:
     """Create the lake database (namespace) if missing and the catalog lets this run create it."""
     try:
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(location.catalog)}.{quote(location.database)}")
+        lake.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(lake.location.catalog)}.{quote(lake.location.database)}")
     except (Py4JJavaError, PySparkException) as error:
         denial = aws_denial(error)
         if denial is None or denial.action != "glue:CreateDatabase":
             raise
         raise LakeDatabaseMissingError(
-            f"{location.catalog}.{location.database}: the lake database does not exist, and the job's role may not "
-            "create it (no glue:CreateDatabase, by design); nothing was applied and no file was removed. The stack "
-            "creates it: check the job's --database, or deploy the stack again (cdk deploy), then trigger the run"
+            f"{lake.location.catalog}.{lake.location.database}: the lake database does not exist, and the job's role "
+            "may not create it (no glue:CreateDatabase, by design); nothing was applied and no file was removed. The "
+            "stack creates it: check the job's --database, or deploy the stack again (cdk deploy), then trigger the run"
         ) from None
 
 
@@ -184,9 +192,7 @@ def created_write_mode(mode: WriteMode) -> str:
     return "merge-on-read" if mode == "auto" else mode
 
 
-def create_iceberg_table(
-    spark: SparkSession, location: LakeLocation, definition: TableDefinition, settings: LakeSettings
-) -> None:
+def create_iceberg_table(lake: Lake, definition: TableDefinition, settings: LakeSettings) -> None:
     """CREATE TABLE from configuration (names, types and transforms were validated; no data is pasted).
 
     Rows are written ordered by ``sort_by`` (the primary key) within each write task, so each data file
@@ -215,8 +221,8 @@ def create_iceberg_table(
     }
     rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
     try:
-        spark.sql(
-            f"CREATE TABLE {location.named(name)} ({rendered_columns}) USING iceberg{partitioning} "
+        lake.spark.sql(
+            f"CREATE TABLE {lake.location.named(name)} ({rendered_columns}) USING iceberg{partitioning} "
             f"TBLPROPERTIES ({rendered})"
         )
     except AnalysisException as error:
@@ -225,10 +231,10 @@ def create_iceberg_table(
         return  # a concurrent run created it first
     if definition.identifier_fields:
         fields = ", ".join(quote(k) for k in definition.identifier_fields)
-        _alter(spark, f"ALTER TABLE {location.named(name)} SET IDENTIFIER FIELDS {fields}")
+        _alter(lake.spark, f"ALTER TABLE {lake.location.named(name)} SET IDENTIFIER FIELDS {fields}")
     # LOCALLY: WRITE ORDERED BY would also switch the table to range distribution, a shuffle on every write.
     ordered = ", ".join(quote(k) for k in definition.sort_by)
-    _alter(spark, f"ALTER TABLE {location.named(name)} WRITE LOCALLY ORDERED BY {ordered}")
+    _alter(lake.spark, f"ALTER TABLE {lake.location.named(name)} WRITE LOCALLY ORDERED BY {ordered}")
 
 
 def _alter(spark: SparkSession, statement: str) -> None:
@@ -241,6 +247,6 @@ def _alter(spark: SparkSession, statement: str) -> None:
     retried(alter, METADATA_COMMIT_RETRIES, is_concurrent, what=f"{statement}: concurrent metadata commit")
 
 
-def table_exists(spark: SparkSession, location: LakeLocation, table: TableSpec | str) -> bool:
+def table_exists(lake: Lake, table: TableSpec | str) -> bool:
     name = table if isinstance(table, str) else table.lake_table
-    return has_table(spark, location.dotted(name))
+    return has_table(lake.spark, lake.location.dotted(name))

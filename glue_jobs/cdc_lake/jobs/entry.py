@@ -87,7 +87,7 @@ def job_context(
     --catalog/--database (default: the configuration's), the landed files in --bucket unless a store is given."""
     config = config or load_config_uri(options.config_uri)
     location = LakeLocation(options.catalog, options.lake_database(config))
-    return ReplayContext(spark, config, location, store or S3Store(options.bucket))
+    return ReplayContext(spark=spark, location=location, config=config, store=store or S3Store(options.bucket))
 
 
 def _boto3_client(service: str) -> Any:

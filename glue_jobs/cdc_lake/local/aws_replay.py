@@ -184,7 +184,7 @@ class DeployedPipeline:
         from pyspark.sql import SparkSession
 
         from cdc_lake.engine.record import APPLIED, snapshot_summaries
-        from cdc_lake.engine.tables import table_exists
+        from cdc_lake.engine.tables import Lake, table_exists
 
         by_table: dict[str, list[str]] = {}
         ignored: list[str] = []
@@ -196,12 +196,13 @@ class DeployedPipeline:
         spark = SparkSession.getActiveSession()
         if spark is None:  # no run ran, so nothing was applied
             return by_table, ignored
+        lake = Lake(spark, self.location)
         missing: dict[str, list[str]] = {}
         for name, table_keys in by_table.items():
             table = self.config.table(name)
             applied: set[str] = set()
-            if table_exists(spark, self.location, table):
-                for snapshot in snapshot_summaries(spark, self.location, table):
+            if table_exists(lake, table):
+                for snapshot in snapshot_summaries(lake, table):
                     recorded = (snapshot["summary"] or {}).get(APPLIED)
                     applied |= {entry["key"] for entry in json.loads(recorded)} if recorded else set()
             missing[name] = [key for key in table_keys if key not in applied]

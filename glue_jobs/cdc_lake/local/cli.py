@@ -19,10 +19,7 @@ from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
 from cdc_lake.local.progress import live_status
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from cdc_lake.engine.context import ReplayContext
-    from cdc_lake.engine.tables import LakeLocation
+    from cdc_lake.engine.context import LakeContext, ReplayContext
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
     from cdc_lake.ops.status import TableStatus
 
@@ -355,12 +352,10 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cdc_lake.engine.context import LakeContext
     from cdc_lake.ops.export import export_tables
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    written = export_tables(LakeContext(spark, config, location), args.out, args.table, snapshot_id=args.as_of)
+    written = export_tables(_lake(args, config), args.out, args.table, snapshot_id=args.as_of)
     for name, rows in written.items():
         print(f"{args.out / (name + '.jsonl')}: {rows} row(s)")
     return 0
@@ -531,21 +526,31 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lake(args: argparse.Namespace, config: PipelineConfig) -> tuple[SparkSession, LakeLocation]:
+def _lake(args: argparse.Namespace, config: PipelineConfig) -> LakeContext:
+    from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.tables import LakeLocation
     from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
 
     spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
-    return spark, LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+    location = LakeLocation(LOCAL_CATALOG, args.database or config.lake.database)
+    return LakeContext(spark=spark, location=location, config=config)
+
+
+def _landed(lake: LakeContext, landing: Path) -> ReplayContext:
+    """``lake``'s replay context, its DMS files read from the ``landing`` folder."""
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
+
+    return ReplayContext(spark=lake.spark, location=lake.location, config=lake.config, store=LocalFolderStore(landing))
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
     from cdc_lake.ops.operations import list_changes
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     table = config.table(args.table)
-    changes = list_changes(spark, location, table)
+    changes = list_changes(lake, table)
     if not changes:
         print(f"{table.name}: no lake table yet")
         return 0
@@ -589,7 +594,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from cdc_lake.engine.history import row_history
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     table = config.table(args.table)
     if not table.history:
         raise CdcLakeError(f"{table.name} keeps no history; set `history: true` on it in the configuration")
@@ -597,7 +602,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     missing = sorted(set(table.primary_key) - set(key))
     if missing:
         raise CdcLakeError(f"--key must name every primary key column of {table.name}; missing {missing}")
-    versions = row_history(spark, location, table, key)
+    versions = row_history(lake, table, key)
     if not versions:
         print(f"{table.name}: no version of {key}")
         return 1
@@ -614,8 +619,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from cdc_lake.ops.operations import rollback
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    done = rollback(spark, location, config.table(args.table), args.to)
+    done = rollback(_lake(args, config), config.table(args.table), args.to)
     history = f" (history at {done.history_snapshot_id})" if done.history_snapshot_id else ""
     print(
         f"{done.table}: now at change {done.snapshot_id}{history}; {done.files_to_reapply} later file(s) will be "
@@ -625,13 +629,10 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_reapply(args: argparse.Namespace) -> int:
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.ops.operations import reapply
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    result = reapply(ReplayContext(spark, config, location, LocalFolderStore(args.landing)), config.table(args.table))
+    result = reapply(_landed(_lake(args, config), args.landing), config.table(args.table))
     if result is None or result.already_applied:
         print(f"{args.table}: nothing to re-apply")
         return 0
@@ -641,15 +642,11 @@ def cmd_reapply(args: argparse.Namespace) -> int:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.engine.reload import reload_table
     from cdc_lake.jobs.maintenance import describe_reload
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
-    result = reload_table(context, config.table(args.table), since=args.since)
+    result = reload_table(_landed(_lake(args, config), args.landing), config.table(args.table), since=args.since)
     print(describe_reload(result))
     return 0
 
@@ -690,7 +687,12 @@ def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayC
         warehouse = args.lake_warehouse or f"s3://{args.bucket}/unused-warehouse/"
         spark = local_spark_session(conf=glue_catalog_conf(warehouse), aws_endpoint=args.aws_endpoint)
         client = boto3.client("s3", endpoint_url=args.aws_endpoint) if args.aws_endpoint else None
-        return ReplayContext(spark, config, LakeLocation(GLUE_CATALOG, database), S3Store(args.bucket, client))
+        return ReplayContext(
+            spark=spark,
+            location=LakeLocation(GLUE_CATALOG, database),
+            config=config,
+            store=S3Store(args.bucket, client),
+        )
     if args.warehouse is None or args.landing is None:
         raise CdcLakeError("status needs --warehouse and --landing (a local lake), or --bucket (the deployed one)")
     if not args.warehouse.is_dir():
@@ -698,7 +700,9 @@ def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayC
     if not args.landing.is_dir():
         raise CdcLakeError(f"{args.landing}: no such landing folder; give the one DMS files land in")
     spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
-    return ReplayContext(spark, config, LakeLocation(LOCAL_CATALOG, database), LocalFolderStore(args.landing))
+    return ReplayContext(
+        spark=spark, location=LakeLocation(LOCAL_CATALOG, database), config=config, store=LocalFolderStore(args.landing)
+    )
 
 
 def _print_status(found: Sequence[TableStatus]) -> None:
@@ -745,13 +749,10 @@ def _bytes(size: int) -> str:
 
 
 def cmd_rejects(args: argparse.Namespace) -> int:
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.engine.rejects_replay import outstanding_rejects, replay_rejects
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    context = _landed(_lake(args, config), args.landing)
     table = config.table(args.table)
     if args.action == "list":
         rows = outstanding_rejects(context, table)
@@ -772,28 +773,26 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from cdc_lake.ops.reconcile import format_report, reconcile
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    lake = TableSnapshot(location, config.table(args.table), args.as_of)
-    report = reconcile(spark, lake, args.expected, file_format=args.format, limit=args.limit)
+    lake = _lake(args, config)
+    snapshot = TableSnapshot(lake.location, config.table(args.table), args.as_of)
+    report = reconcile(lake.spark, snapshot, args.expected, file_format=args.format, limit=args.limit)
     print(format_report(report))
     return 0 if report.matches else 1
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no table drifted, 1 when one did (2, as for every command, on an error)."""
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import LakeContext, ReplayContext
     from cdc_lake.ops.verify import Settle, verify
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     settle = None
     if args.landing is not None:
-        context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
-        settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
+        interval = float(config.dms.cdc_max_batch_interval)
+        settle = Settle(_landed(lake, args.landing), interval, timeout_s=args.settle_timeout)
     elif not args.json:
         print("without --landing, a change still in flight shows as drift: verify when the lake has caught up")
-    results = verify(LakeContext(spark, config, location), _source(args), args.table, settle=settle)
+    results = verify(lake, _source(args), args.table, settle=settle)
     for result in results:
         for drift in result.drift:
             if args.json:
@@ -821,14 +820,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_repair(args: argparse.Namespace) -> int:
     """Exit 0 when the repaired tables then equal the source (a second verify), 1 otherwise."""
-    from cdc_lake.core.storage import LocalFolderStore
-    from cdc_lake.engine.context import ReplayContext
     from cdc_lake.ops.repair import repair
     from cdc_lake.ops.verify import Settle, verify
 
     config = _config(args)
-    spark, location = _lake(args, config)
-    context = ReplayContext(spark, config, location, LocalFolderStore(args.landing))
+    context = _landed(_lake(args, config), args.landing)
     settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
     results = repair(context, _source(args), args.table, settle=settle, dry_run=args.dry_run)
     for result in results:
@@ -857,13 +853,11 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from cdc_lake.engine.context import LakeContext
     from cdc_lake.engine.maintenance import Retention, maintain
 
     config = _config(args)
-    spark, location = _lake(args, config)
+    lake = _lake(args, config)
     retention = Retention(days=args.retain_days, last=args.retain_last, orphan_days=args.orphan_days)
-    lake = LakeContext(spark, config, location)
     for result in maintain(lake, args.action, tables=args.table, retention=retention):
         details = ", ".join(f"{k} {v}" for k, v in result.detail.items())
         print(f"{result.table}: {result.action}: {details}")

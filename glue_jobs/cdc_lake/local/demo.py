@@ -18,10 +18,8 @@ from cdc_lake.core.config import PipelineConfig, TableSpec, glue_version, load_c
 from cdc_lake.core.jsonl import read_jsonl
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from cdc_lake.engine.context import LakeContext
-    from cdc_lake.engine.tables import LakeLocation
+    from cdc_lake.engine.tables import Lake
     from cdc_lake.local.generator import GenerationResult
     from cdc_lake.local.runtime import LocalJobRun, LocalPipeline
 
@@ -66,7 +64,7 @@ def run_demo(workdir: Path, *, rows: int = 5000, batches: int = 4, config_path: 
     all_equal = _summary(pipeline.context, generated.expected, workdir / "export", tally.totals)
     history_table = next((t for t in config.tables if t.history), None)
     if history_table is not None:
-        _show_history(spark, pipeline.location, history_table)
+        _show_history(pipeline.context, history_table)
         all_equal &= _show_rollback(pipeline, history_table, generated.expected, workdir)
     _show_rows(config, workdir / "export")
     print(f"\nlake: {workdir / 'warehouse'}   export: {workdir / 'export'}   total {time.monotonic() - started:.1f}s")
@@ -122,7 +120,7 @@ def _summary(lake: LakeContext, expected_dir: Path, export_dir: Path, totals: di
     from cdc_lake.engine.record import STATE, snapshot_summaries
     from cdc_lake.ops.export import export_tables
 
-    spark, config, location = lake.spark, lake.config, lake.location
+    config = lake.config
     exported = export_tables(lake, export_dir)
     header = f"{'table':<18} {'rows':>7} {'files':>6} {'I':>7} {'U':>7} {'D':>7} {'commits':>8}  equals source"
     print(f"\n{header}\n{'-' * len(header)}")
@@ -130,7 +128,7 @@ def _summary(lake: LakeContext, expected_dir: Path, export_dir: Path, totals: di
     for table in config.tables:
         equal = read_jsonl(expected_dir / f"{table.name}.jsonl") == read_jsonl(export_dir / f"{table.name}.jsonl")
         all_equal &= equal
-        snapshots = sum(1 for s in snapshot_summaries(spark, location, table) if STATE in (s["summary"] or {}))
+        snapshots = sum(1 for s in snapshot_summaries(lake, table) if STATE in (s["summary"] or {}))
         t = totals[table.name]
         print(
             f"{table.name:<18} {exported[table.name]:>7} {t['files']:>6} {t['I']:>7} {t['U']:>7} {t['D']:>7} "
@@ -139,20 +137,20 @@ def _summary(lake: LakeContext, expected_dir: Path, export_dir: Path, totals: di
     return all_equal
 
 
-def _show_history(spark: SparkSession, location: LakeLocation, table: TableSpec) -> None:
+def _show_history(lake: Lake, table: TableSpec) -> None:
     """The versions of the row that changed most, as `cdc-lake history` prints them."""
     from pyspark.sql import functions as F
 
     from cdc_lake.engine.history import row_history
     from cdc_lake.engine.tables import history_name
 
-    versions = spark.table(location.dotted(history_name(table)))
+    versions = lake.spark.table(lake.location.dotted(history_name(table)))
     busiest = versions.groupBy(*table.primary_key).count().orderBy(F.desc("count"), *table.primary_key).first()
     if busiest is None:
         return
     key = {k: str(busiest[k]) for k in table.primary_key}
     print(f"\nhistory of {table.name} {key} ({history_name(table)}):")
-    for version in row_history(spark, location, table, key):
+    for version in row_history(lake, table, key):
         values = ", ".join(f"{c}={_cell(version[c])}" for c in table.value_columns)
         valid_to = version["valid_to"] or "(open)"
         print(f"  v{version['version']} {version['op']} {version['valid_from']} .. {valid_to}  {values}")
@@ -163,21 +161,20 @@ def _show_rollback(pipeline: LocalPipeline, table: TableSpec, expected_dir: Path
     from cdc_lake.ops.export import export_tables
     from cdc_lake.ops.operations import list_changes, reapply, rollback
 
-    spark = pipeline.spark
-
-    replays = [c for c in list_changes(spark, pipeline.location, table) if c.kind == "replay"]
+    context = pipeline.context
+    replays = [c for c in list_changes(context, table) if c.kind == "replay"]
     if len(replays) < 3:
         return True
     target = replays[-3]
-    done = rollback(spark, pipeline.location, table, target.snapshot_id)
-    rows = spark.table(pipeline.location.dotted(table.lake_table)).count()
+    done = rollback(context, table, target.snapshot_id)
+    rows = context.spark.table(context.location.dotted(table.lake_table)).count()
     print(
         f"\nrollback {table.name} to change {target.snapshot_id}: {rows} rows, "
         f"{done.files_to_reapply} file(s) to apply again"
     )
-    result = reapply(pipeline.context, table)
+    result = reapply(context, table)
     applied = len(result.applied_files) if result else 0
-    export_tables(pipeline.context, workdir / "export", [table.name])
+    export_tables(context, workdir / "export", [table.name])
     equal = read_jsonl(expected_dir / f"{table.name}.jsonl") == read_jsonl(workdir / "export" / f"{table.name}.jsonl")
     print(f"reapply: {applied} file(s) applied again; {table.name} equals source: {'yes' if equal else 'NO'}")
     return equal

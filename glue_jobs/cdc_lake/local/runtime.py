@@ -160,7 +160,7 @@ class LocalPipeline:
         self.store = options.get("store") or self._landed
         catalog = options.get("catalog", LOCAL_CATALOG)
         self.location = LakeLocation(catalog, options.get("database") or config.lake.database)
-        self.context = ReplayContext(spark, config, self.location, self.store)
+        self.context = ReplayContext(spark=spark, location=self.location, config=config, store=self.store)
         self.glue = LocalGlueClient(self.context, options.get("on_run"), options.get("on_round"))
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:

@@ -5,36 +5,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.jsonl import row_encoder
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.tables import LakeLocation, table_exists
+from cdc_lake.engine.tables import Lake, table_exists
 
 
-def read_table(
-    spark: SparkSession, location: LakeLocation, table: TableSpec, snapshot_id: int | None = None
-) -> DataFrame:
-    name = f"{location.catalog}.{location.database}.{table.lake_table}"
+def read_table(lake: Lake, table: TableSpec, snapshot_id: int | None = None) -> DataFrame:
+    name = f"{lake.location.catalog}.{lake.location.database}.{table.lake_table}"
     if snapshot_id is None:
-        return spark.table(name)
+        return lake.spark.table(name)
     # SQL time travel reads the same on Spark 3.5 and 4 (Iceberg 1.11 dropped the snapshot-id option, and Spark
     # 3.5's table() ignores versionAsOf). The id is an int of the table's metadata, never a row's value.
-    return spark.sql(f"SELECT * FROM {name} VERSION AS OF {int(snapshot_id)}")
+    return lake.spark.sql(f"SELECT * FROM {name} VERSION AS OF {int(snapshot_id)}")
 
 
-def export_table(
-    spark: SparkSession, location: LakeLocation, table: TableSpec, out: Path, snapshot_id: int | None = None
-) -> int:
+def export_table(lake: Lake, table: TableSpec, out: Path, snapshot_id: int | None = None) -> int:
     """Write ``<schema.table>.jsonl`` sorted by primary key; a table never created exports empty."""
     out.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with out.open("w", encoding="utf-8") as handle:
-        if not table_exists(spark, location, table):
+        if not table_exists(lake, table):
             return 0
-        frame = read_table(spark, location, table, snapshot_id)
+        frame = read_table(lake, table, snapshot_id)
         encode = row_encoder(table)
         ordered = frame.select(*[quote(c) for c in table.column_names]).orderBy(*[quote(k) for k in table.primary_key])
         for row in ordered.toLocalIterator(prefetchPartitions=True):
@@ -49,6 +45,4 @@ def export_tables(
 ) -> dict[str, int]:
     """Export the named tables (all configured ones by default); returns rows written per table."""
     chosen = [lake.config.table(name) for name in tables] if tables else list(lake.config.tables)
-    return {
-        t.name: export_table(lake.spark, lake.location, t, out_dir / f"{t.name}.jsonl", snapshot_id) for t in chosen
-    }
+    return {t.name: export_table(lake, t, out_dir / f"{t.name}.jsonl", snapshot_id) for t in chosen}

@@ -12,8 +12,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
@@ -36,7 +34,7 @@ from cdc_lake.engine.record import (
 )
 from cdc_lake.engine.rejects import reopen_rejects
 from cdc_lake.engine.replay import RunResult, replay
-from cdc_lake.engine.tables import LakeLocation, history_name, quarantines, table_exists
+from cdc_lake.engine.tables import Lake, history_name, quarantines, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +57,12 @@ class Change:
     rejects_replayed: dict[str, Any] | None = None  # what a rejects replay or accept applied and dropped
 
 
-def list_changes(spark: SparkSession, location: LakeLocation, table: TableSpec) -> list[Change]:
+def list_changes(lake: Lake, table: TableSpec) -> list[Change]:
     """The table's changes, oldest first (empty if the table does not exist yet)."""
-    if not table_exists(spark, location, table):
+    if not table_exists(lake, table):
         return []
     changes = []
-    for snapshot in snapshot_summaries(spark, location, table):
+    for snapshot in snapshot_summaries(lake, table):
         summary = snapshot["summary"] or {}
         if RELOAD in summary:
             kind = "reload"
@@ -105,10 +103,10 @@ class Rollback:
     files_to_reapply: int
 
 
-def rollback(spark: SparkSession, location: LakeLocation, table: TableSpec, to_snapshot: int) -> Rollback:
+def rollback(lake: Lake, table: TableSpec, to_snapshot: int) -> Rollback:
     """Return the table (and its history) to change ``to_snapshot`` with Iceberg's snapshot procedures; quarantined
     rows that an undone rejects replay or reload resolved are outstanding again."""
-    changes = list_changes(spark, location, table)
+    changes = list_changes(lake, table)
     position = next((i for i, c in enumerate(changes) if c.snapshot_id == to_snapshot), None)
     if position is None:
         raise CdcLakeError(
@@ -117,15 +115,15 @@ def rollback(spark: SparkSession, location: LakeLocation, table: TableSpec, to_s
         )
     undone = sum(len(c.files) for c in changes[position + 1 :])
     history_target = None
-    if table.history and table_exists(spark, location, history_name(table)):
+    if table.history and table_exists(lake, history_name(table)):
         # The history commit of the same run; before any replay, history's own first (empty) snapshot.
         recorded = [c.history_snapshot for c in changes[: position + 1] if c.history_snapshot is not None]
-        history_target = recorded[-1] if recorded else _first_snapshot(spark, location, history_name(table))
-        _set_current(spark, location, history_name(table), history_target)
-    _set_current(spark, location, table.lake_table, to_snapshot)
+        history_target = recorded[-1] if recorded else _first_snapshot(lake, history_name(table))
+        _set_current(lake, history_name(table), history_target)
+    _set_current(lake, table.lake_table, to_snapshot)
     resolving = [c.made_current_at for c in changes[position + 1 :] if c.kind in {"rejects", "reload"}]
     if quarantines(table) and resolving:
-        reopen_rejects(spark, location, table, min(resolving))
+        reopen_rejects(lake, table, min(resolving))
     log.info("%s: rolled back to %s; %d applied file(s) will be applied again", table.name, to_snapshot, undone)
     return Rollback(table.name, to_snapshot, history_target, undone)
 
@@ -138,15 +136,15 @@ def reapply(context: ReplayContext, table: TableSpec) -> RunResult | None:
     return replay(context, landed.newest, landed)
 
 
-def _set_current(spark: SparkSession, location: LakeLocation, table_name: str, snapshot_id: int) -> None:
-    target = sql_string(f"{location.database}.{table_name}")
-    procedure = f"{quote(location.catalog)}.system.set_current_snapshot"
-    spark.sql(f"CALL {procedure}(table => {target}, snapshot_id => {int(snapshot_id)})").collect()
-    keep_record(spark, location, table_name)  # the table property must not describe the undone commits
+def _set_current(lake: Lake, table_name: str, snapshot_id: int) -> None:
+    target = sql_string(f"{lake.location.database}.{table_name}")
+    procedure = f"{quote(lake.location.catalog)}.system.set_current_snapshot"
+    lake.spark.sql(f"CALL {procedure}(table => {target}, snapshot_id => {int(snapshot_id)})").collect()
+    keep_record(lake, table_name)  # the table property must not describe the undone commits
 
 
-def _first_snapshot(spark: SparkSession, location: LakeLocation, table_name: str) -> int:
-    lineage = snapshot_summaries(spark, location, table_name)
+def _first_snapshot(lake: Lake, table_name: str) -> int:
+    lineage = snapshot_summaries(lake, table_name)
     if not lineage:
-        raise CdcLakeError(f"{location.dotted(table_name)} has no snapshot to roll back to")
+        raise CdcLakeError(f"{lake.location.dotted(table_name)} has no snapshot to roll back to")
     return int(lineage[0]["snapshot_id"])

@@ -41,7 +41,7 @@ from cdc_lake.core.jsonl import converter
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.reader import NO_NULL_SENTINEL
 from cdc_lake.engine.spark_types import lake_type, strict_parse
-from cdc_lake.engine.tables import TableSnapshot, table_exists
+from cdc_lake.engine.tables import Lake, TableSnapshot, table_exists
 from cdc_lake.ops.export import read_table
 
 log = logging.getLogger(__name__)
@@ -326,12 +326,13 @@ def _row_hash(table: TableSpec) -> Column:
 def _lake_rows(spark: SparkSession, lake: TableSnapshot) -> DataFrame:
     location, table, snapshot_id = lake.location, lake.table, lake.snapshot_id
     schema = T.StructType([T.StructField(c.name, lake_type(c.type)) for c in table.columns])
-    if not table_exists(spark, location, table):
+    in_lake = Lake(spark, location)
+    if not table_exists(in_lake, table):
         if snapshot_id is not None:
             raise CdcLakeError(f"{location.table(table)} does not exist, so it has no snapshot {snapshot_id}")
         log.info("%s: %s does not exist; reconciling as an empty table", table.name, location.table(table))
         return spark.createDataFrame([], schema)
-    frame = read_table(spark, location, table, snapshot_id)
+    frame = read_table(in_lake, table, snapshot_id)
     present = {c.lower(): c for c in frame.columns}
     missing = [c for c in table.column_names if c.lower() not in present]
     if missing:

@@ -100,8 +100,8 @@ def _repair_table(
     context: ReplayContext, table: TableSpec, source: SourceTable, keys: list[tuple[Any, ...]], verified: TableVerify
 ) -> TableRepair:
     def attempt() -> TableRepair:
-        spark, location = context.spark, context.location
-        base = base_snapshot(spark, location, table.lake_table)
+        spark = context.spark
+        base = base_snapshot(context, table.lake_table)
         position, rows = source.rows_at_position(keys)
         schema = T.StructType(
             [T.StructField(c.name, lake_type(c.type), True) for c in table.columns if not c.dropped]
@@ -124,7 +124,7 @@ def _repair_table(
         merge = batch_updates(context, table, diff.withColumn(OP, F.col(OP)), summary_of(context, table, base))
         properties = {REPAIR: json.dumps(detail, separators=(",", ":"))}
         transaction = Transaction(table.lake_table, base, merge, lambda: Properties(properties))
-        committed = commit_transaction(spark, location, transaction)
+        committed = commit_transaction(context, transaction)
         assert committed is not None  # a merge has no check that could give the commit up
         return TableRepair(table.name, len(keys), len(keys) - deleted, deleted, position, committed.snapshot_id,
                            verified)  # fmt: skip

@@ -85,12 +85,12 @@ def pipeline_status(
 
 def table_status(context: ReplayContext, table: TableSpec, now: dt.datetime) -> TableStatus:
     spark, location = context.spark, context.location
-    if not table_exists(spark, location, table):
+    if not table_exists(context, table):
         return _never_loaded(context, table)
     dotted = location.dotted(table.lake_table)
     commits = _commits(spark, dotted, now)
     try:
-        record = table_record(spark, location, table.lake_table)
+        record = table_record(context, table.lake_table)
         state, mark = record.state, record.diverged
         waiting, refusal = _waiting(context, table, state)
     except RecordLostError as error:

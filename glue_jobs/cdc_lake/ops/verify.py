@@ -28,13 +28,13 @@ from decimal import Decimal
 from functools import partial
 from typing import Any, Literal
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import ColumnSpec, TableSpec
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.engine.context import LakeContext, ReplayContext
-from cdc_lake.engine.tables import LakeLocation, table_exists
+from cdc_lake.engine.tables import Lake, table_exists
 from cdc_lake.ops.export import read_table
 from cdc_lake.ops.fingerprint import INTEGERS, Dialect, comparable, quote, source_fingerprint, spark_fingerprint
 from cdc_lake.ops.mysql_catalog import is_mysql_url
@@ -288,12 +288,12 @@ class LakeTable:
     written in key order, so a range's query reads only the data files whose key bounds meet it, and the first
     pass, which reads them all, is the only one that would fill a cache."""
 
-    def __init__(self, spark: SparkSession, location: LakeLocation, table: TableSpec, columns: list[ColumnSpec]):
+    def __init__(self, lake: Lake, table: TableSpec, columns: list[ColumnSpec]):
         self.table = table
         self.columns = columns
         self.first = table.primary_key[0]
         self.key_type = next(c.type for c in table.columns if c.name == self.first)
-        self.frame = read_table(spark, location, table)
+        self.frame = read_table(lake, table)
         self.fingerprints = self.frame.select(*table.primary_key, F.expr(spark_fingerprint(columns)).alias(FINGERPRINT))
         self.rows_listed = 0
 
@@ -363,7 +363,7 @@ def verify(
     source that cannot be reached or a table or column missing at the source, before anything is compared."""
     from cdc_lake.ops.source_check import check_source
 
-    config, spark, location = lake.config, lake.spark, lake.location
+    config, location = lake.config, lake.location
     chosen = [config.table(name) for name in tables] if tables else list(config.tables)
     catalog, differences = check_source(config, source.url, source.tls)
     at_source = {t.name: t for t in catalog}
@@ -383,7 +383,7 @@ def verify(
             faithful = {c.name for c in at_source[table.name].columns if c.note is None or c.config_type != "string"}
             columns = [c for c in table.columns if not c.dropped and comparable(c) and c.source in faithful]
             skipped = [c.name for c in table.columns if not c.dropped and c not in columns]
-            if not table_exists(spark, location, table):
+            if not table_exists(lake, table):
                 raise CdcLakeError(f"{table.name}: no lake table {location.table(table)} yet; nothing to verify")
             verified = verify_table(lake, table, SourceTable(connection, kind, table, columns), cuts, settle)
             results.append(dataclasses.replace(verified, not_compared=skipped))
@@ -405,7 +405,7 @@ def verify_table(
 ) -> TableVerify:
     """One table's comparison with the source, every configured column of ``source.columns`` compared."""
     started = time.monotonic()
-    lake = LakeTable(context.spark, context.location, table, source.columns)
+    lake = LakeTable(context, table, source.columns)
     candidates = _differing_keys(lake, source, cuts)
     found = _compare_rows(table, lake.rows, source, candidates)
     unsettled: list[dict[str, Any]] = []
@@ -479,7 +479,7 @@ def _lake_rows(context: LakeContext, table: TableSpec) -> Callable[[Sequence[tup
     """Whole lake rows by key, read from the table's newest snapshot."""
 
     def rows(keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
-        frame = read_table(context.spark, context.location, table)
+        frame = read_table(context, table)
         return _rows_by_key(frame, table, keys)
 
     return rows
