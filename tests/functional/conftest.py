@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.names import GLUE_CATALOG, METRICS_NAMESPACE, PIPELINE_DIMENSION
-from cdc_lake.engine.context import LakeContext
+from cdc_lake.core.storage import S3Store
+from cdc_lake.engine.context import LakeContext, ReplayContext
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from tests.conftest import aws_client
@@ -70,6 +71,12 @@ class GlueRun:
         spark = SparkSession.getActiveSession()
         assert spark is not None
         return LakeContext(spark=spark, location=LakeLocation(GLUE_CATALOG, self.database), config=self.config)
+
+    def context(self) -> ReplayContext:
+        """What a job's run carries: this lake, and the bucket the files land in."""
+        lake = self.lake()
+        store = S3Store(self.bucket, client=self.s3)
+        return ReplayContext(spark=lake.spark, location=lake.location, config=self.config, store=store)
 
     def metric(self, name: str) -> list[dict[str, Any]]:
         """The datapoints of one of the pipeline's metrics, this run's pipeline (its lake database) only."""

@@ -16,7 +16,6 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
-from cdc_lake.core.storage import S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.replay import RunResult, replay
@@ -58,9 +57,7 @@ def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
     spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path
 ) -> None:
     run = GlueRun(aws_endpoint, database, tmp_path)
-    context = ReplayContext(
-        spark=spark, location=run.lake().location, config=run.config, store=S3Store(run.bucket, client=run.s3)
-    )
+    context = run.context()
     keys = [key for key in run.keys if key.startswith(TABLE.replace(".", "/") + "/")]
     loads, changes = [k for k in keys if "/LOAD" in k], [k for k in keys if "/LOAD" not in k]
     assert loads and len(changes) >= 2, keys
@@ -89,9 +86,7 @@ def test_a_drain_round_with_nothing_pending_runs_no_spark_job(
     spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path
 ) -> None:
     run = GlueRun(aws_endpoint, database, tmp_path)
-    context = ReplayContext(
-        spark=spark, location=run.lake().location, config=run.config, store=S3Store(run.bucket, client=run.s3)
-    )
+    context = run.context()
     for key in run.keys:
         run.land(key)
     first = drain(context, Budget(0, 0, 0.01, 2))

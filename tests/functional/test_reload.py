@@ -38,6 +38,12 @@ tables:
 COMMAND = "run `cdc-lake reload -t shop.items` locally, or start the cdc-lake maintenance Glue job with --action reload"
 
 
+def local_context(spark, database: str, config: PipelineConfig, landing: Path) -> ReplayContext:
+    """A run on the local lake's ``database``, reading files from ``landing``."""
+    location = LakeLocation("lake", database)
+    return ReplayContext(spark=spark, location=location, config=config, store=LocalFolderStore(landing))
+
+
 def at(hh: int, mm: int, ss: int = 0) -> dt.datetime:
     return dt.datetime(2025, 3, 1, hh, mm, ss, tzinfo=dt.UTC)
 
@@ -199,9 +205,7 @@ def test_reload_in_the_middle_of_a_stream_with_changes_during_it(spark, warehous
 def test_folder_emptied_first_and_the_since_override(spark, database, tmp_path):
     _, cfg = config_file(tmp_path, CONFIG.replace("history: true", "history: false"))
     landing = tmp_path / "landing"
-    context = ReplayContext(
-        spark=spark, location=LakeLocation("lake", database), config=cfg, store=LocalFolderStore(landing)
-    )
+    context = local_context(spark, database, cfg, landing)
     source = Source({1: "one", 2: "two"})
     land(landing, "LOAD00000001.csv", source.load([1, 2]), at(9, 0))
     first = land(landing, "20250301-090500000.csv", source.change(("U", 1, "one-b")), at(9, 5))
@@ -230,9 +234,7 @@ def test_folder_emptied_first_and_the_since_override(spark, database, tmp_path):
 def test_load_files_of_an_earlier_longer_load_are_left_out(spark, database, tmp_path):
     _, cfg = config_file(tmp_path, CONFIG.replace("history: true", "history: false"))
     landing = tmp_path / "landing"
-    context = ReplayContext(
-        spark=spark, location=LakeLocation("lake", database), config=cfg, store=LocalFolderStore(landing)
-    )
+    context = local_context(spark, database, cfg, landing)
     land(landing, "LOAD00000001.csv", "1,one\n2,two\n", at(9, 0))
     load2 = land(landing, "LOAD00000002.csv", "3,three\n4,four\n", at(9, 0, 10))
     replay(context, parse_key(load2, cfg))
@@ -251,9 +253,7 @@ def test_load_files_of_an_earlier_longer_load_are_left_out(spark, database, tmp_
 def test_bad_rows_refuse_the_reload_and_change_nothing(spark, database, tmp_path):
     _, cfg = config_file(tmp_path)
     landing = tmp_path / "landing"
-    context = ReplayContext(
-        spark=spark, location=LakeLocation("lake", database), config=cfg, store=LocalFolderStore(landing)
-    )
+    context = local_context(spark, database, cfg, landing)
     load = land(landing, "LOAD00000001.csv", "1,one\n", at(9, 0))
     replay(context, parse_key(load, cfg))
     before = head(spark, database), head(spark, database, "shop_items_history")
