@@ -672,24 +672,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayContext:
-    from cdc_lake.core.storage import LocalFolderStore, S3Store
-    from cdc_lake.engine.context import ReplayContext
-    from cdc_lake.engine.tables import LakeLocation
-    from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
-
-    database = args.database or config.lake.database
     if args.bucket:
         import boto3
 
         from cdc_lake.core.catalogs import glue_catalog_conf
         from cdc_lake.core.names import GLUE_CATALOG
+        from cdc_lake.core.storage import S3Store
+        from cdc_lake.engine.context import ReplayContext
+        from cdc_lake.engine.tables import LakeLocation
+        from cdc_lake.local.session import local_spark_session
 
         warehouse = args.lake_warehouse or f"s3://{args.bucket}/unused-warehouse/"
         spark = local_spark_session(conf=glue_catalog_conf(warehouse), aws_endpoint=args.aws_endpoint)
         client = boto3.client("s3", endpoint_url=args.aws_endpoint) if args.aws_endpoint else None
         return ReplayContext(
             spark=spark,
-            location=LakeLocation(GLUE_CATALOG, database),
+            location=LakeLocation(GLUE_CATALOG, args.database or config.lake.database),
             config=config,
             store=S3Store(args.bucket, client),
         )
@@ -699,10 +697,7 @@ def _status_context(args: argparse.Namespace, config: PipelineConfig) -> ReplayC
         raise CdcLakeError(f"{args.warehouse}: no such warehouse folder; give the one `cdc-lake run` wrote")
     if not args.landing.is_dir():
         raise CdcLakeError(f"{args.landing}: no such landing folder; give the one DMS files land in")
-    spark = local_spark_session(args.warehouse, glue_version=glue_version(config))
-    return ReplayContext(
-        spark=spark, location=LakeLocation(LOCAL_CATALOG, database), config=config, store=LocalFolderStore(args.landing)
-    )
+    return _landed(_lake(args, config), args.landing)
 
 
 def _print_status(found: Sequence[TableStatus]) -> None:
