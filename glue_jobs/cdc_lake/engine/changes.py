@@ -5,30 +5,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import DmsSettings, TableSpec
 from cdc_lake.core.shapes import CHANGE_SEQ, DMS_TS, FILE, FILE_SEQ, OP, PHASE, PROBLEM, ROW, before_roles
+from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.engine.spark_types import sql_over
 
 
 def dms_order(use_change_sequence: bool) -> Column:
-    """A sortable struct giving each change row its place in DMS order.
+    """A sortable struct giving each change row its place in DMS order (``dms_order_sql``)."""
+    return F.expr(dms_order_sql(use_change_sequence))
+
+
+def dms_order_sql(use_change_sequence: bool) -> str:
+    """``dms_order`` as Spark SQL.
 
     File order (LOAD files, then CDC files by name) then row order; AR_H_CHANGE_SEQ, when configured,
     orders CDC rows first. The DMS timestamp column is never used: full-load rows carry the transfer
     time, later than cached changes, and many changes share one timestamp.
     """
     if not use_change_sequence:
-        return F.struct(F.col(FILE_SEQ).alias("file"), F.col(ROW).alias("row"))
+        return f"named_struct('file', {FILE_SEQ}, 'row', {ROW})"
     # Full-load rows carry no sequence; their phase puts them before every CDC row.
-    sequence = F.when(F.col(PHASE) == 1, F.lpad(F.col(CHANGE_SEQ), 40, "0"))
-    return F.struct(
-        F.col(PHASE).alias("phase"),
-        sequence.alias("sequence"),
-        F.col(FILE_SEQ).alias("file"),
-        F.col(ROW).alias("row"),
-    )
+    sequence = f"CASE WHEN {PHASE} = 1 THEN lpad({CHANGE_SEQ}, 40, '0') END"
+    return f"named_struct('phase', {PHASE}, 'sequence', {sequence}, 'file', {FILE_SEQ}, 'row', {ROW})"
 
 
 def split_key_updates(changes: DataFrame, table: TableSpec, dms: DmsSettings) -> DataFrame:
@@ -91,33 +93,31 @@ def last_change_per_key_in_one_task(
     lowest and highest value of each ``ranged`` key column.
 
     For a small batch: every row goes to one task (``coalesce(1)``), where Spark needs no shuffle to group or to
-    total them, so reading, checking, counting and reducing are one stage of one job.
+    total them, so reading, checking, counting and reducing are one stage of one job. The query is one SQL text:
+    a small batch's cost is round trips to the JVM, and built of functions it took about 250.
     """
-    one = changes.coalesce(1)
-    keys = [F.col(f"`{k}`") for k in table.primary_key]
-    payload = F.struct(*[F.col(f"`{c}`") for c in table.value_columns], F.col(OP).alias(OP))
-    per_key = one.groupBy(*keys).agg(
-        F.max_by(payload, dms_order(use_change_sequence)).alias("_last"),
-        *[F.count(F.when(F.col(OP) == op, 1)).alias(f"_{op}") for op in ("I", "U", "D")],
-        F.count(F.col(PROBLEM)).alias("_bad"),
-        F.max(DMS_TS).alias("_newest"),
-    )
-    everything = Window.partitionBy()  # the one task holds every key: no exchange
-    totals = F.struct(
-        *[F.sum(f"_{op}").over(everything).alias(op) for op in ("I", "U", "D")],
-        F.sum("_bad").over(everything).alias("bad"),
-        F.max("_newest").over(everything).alias("newest"),
-        F.count(F.lit(1)).over(everything).alias("keys"),
-        F.count(F.when(F.col("_last").getField(OP) != "D", 1)).over(everything).alias("upserts"),
-        *[F.min(f"`{k}`").over(everything).alias(f"lo{i}") for i, k in enumerate(ranged)],
-        *[F.max(f"`{k}`").over(everything).alias(f"hi{i}") for i, k in enumerate(ranged)],
-    )
-    return per_key.select(
-        *keys,
-        *[F.col("_last").getField(c).alias(c) for c in table.value_columns],
-        F.col("_last").getField(OP).alias(OP),
-        totals.alias(TOTALS),
-    )
+    keys = ", ".join(quote(k) for k in table.primary_key)
+    payload = ", ".join(f"{sql_string(c)}, {quote(c)}" for c in [*table.value_columns, OP])
+    per_op = [f"count(CASE WHEN {OP} = {sql_string(op)} THEN 1 END) AS _{op}" for op in ("I", "U", "D")]
+    totals = [
+        *[f"'{op}', sum(_{op}) OVER ()" for op in ("I", "U", "D")],
+        "'bad', sum(_bad) OVER ()",
+        "'newest', max(_newest) OVER ()",  # the one task holds every key: no exchange
+        "'keys', count(1) OVER ()",
+        f"'upserts', count(CASE WHEN _last.{OP} <> 'D' THEN 1 END) OVER ()",
+        *[f"'lo{i}', min({quote(k)}) OVER ()" for i, k in enumerate(ranged)],
+        *[f"'hi{i}', max({quote(k)}) OVER ()" for i, k in enumerate(ranged)],
+    ]
+    values = [f"_last.{quote(c)} AS {quote(c)}" for c in [*table.value_columns, OP]]
+
+    def query(view: str) -> str:
+        return (
+            f"SELECT {keys}, {', '.join(values)}, named_struct({', '.join(totals)}) AS {TOTALS} FROM ("
+            f"SELECT {keys}, max_by(named_struct({payload}), {dms_order_sql(use_change_sequence)}) AS _last, "
+            f"{', '.join(per_op)}, count({PROBLEM}) AS _bad, max({DMS_TS}) AS _newest FROM {view} GROUP BY {keys})"
+        )
+
+    return sql_over(changes.coalesce(1), query, "one_task")
 
 
 @dataclass(frozen=True)

@@ -435,7 +435,7 @@ def _reduced_in_one_task(context: ReplayContext, batch: Batch, read: BatchRead, 
     table, ranged = read.table, ranged_keys(read.table)
     reduced = local_relation(last_change_per_key_in_one_task(read.changes, table, use_sequence, ranged))
     last_changes = reduced.drop(TOTALS)
-    first = reduced.select(TOTALS).limit(1).collect()  # a local relation's: no job
+    first = reduced.limit(1).collect()  # a local relation's: no job
     if not first:
         return Reduced(last_changes=last_changes)
     totals = first[0][TOTALS]

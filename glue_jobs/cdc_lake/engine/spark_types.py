@@ -3,7 +3,9 @@ projections over them written as Spark SQL (``select_sql``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -108,6 +110,26 @@ def select_sql(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
         return frame.selectExpr(*columns)
     texts = java_class(spark, "java.util.regex.Pattern").compile(_SEPARATOR).split(_SEPARATOR.join(columns))
     return DataFrame(frame._jdf.selectExpr(texts), spark)
+
+
+@contextlib.contextmanager
+def temp_view(frame: DataFrame, purpose: str) -> Iterator[str]:
+    """``frame`` as a temporary view whose name no other query uses, for Spark SQL text; dropped after. A plan made
+    from the text meanwhile keeps the frame's plan, not the view."""
+    view = f"cdc_lake_{purpose}_{uuid.uuid4().hex}"
+    frame._jdf.createOrReplaceTempView(view)
+    try:
+        yield view
+    finally:
+        frame.sparkSession._jsparkSession.catalog().dropTempView(view)
+
+
+def sql_over(frame: DataFrame, query: Callable[[str], str], purpose: str) -> DataFrame:
+    """The Spark SQL text ``query(view)`` over ``frame`` as ``view``: one text and a handful of JVM round trips,
+    where the same query built of ``pyspark.sql.functions`` costs some per function (``select_sql``)."""
+    spark = frame.sparkSession
+    with temp_view(frame, purpose) as view:
+        return DataFrame(spark._jsparkSession.sql(query(view)), spark)
 
 
 def local_relation(frame: DataFrame) -> DataFrame:
