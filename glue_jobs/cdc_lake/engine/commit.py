@@ -193,14 +193,18 @@ def run_started(branch: BranchHead) -> dt.datetime | None:
     return None
 
 
-def remove_dead_run_branches(lake: Lake, table_name: str, older_than: dt.timedelta) -> list[str]:
+def remove_dead_run_branches(
+    lake: Lake, table_name: str, older_than: dt.timedelta, *, as_kept: bool = False
+) -> list[str]:
     """Remove the branches of runs begun more than ``older_than`` ago (``RunSettings.longest_run``: no live run is
     that old, so such a run was killed or timed out); returns their names. A dead run's branch pins its
     snapshots, so expiry could never free their files. Main never depends on a run branch: a run moves main to
-    its branch's head and drops the branch in one metadata commit."""
+    its branch's head and drops the branch in one metadata commit. ``as_kept``: the caller just read the table
+    (``iceberg_java._load``); a branch that dies meanwhile is removed by the next run."""
     dotted = lake.location.dotted(table_name)
     cutoff = dt.datetime.now(dt.UTC) - older_than
-    dead = [b.name for b in branches(lake.spark, dotted, RUN_BRANCH_PREFIX) if (run_started(b) or cutoff) < cutoff]
+    heads = branches(lake.spark, dotted, RUN_BRANCH_PREFIX, as_kept=as_kept)
+    dead = [b.name for b in heads if (run_started(b) or cutoff) < cutoff]
     for name in dead:
         log.warning("%s: removing branch %s of a run that was killed or timed out", dotted, name)
         remove_branch(lake.spark, dotted, name)

@@ -223,8 +223,8 @@ def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, 
         snapshot = table.snapshot(parent) if parent is not None else None
 
 
-def table_properties(spark: SparkSession, dotted_name: str) -> dict[str, str]:
-    return _as_dict(spark, _load(spark, dotted_name).properties())
+def table_properties(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> dict[str, str]:
+    return _as_dict(spark, _load(spark, dotted_name, as_kept=as_kept).properties())
 
 
 def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: str | None) -> None:
@@ -249,9 +249,9 @@ class BranchHead:
     summary: Mapping[str, str]
 
 
-def branches(spark: SparkSession, dotted_name: str, prefix: str) -> list[BranchHead]:
-    """The table's branches whose name starts with ``prefix``, from one metadata read."""
-    table = _load(spark, dotted_name)
+def branches(spark: SparkSession, dotted_name: str, prefix: str, *, as_kept: bool = False) -> list[BranchHead]:
+    """The table's branches whose name starts with ``prefix``, from one metadata read (``as_kept``: ``_load``'s)."""
+    table = _load(spark, dotted_name, as_kept=as_kept)
     refs = table.refs()
     heads = []
     for name in _as_json(spark, refs.keySet()):
@@ -280,7 +280,8 @@ def empty_commit(spark: SparkSession, dotted_name: str, properties: Mapping[str,
 
 
 def create_branch(spark: SparkSession, dotted_name: str, branch: str, snapshot_id: int) -> None:
-    """Create ``branch`` at ``snapshot_id``."""
+    """Create ``branch`` at ``snapshot_id``. The table is read first, never taken as kept: a Hadoop table dropped
+    meanwhile would take the commit and come back broken, where the read finds it gone."""
     ref = java_class(spark, "org.apache.iceberg.SnapshotRef").branchBuilder(snapshot_id).build()
     _commit_refs(spark, dotted_name, lambda base, builder: builder.setRef(branch, ref))
 
@@ -301,7 +302,8 @@ def fast_forward(
 ) -> None:
     """Move main from ``expected_main`` to ``branch``'s head and remove the branch, in one metadata commit;
     raises TableMovedError when main is no longer at ``expected_main``. ``properties``, given the head's id and
-    sequence number, are table properties set by the same commit."""
+    sequence number, are table properties set by the same commit. The first try starts from the table as kept
+    (``_commit_refs``): a caller reads the branch's head before it moves main there."""
 
     def change(base: Any, builder: Any) -> Any:
         main, head = base.ref("main"), base.ref(branch)
@@ -314,7 +316,7 @@ def fast_forward(
             builder = builder.setProperties(_java_map(spark, values))
         return builder
 
-    _commit_refs(spark, dotted_name, change)
+    _commit_refs(spark, dotted_name, change, as_kept=True)
 
 
 def set_head_properties(
@@ -341,7 +343,9 @@ def _java_map(spark: SparkSession, values: Mapping[str, str]) -> Any:
     return java_map
 
 
-def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, Any], Any]) -> None:
+def _commit_refs(
+    spark: SparkSession, dotted_name: str, change: Callable[[Any, Any], Any], *, as_kept: bool = False
+) -> None:
     """Commit a change of the table's refs, made anew from the current metadata at every try.
 
     ``ManageSnapshots`` (and the SQL branch statements and procedures built on it) keeps a copy of every ref
@@ -349,8 +353,11 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
     back: a retried branch creation can move main back and undo another run's commit. A metadata commit
     through ``TableOperations`` is not retried: it lands on the metadata it was made from, or fails and is
     made again here from the newer metadata, touching only the refs this change names.
+
+    ``as_kept``: the first try makes its change from the table as this thread last saw it (``_load``), for a
+    caller that just read it: the commit is a compare-and-swap, so a stale base fails it and the retry reads.
     """
-    operations = _load(spark, dotted_name).operations()
+    operations = _load(spark, dotted_name, as_kept=as_kept).operations()
     builders = java_class(spark, "org.apache.iceberg.TableMetadata")
     tries = 0
 
@@ -359,7 +366,12 @@ def _commit_refs(spark: SparkSession, dotted_name: str, change: Callable[[Any, A
         tries += 1
         # The table was just loaded: the first try makes its change from that; a retry from a fresh read.
         base = operations.current() if tries == 1 else operations.refresh()
-        builder = change(base, builders.buildFrom(base))
+        try:
+            builder = change(base, builders.buildFrom(base))
+        except TableMovedError as moved:
+            if as_kept and tries == 1:  # judged on what may be stale: judged again on a fresh read
+                raise ConcurrentCommitError(f"{dotted_name}: the table as kept was stale") from moved
+            raise
         if builder is not None:
             with conflicts_raised():
                 operations.commit(base, builder.build())
@@ -378,14 +390,17 @@ _NO_SUCH_TABLE = (
 )
 
 
-def _load(spark: SparkSession, dotted_name: str) -> Any:
+def _load(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> Any:
     """The table, as of now. Loaded once per thread and session, and refreshed after: a refresh asks the catalog
     where the table's metadata is (on Glue a GetTable) and reads the file only when it moved, where a load reads
     it every time, and a busy table's metadata grows with its snapshots. A table dropped or made anew under a
-    kept one is loaded again (a Hadoop table's refresh fails there instead)."""
+    kept one is loaded again (a Hadoop table's refresh fails there instead).
+
+    ``as_kept``: the kept table as this thread last saw it, without asking the catalog, for a caller that saw it
+    refresh (or commit through it) a moment ago, and only where a stale answer costs no more than a retry."""
     tables = _loaded_tables(spark)
     table = tables.pop(dotted_name, None)
-    if table is not None:
+    if table is not None and not as_kept:
         try:
             table.refresh()
         except Py4JJavaError:

@@ -275,7 +275,8 @@ def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError
     try:
         if error is not None and not table_exists(context, table):
             return
-        recorded = REFUSED in table_properties(spark, dotted)
+        # Read as this run last saw the table: just asked whether it exists, or committed to it.
+        recorded = REFUSED in table_properties(spark, dotted, as_kept=True)
         if error is None and recorded:
             set_table_property(spark, dotted, REFUSED, None)
         elif error is not None:
@@ -564,8 +565,8 @@ def committed_with_retries(
         if quarantines(table):
             ensure_rejects_table(context, table, config.lake)
         seen = True
-        for name in lake_tables(table):
-            remove_dead_run_branches(context, name, config.runs.longest_run)
+        for name in lake_tables(table):  # each was just asked whether it exists
+            remove_dead_run_branches(context, name, config.runs.longest_run, as_kept=True)
         return retried(
             conflicts_typed,
             policy,
