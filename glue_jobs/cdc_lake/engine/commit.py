@@ -50,7 +50,7 @@ from cdc_lake.engine.record import (
     divergence_mark,
     table_record,
 )
-from cdc_lake.engine.spark_types import lake_type, select_sql
+from cdc_lake.engine.spark_types import lake_type, select_sql, temp_view
 from cdc_lake.engine.tables import Lake
 
 log = logging.getLogger(__name__)
@@ -295,13 +295,9 @@ def merge_updates(
         for index, (key, (low, high)) in enumerate(keys.bounds.items()):
             conditions.append(f"t.{quote(key)} BETWEEN :low{index} AND :high{index}")
             arguments |= {f"low{index}": low, f"high{index}": high}
-        view = f"cdc_lake_changes_{uuid.uuid4().hex}"
-        source.createOrReplaceTempView(view)
-        try:
+        with temp_view(source, "changes") as view:
             on = " AND ".join(conditions)
             spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} " + " ".join(clauses), arguments)
-        finally:
-            spark.catalog.dropTempView(view)
 
     def append(target: str) -> None:
         rows = last_changes.where(f"{OP} <> 'D'")

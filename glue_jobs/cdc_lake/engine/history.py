@@ -15,7 +15,6 @@ and the main table's.
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -30,7 +29,7 @@ from cdc_lake.engine.changes import dms_order
 from cdc_lake.engine.commit import Properties, Transaction, Update, commit_transaction, without_group_filter
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import run_properties
-from cdc_lake.engine.spark_types import lake_type
+from cdc_lake.engine.spark_types import lake_type, temp_view
 from cdc_lake.engine.tables import (
     Lake,
     TableDefinition,
@@ -172,18 +171,13 @@ def versions_update(spark: SparkSession, table: TableSpec, versions: DataFrame, 
     names, values = ", ".join(quote(c) for c in all_columns), ", ".join("s." + quote(c) for c in all_columns)
 
     def merge(target: str) -> None:
-        view = f"cdc_lake_history_{uuid.uuid4().hex}"
-        source.createOrReplaceTempView(view)
-        try:
-            with without_group_filter(spark, off=whole):
-                spark.sql(
-                    f"MERGE INTO {target} t USING {view} s "
-                    f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
-                    "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
-                    f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({names}) VALUES ({values})"
-                )
-        finally:
-            spark.catalog.dropTempView(view)
+        with temp_view(source, "history") as view, without_group_filter(spark, off=whole):
+            spark.sql(
+                f"MERGE INTO {target} t USING {view} s "
+                f"ON {on} AND t.valid_to IS NULL AND s.{_ACTION} = 'close' "
+                "WHEN MATCHED THEN UPDATE SET t.valid_to = s._close_at, t.is_current = false "
+                f"WHEN NOT MATCHED AND s.{_ACTION} = 'insert' THEN INSERT ({names}) VALUES ({values})"
+            )
 
     return Update("history merged", merge)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from cdc_lake.engine.commit import branch_head
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.reader import format_reader
 from cdc_lake.engine.record import table_record
+from cdc_lake.engine.spark_types import temp_view
 from cdc_lake.engine.tables import (
     REJECTS_OF,
     Lake,
@@ -230,19 +230,15 @@ def write_rejects(lake: Lake, table: TableSpec, rows: DataFrame | None, files: S
     earlier = lake.spark.table(name).where(F.col("resolution").isNull() & F.col("file").isin([f.key for f in files]))
     gone = earlier.join(rows.select("file", "row"), ["file", "row"], "left_anti").select(*columns)
     source = rows.withColumn("_gone", F.lit(False)).unionByName(gone.withColumn("_gone", F.lit(True)))
-    view = f"cdc_lake_rejects_{uuid.uuid4().hex}"
-    source.createOrReplaceTempView(view)
     assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
     names, values = ", ".join(quote(c) for c in columns), ", ".join(f"s.{quote(c)}" for c in columns)
-    try:
+    with temp_view(source, "rejects") as view:
         lake.spark.sql(
             f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row "
             "WHEN MATCHED AND s._gone THEN DELETE "
             f"WHEN MATCHED AND t.resolution IS NULL THEN UPDATE SET {assignments} "
             f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({names}) VALUES ({values})"
         )
-    finally:
-        lake.spark.catalog.dropTempView(view)
     return branch_head(lake, rejects_name(table))
 
 
@@ -268,19 +264,15 @@ def resolve_rejects(lake: Lake, table: TableSpec, rows: DataFrame | None, resolu
     if not table_exists(lake, rejects_name(table)):
         return
     name = lake.location.named(rejects_name(table))
-    view = f"cdc_lake_resolved_{uuid.uuid4().hex}"
     if rows is None:
         rows = lake.spark.table(name).where(F.col("resolution").isNull())
-    rows.select("file", "row").createOrReplaceTempView(view)
-    try:
+    with temp_view(rows.select("file", "row"), "resolved") as view:
         lake.spark.sql(
             f"MERGE INTO {name} t USING {view} s ON t.file = s.file AND t.row = s.row AND t.resolution IS NULL "
             f"WHEN MATCHED THEN UPDATE SET resolution = CASE WHEN t.status = {sql_string(REJECTED)} "
             f"THEN {sql_string(resolutions[0])} ELSE {sql_string(resolutions[1])} END, "
             "resolved_at = current_timestamp()"
         )
-    finally:
-        lake.spark.catalog.dropTempView(view)
 
 
 def reopen_rejects(lake: Lake, table: TableSpec, since: dt.datetime) -> None:
