@@ -41,16 +41,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.core.dms_files import parse_key
+from cdc_lake.core.shapes import DMS_TS, PROBLEM
 from cdc_lake.core.storage import LocalFolderStore
+from cdc_lake.engine.commit import lake_columns
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.load_append import APPEND, KEY_CHECK, MULTILINE_CHECK
+from cdc_lake.engine.reader import file_layouts, read_changes
 from cdc_lake.engine.replay import replay
-from cdc_lake.engine.spark_types import parse_type
+from cdc_lake.engine.spark_types import parse_type, select_sql
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import csv_field
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
@@ -67,6 +71,7 @@ SEED = 20_250_301
 STATUSES = ("new", "paid", "shipped", "returned, refunded")  # one needs quoting
 LOAD_TIMESTAMP = "2025-03-01 12:00:00.123456"  # DMS stamps full-load rows with the transfer time
 CDC_START = dt.datetime(2025, 3, 1, 12, 0, 0)
+BIG_BATCH = 1_000_000  # a backlog's changes in one batch, into the big table loaded from ten files
 ORDERED_AT_START_US = 1_735_689_600_000_000  # 2025-01-01 00:00:00 UTC
 TIMESTAMP_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 POSITION, RANK = "_position", "_rank"
@@ -293,6 +298,50 @@ def last_spark_job(spark: SparkSession) -> int:
     return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
 
 
+def job_seconds(spark: SparkSession, prefix: str, after_job: int) -> dict[str, float]:
+    """Wall seconds of the Spark jobs after ``after_job`` whose description (``spark_types.described``) starts
+    with ``prefix``, summed by the rest of the description."""
+    seconds: dict[str, float] = {}
+    jobs = spark._jsparkSession.sparkContext().statusStore().jobsList(None).iterator()
+    while jobs.hasNext():
+        job = jobs.next()
+        description, started, ended = job.description(), job.submissionTime(), job.completionTime()
+        if job.jobId() <= after_job or not description.isDefined() or not ended.isDefined():
+            continue
+        if description.get().startswith(prefix):
+            phase = description.get()[len(prefix) :]
+            seconds[phase] = seconds.get(phase, 0.0) + (ended.get().getTime() - started.get().getTime()) / 1000
+    return seconds
+
+
+def sort_seconds(spark: SparkSession, description: str) -> float:
+    """The sort's share of the newest SQL execution so described: Spark's ``sort time`` metric (summed over the
+    tasks) over the cores that ran them."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    executions = store.executionsList()
+    for index in reversed(range(executions.size())):
+        execution = executions.apply(index)
+        if execution.description() != description:
+            continue
+        values = store.executionMetrics(execution.executionId())
+        metrics = execution.metrics()
+        total_ms = 0.0
+        for position in range(metrics.size()):
+            metric = metrics.apply(position)
+            shown = values.get(metric.accumulatorId())
+            if metric.name() == "sort time" and shown.isDefined():
+                total_ms += _duration_ms(shown.get())
+        return total_ms / 1000 / (os.cpu_count() or 1)
+    raise LookupError(f"no Spark SQL execution described {description!r}")
+
+
+def _duration_ms(shown: str) -> float:
+    """The total of a Spark SQL timing metric as the UI shows it ("total (min, med, max …)\n2.1 s (…)")."""
+    total = shown.rsplit("\n", maxsplit=1)[-1].split(" (", maxsplit=1)[0]
+    number, unit = total.split(" ")
+    return float(number) * {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}[unit]
+
+
 def _small_figures(runs: Sequence[tuple[float, ...]]) -> dict[str, Any]:
     """Seconds per run, their median, and the Spark jobs (and metadata commits, when counted) of each."""
     seconds = [run[0] for run in runs]
@@ -493,16 +542,60 @@ class PerfBench:
         data = self.load_data(rows)
         self.progress(f"full load of {short_count(rows)} rows in one LOAD file, then plain Spark …")
         rss_before = memory.reset_peak()
+        jobs_before = last_spark_job(self.spark)
         pipeline_s = self.full_load(ONE_FILE_LOAD, rows, 1)
         peak = memory.peak_mib()
+        phases = self.load_phases(ONE_FILE_LOAD, pipeline_s, jobs_before)
         plain_s = plain_csv_to_parquet(self.spark, self.table, [data.single], self.work / "current" / str(rows))
         one = self._load_figures(ONE_FILE_LOAD, 1, pipeline_s, plain_s)
-        one.update(driver_rss_before_mib=rss_before, driver_peak_rss_mib=peak)
+        one.update(driver_rss_before_mib=rss_before, driver_peak_rss_mib=peak, phases_s=phases)
         self.progress(f"full load of {short_count(rows)} rows in {LOAD_FILES} LOAD files, then plain Spark …")
         pipeline_s = self.full_load(TEN_FILES_LOAD, rows, LOAD_FILES)
         plain_s = plain_csv_to_parquet(self.spark, self.table, data.parts, self.work / "plain-ten-files")
         shutil.rmtree(self.work / "plain-ten-files", ignore_errors=True)
         return {"one_file": one, "ten_files": self._load_figures(TEN_FILES_LOAD, LOAD_FILES, pipeline_s, plain_s)}
+
+    def load_phases(self, database: str, pipeline_s: float, after_job: int) -> dict[str, float]:
+        """Where the full load just run into ``database`` spent its time: the Spark jobs the engine describes
+        (``load_append``), the sort inside the append (Spark's metric), reading and checking the rows alone (the
+        same read again, into a write that writes nothing) and so the write, and the rest (listing, planning,
+        the branch and its commits)."""
+        prefix = f"{self.table.name}: "
+        jobs = job_seconds(self.spark, prefix, after_job)
+        sort_s = sort_seconds(self.spark, prefix + APPEND)
+        read_s = self.read_and_check(database)
+        phases = {
+            "values spanning lines": jobs.get(MULTILINE_CHECK, 0.0),
+            "read and check": read_s,
+            "sort": sort_s,
+            "write": jobs.get(APPEND, 0.0) - read_s - sort_s,
+            "key check": jobs.get(KEY_CHECK, 0.0),
+            "commit and the rest": pipeline_s - sum(jobs.values()),
+        }
+        return {phase: round(seconds, 2) for phase, seconds in phases.items()}
+
+    def read_and_check(self, database: str) -> float:
+        """The append's rows as the engine reads, checks and counts them (split in parts as it splits a file
+        with no value spanning lines), written nowhere."""
+        context = ReplayContext(
+            spark=self.spark,
+            location=LakeLocation(LOCAL_CATALOG, database),
+            config=self.config,
+            store=LocalFolderStore(self.landing(database)),
+        )
+        loads = sorted(self.table_folder(database).glob("LOAD*"))
+        files = [parse_key(self.key(database, path), self.config) for path in loads]
+        split = len(files) < self.spark.sparkContext.defaultParallelism
+        read = read_changes(context, files, self.table, file_layouts(context, files, self.table), split=split)
+        counted = read.observe(
+            Observation(f"bench_read_{database}"),
+            F.count(F.lit(1)).alias("rows"),
+            F.max(F.col(DMS_TS)).alias("newest"),
+            F.count(F.col(PROBLEM)).alias("bad"),
+        )
+        good = select_sql(counted.filter(F.col(PROBLEM).isNull()), lake_columns(self.table))
+        seconds, _ = timed(lambda: good.write.format("noop").mode("overwrite").save())
+        return seconds
 
     def _load_figures(self, database: str, files: int, pipeline_s: float, plain_s: float) -> dict[str, Any]:
         return {
@@ -599,6 +692,9 @@ def run_perf(
     memory = DriverMemory(spark)
     full_loads = bench.full_loads(rows, memory)
     scaling = bench.scaling(sizes, changes, {(rows, "uniform"): ONE_FILE_LOAD})
+    big_changes = min(BIG_BATCH, rows // 10)
+    progress(f"{short_count(big_changes)} uniform changes in one batch into {short_count(rows)} rows (+ the rebuild) …")
+    big_batch = bench.cdc_run(TEN_FILES_LOAD, rows, big_changes, "uniform")
     small = bench.small_runs()
     demo_s = bench.demo()
     by_size = {(r["rows"], r["pattern"]): r for r in scaling}
@@ -610,6 +706,7 @@ def run_perf(
         "spark_driver_memory": spark.conf.get("spark.driver.memory", None),
         "full_load": full_loads,
         "cdc": scaling,
+        "big_batch": big_batch,
         "cdc_big_vs_small": {
             p: round(by_size[rows, p]["cdc_s"] / by_size[SMALL_TABLE_ROWS, p]["cdc_s"], 2) for p in PATTERNS
         },
@@ -648,6 +745,8 @@ def describe(figures: dict[str, Any]) -> list[str]:
             f"| full load of {label} | {_seconds(load['pipeline_s'])} | plain Spark CSV→Parquet of the same "
             f"file{'s' if load['files'] > 1 else ''}: {_seconds(load['plain_spark_s'])} | {load['ratio']:.2f} |"
         )
+    phases = ", ".join(f"{phase} {_seconds(seconds)}" for phase, seconds in one["phases_s"].items())
+    lines.append(f"| where the full load of one {big}-row LOAD file spends its time | {phases} | | |")
     for pattern in PATTERNS:
         into_big, into_small = runs[rows, pattern], runs[SMALL_TABLE_ROWS, pattern]
         lines.append(
@@ -660,6 +759,12 @@ def describe(figures: dict[str, Any]) -> list[str]:
             f"| rebuild vs CDC, {pattern} ({big} rows) | rebuild {_seconds(run['rebuild_s'])} | "
             f"CDC {_seconds(run['cdc_s'])} | {_faster(run['rebuild_vs_cdc'])} |"
         )
+    batch = figures["big_batch"]
+    lines.append(
+        f"| one batch of {short_count(batch['changes'])} uniform changes into {big} rows (loaded from "
+        f"{LOAD_FILES} files) | {_seconds(batch['cdc_s'])} | naive rebuild in plain Spark: "
+        f"{_seconds(batch['rebuild_s'])} | {_faster(batch['rebuild_vs_cdc'])} |"
+    )
     uniform = runs[rows, "uniform"]
     peer = uniform["peer_merge_s"]
     mor, cow = peer["merge-on-read"], peer["copy-on-write"]

@@ -34,13 +34,18 @@ from cdc_lake.engine.changes import ChangeCounts, describe_problems
 from cdc_lake.engine.commit import Update, lake_columns
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.reader import has_multiline_values, read_changes
-from cdc_lake.engine.spark_types import lake_type, select_sql
+from cdc_lake.engine.spark_types import described, lake_type, select_sql
 from cdc_lake.engine.tables import quarantines
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
+
+# The Spark jobs of an append, as ``described`` names them after the table's name: what the bench times.
+MULTILINE_CHECK = "LOAD files checked for values spanning lines"
+APPEND = "LOAD rows appended"
+KEY_CHECK = "keys checked"
 
 
 def appendable_loads(batch: Batch) -> list[DmsFile]:
@@ -74,7 +79,9 @@ class LoadAppend:
         split = context.config.dms.file_format.splits_by_line and not any(f.gzip for f in files)
         split = split and len(files) < spark.sparkContext.defaultParallelism
         split = split and max(sizes) > _open_cost(spark)
-        split = split and not has_multiline_values(spark, [context.store.uri(f.key) for f in files])
+        if split:
+            with described(spark, f"{table.name}: {MULTILINE_CHECK}"):
+                split = not has_multiline_values(spark, [context.store.uri(f.key) for f in files])
         log.info("%s: appending %d LOAD file(s)%s", table.name, len(files), ", read in parallel parts" if split else "")
         self._observation = Observation(f"cdc_lake_load_{uuid.uuid4().hex}")
         read = read_changes(context, files, table, layouts, split=split)
@@ -103,16 +110,18 @@ class LoadAppend:
         # Bad rows are left out of the write and counted; any refuses the batch (the branch never lands), the
         # rows then read in order to name every bad row's place in its file.
         good = self._rows.filter(F.col(PROBLEM).isNull())
-        select_sql(good, lake_columns(self._table)).writeTo(target).append()
+        with described(self._spark, f"{self._table.name}: {APPEND}"):
+            select_sql(good, lake_columns(self._table)).writeTo(target).append()
         if self._metrics["bad"]:
             problems, total = describe_problems(self._ordered())
             raise DmsInputError(self._table.name, problems, total)
         log.info("%s: appended %d row(s); checking that each key is held once", self._table.name, self.counts.rows)
 
     def _keys_held_once(self, target: str) -> bool:
-        held_once = _keys_unique_by_order(self._spark, target, self._table) or not _repeats_a_key(
-            self._spark, target, self._table
-        )
+        with described(self._spark, f"{self._table.name}: {KEY_CHECK}"):
+            held_once = _keys_unique_by_order(self._spark, target, self._table) or not _repeats_a_key(
+                self._spark, target, self._table
+            )
         if not held_once:
             log.warning(
                 "%s: a key is held twice in the LOAD files; merging the batch in DMS order instead", self._table.name
