@@ -63,6 +63,8 @@ INSERT = "'I'"  # full-load files without an Op field hold inserts
 BYTES_AS_TEXT = "ISO-8859-1"
 UTF8_FAULT = "not valid UTF-8 (shown with U+FFFD where the bytes are)"
 UTF8_PROBLEM = "_utf8_problem"
+# Types whose cast reads ASCII digits and signs alone (bytewise): a 10M-row load spends seconds decoding values.
+ASCII_PARSES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
 class FormatReader(Protocol):
@@ -261,8 +263,17 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
     else:
         raw = raw.select("*", "_metadata")
 
-    def decode(token: str) -> str:
-        return _decode_csv_value(_utf8(token), dms.csv_null_value)
+    # A column whose parse takes ASCII bytes alone is cast from the bytes as read: any other byte fails the cast
+    # whatever its decoding, so only what a row shows (a fault, ``_raw``) decodes it (``as_text``).
+    ascii_only = dms.csv_null_value.isascii()  # else the marker is compared with decoded text
+    undecoded = {c.name for c in table.columns if ascii_only and isinstance(parse_type(c.type), ASCII_PARSES)}
+    undecoded |= {b for b, k in zip(before_roles(dms, table), table.primary_key, strict=False) if k in undecoded}
+
+    def decode(name: str, token: str) -> str:
+        return _decode_csv_value(token if name in undecoded else _utf8(token), dms.csv_null_value)
+
+    def as_text(name: str, sql: str) -> str:
+        return _utf8(sql) if name in undecoded else sql
 
     text_columns = [c for c in table.columns if isinstance(parse_type(c.type), T.StringType)]
     invalid = [
@@ -276,8 +287,8 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
             f"{_field(layout, OP) if layout.field(OP) is not None else INSERT} AS {OP}",
             f"{_field(layout, DMS_TS)} AS {DMS_TS}",
             f"{_field(layout, CHANGE_SEQ)} AS {CHANGE_SEQ}",
-            *[f"{_field(layout, c, decode)} AS {quote(c)}" for c in table.column_names],
-            *[f"{_field(layout, b, decode)} AS {quote(b)}" for b in before_roles(dms, table)],
+            *[f"{_field(layout, c, functools.partial(decode, c))} AS {quote(c)}" for c in table.column_names],
+            *[f"{_field(layout, b, functools.partial(decode, b))} AS {quote(b)}" for b in before_roles(dms, table)],
             f"{_utf8(CORRUPT)} AS {CORRUPT}",
             f"{_coalesce(invalid) if invalid else 'NULL'} AS {UTF8_PROBLEM}",
             f"monotonically_increasing_id() AS {ROW}",
@@ -286,7 +297,8 @@ def _read_csv(spark: SparkSession, group: _Group) -> DataFrame:
     )
     expected = f"malformed CSV row: expected {len(layout.names)} fields"
     malformed = _flag(f"{CORRUPT} IS NOT NULL", "(row)", expected, CORRUPT)
-    return typed_changes(frame, table, dms, full_load, [malformed, UTF8_PROBLEM] if invalid else [malformed])
+    checks = [malformed, UTF8_PROBLEM] if invalid else [malformed]
+    return typed_changes(frame, table, dms, full_load, AsRead(checks, as_text))
 
 
 def _coalesce(expressions: Sequence[str]) -> str:
@@ -339,7 +351,7 @@ def _read_parquet(spark: SparkSession, group: _Group) -> DataFrame:
             "_metadata",
         ],
     )
-    return typed_changes(frame, table, dms, full_load, [])
+    return typed_changes(frame, table, dms, full_load, AsRead([]))
 
 
 def _parquet_value(value: str, column_type: str) -> str:
@@ -365,10 +377,19 @@ def raw_fields(table: TableSpec, dms: DmsSettings) -> list[tuple[str, str]]:
     return fields + list(zip(before_roles(dms, table), dms.before_image_columns(table), strict=True))
 
 
-def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, extra: list[str]) -> DataFrame:
+class AsRead(NamedTuple):
+    """What a format's read hands ``typed_changes``: the faults it found itself (SQL, checked first), and a field's
+    SQL as the text a row shows (a fault's value, ``_raw``), given the field's column."""
+
+    faults: list[str]
+    as_text: Callable[[str, str], str] = lambda _column, sql: sql
+
+
+def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_load: bool, read: AsRead) -> DataFrame:
     """Cast each column of ``frame`` (the fields as read, ``raw_fields``, with ``_row`` and ``_metadata``) to its
-    configured type and flag the first fault of every row (``extra`` faults first, as SQL). A table that
-    quarantines bad rows keeps the fields as read in ``_raw``."""
+    configured type and flag the first fault of every row (``read.faults`` first). A table that quarantines bad
+    rows keeps the fields as read in ``_raw``."""
+    extra, as_text = read
     checks: list[str] = list(extra)
     valid_ops = ("I",) if full_load else OPS
     listed_ops = ", ".join(sql_string(op) for op in valid_ops)
@@ -381,7 +402,10 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
         # Full-load rows change no key; a value here means the file lacks the before-image fields and a
         # table column was read in their place.
         fault = "before-image value on a full-load row"
-        checks += [_flag(f"{quote(role)} IS NOT NULL", label, fault, quote(role)) for role, label, _key in befores]
+        checks += [
+            _flag(f"{quote(role)} IS NOT NULL", label, fault, as_text(role, quote(role)))
+            for role, label, _key in befores
+        ]
     casts: list[str] = []
     for name, label, column_type in [
         *[(c.name, c.source, c.type) for c in table.columns],
@@ -395,7 +419,7 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
             column_casts, typed, fault = staged_parse(name, column_type, f"{PARSED}{len(casts)}")
             casts += column_casts
             typed_columns.append(f"{typed} AS {raw}")
-            checks.append(_flag(fault, label, f"cannot parse as {column_type}", raw))
+            checks.append(_flag(fault, label, f"cannot parse as {column_type}", as_text(name, raw)))
     if casts:
         frame = select_sql(frame, ["*", *casts])
     for spec in table.columns:
@@ -408,7 +432,9 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
     if not full_load and dms.change_sequence_column is not None:
         not_number = f"{CHANGE_SEQ} IS NULL OR NOT {CHANGE_SEQ} RLIKE '^[0-9]+$'"
         checks.append(_flag(not_number, CHANGE_SEQ, "change sequence is not a number", CHANGE_SEQ))
-    raw_map = ", ".join(f"{sql_string(name)}, CAST({quote(role)} AS STRING)" for role, name in raw_fields(table, dms))
+    raw_map = ", ".join(
+        f"{sql_string(name)}, CAST({as_text(role, quote(role))} AS STRING)" for role, name in raw_fields(table, dms)
+    )
     return select_sql(
         frame,
         [

@@ -34,7 +34,7 @@ from cdc_lake.engine.commit import (
     summary_of,
 )
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.reader import raw_fields, typed_changes
+from cdc_lake.engine.reader import AsRead, raw_fields, typed_changes
 from cdc_lake.engine.record import REJECTS_REPLAYED, recorded_state
 from cdc_lake.engine.rejects import HELD, REJECTED, outstanding, resolve_rejects
 from cdc_lake.engine.replay import committed_with_retries
@@ -135,7 +135,7 @@ def _parsed(context: ReplayContext, table: TableSpec, rows: DataFrame) -> DataFr
             F.col("row").alias(ROW),
             F.struct(F.col("file").alias("file_name")).alias("_metadata"),
         )
-        parts.append(typed_changes(fields, table, config.dms, full_load, []))
+        parts.append(typed_changes(fields, table, config.dms, full_load, AsRead([])))
     frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     order = F.create_map(*[p for key, index in sequence.items() for p in (F.lit(key), F.lit(index))])
     file_key = F.col("_metadata.file_name")
