@@ -293,6 +293,37 @@ def test_values_that_would_be_rounded_or_overflow_are_refused(spark, lake, landi
     assert f"{key}: row 4, column price: cannot parse as decimal(6,2) (value '12345.67')" in message
 
 
+def test_a_non_ascii_value_in_a_number_or_time_column_is_refused_and_shown_as_written(spark, lake, landing):
+    cfg = parse_config(
+        {
+            "dms": {"bucket_folder": "dms"},
+            "tables": [
+                {
+                    "name": "shop.visits",
+                    "primary_key": ["id"],
+                    "columns": [
+                        {"name": "id", "type": "bigint"},
+                        {"name": "at", "type": "timestamp"},
+                        {"name": "note", "type": "string"},
+                    ],
+                }
+            ],
+        }
+    )
+    # Arabic-Indic digits, a full-width 1, and a timestamp with a non-breaking space: text, not numbers or times.
+    at = "2025-01-01 00:00:00"
+    rows = f"1,{at},a\n\u0662,{at},b\n\uff11,{at},c\n4,2025-01-01\u00a000:00:00,d\n"
+    key = write_file(landing, "dms/shop/visits/LOAD00000001.csv", rows)
+    with pytest.raises(DmsInputError) as raised:
+        lake.apply(cfg, key)
+    message = str(raised.value)
+    assert "refused 3 bad row(s)" in message
+    assert f"{key}: row 2, column id: cannot parse as bigint (value '\u0662')" in message
+    assert f"{key}: row 3, column id: cannot parse as bigint (value '\uff11')" in message
+    # A character that prints as nothing is shown escaped.
+    assert f"{key}: row 4, column at: cannot parse as timestamp (value '2025-01-01\\xa000:00:00')" in message
+
+
 @pytest.mark.parametrize("mode", ["cdc_inserts_only", "cdc_inserts_and_updates"])
 def test_cdc_files_without_op_are_upserts(spark, lake, landing, mode):
     cfg = items_config(**{mode: True})
