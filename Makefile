@@ -71,7 +71,7 @@ format: setup ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: setup ## one 10M-row table: full load vs plain Spark, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths; verify against export + reconcile
+bench: setup ## one 10M-row table: full load vs plain Spark (and its phases), a 1M-change batch, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths; verify against export + reconcile
 	$(PY) -m bench.run
 
 bench-large: setup ## part 1 of make bench up to a 100M-row table (10k..100M rows: growth of a CDC run; about 30 GB of disk, an hour), into bench/results-large

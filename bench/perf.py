@@ -1,12 +1,16 @@
 """One table at scale (bench.yaml's shop.orders, default configuration): what a run costs against plain Spark.
 
 - Full load of one ``--rows``-row LOAD file, and of the same rows in ten LOAD files (LOAD00000001.csv …
-  LOAD0000000A.csv, as DMS splits a large table), against plain Spark CSV -> Parquet of the same files.
+  LOAD0000000A.csv, as DMS splits a large table), against plain Spark CSV -> Parquet of the same files; the
+  one-file load split into its phases (the check for values spanning lines, reading and checking the rows, the
+  sort, the write, the key check, the commit and the rest), from the Spark jobs the engine names.
 - One CDC file of ``--changes`` changes (20 % inserts of new keys, 70 % updates, 10 % deletes) applied to tables
   of 10k rows up to ``--rows`` (one size per decade), with the changed keys "uniform" over the whole table or
   "recent" (the newest 1 % of keys). Each run is checked against a naive whole-table rebuild in plain Spark
   (current rows + the CDC rows, newest row per key, deletes dropped, Parquet overwritten), which is also timed:
   the rebuild is the oracle and the cost the replay avoids.
+- A backlog: one batch of 1M uniform changes (a tenth of ``--rows`` when smaller) into the table loaded from ten
+  files, checked against and timed with the rebuild.
 - The peer: the same CDC file into the biggest table with uniform keys, as a user would apply it without cdc-lake
   (each key's last row, one ``MERGE INTO`` a plain Iceberg table of the same rows), in merge-on-read and in
   copy-on-write (Iceberg's default), each checked against the rebuild too.

@@ -1,9 +1,10 @@
 """Benchmarks, measured in one run on this machine (quote ratios: machines are shared and noisy).
 
 1. One table at scale (bench.perf): full load of a 10M-row table in one and in ten LOAD files against plain
-   Spark CSV -> Parquet; one 10k-change CDC file into tables of 10k to 10M rows, changed keys uniform or recent,
-   each checked against (and timed with) a naive whole-table rebuild in plain Spark; small runs, the demo,
-   Iceberg metadata commits per run, the driver's peak memory.
+   Spark CSV -> Parquet, and where the one-file load spends its time; one batch of 1M changes; one 10k-change
+   CDC file into tables of 10k to 10M rows, changed keys uniform or recent, each checked against (and timed
+   with) a naive whole-table rebuild in plain Spark; small runs, the demo, Iceberg metadata commits per run,
+   the driver's peak memory.
 2. 50 busy tables: 50 x 4 CDC files land at once and drain through the Lambda's handler, one run per file
    against coalesced runs (bench.drain).
 3. One day on AWS for 1 to 1,000 busy tables, old design against new, through the real Lambda handler with a
