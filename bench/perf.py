@@ -51,14 +51,12 @@ from pyspark.sql import types as T
 
 from cdc_lake.core.config import PipelineConfig, TableSpec, load_config
 from cdc_lake.core.dms_files import parse_key
-from cdc_lake.core.shapes import DMS_TS, PROBLEM
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.commit import lake_columns
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.load_append import APPEND, KEY_CHECK, MULTILINE_CHECK
+from cdc_lake.engine.load_append import APPEND, KEY_CHECK, MULTILINE_CHECK, good_rows
 from cdc_lake.engine.reader import file_layouts, read_changes
 from cdc_lake.engine.replay import replay
-from cdc_lake.engine.spark_types import parse_type, select_sql
+from cdc_lake.engine.spark_types import parse_type
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import csv_field
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
@@ -320,7 +318,7 @@ def job_seconds(spark: SparkSession, prefix: str, after_job: int) -> dict[str, f
 
 def sort_seconds(spark: SparkSession, description: str) -> float:
     """The sort's share of the newest SQL execution so described: Spark's ``sort time`` metric (summed over the
-    tasks) over the cores that ran them."""
+    tasks) over the session's cores that ran them."""
     store = spark._jsparkSession.sharedState().statusStore()
     executions = store.executionsList()
     for index in reversed(range(executions.size())):
@@ -335,7 +333,7 @@ def sort_seconds(spark: SparkSession, description: str) -> float:
             shown = values.get(metric.accumulatorId())
             if metric.name() == "sort time" and shown.isDefined():
                 total_ms += _duration_ms(shown.get())
-        return total_ms / 1000 / (os.cpu_count() or 1)
+        return total_ms / 1000 / spark.sparkContext.defaultParallelism
     raise LookupError(f"no Spark SQL execution described {description!r}")
 
 
@@ -591,13 +589,7 @@ class PerfBench:
         files = [parse_key(self.key(database, path), self.config) for path in loads]
         split = len(files) < self.spark.sparkContext.defaultParallelism
         read = read_changes(context, files, self.table, file_layouts(context, files, self.table), split=split)
-        counted = read.observe(
-            Observation(f"bench_read_{database}"),
-            F.count(F.lit(1)).alias("rows"),
-            F.max(F.col(DMS_TS)).alias("newest"),
-            F.count(F.col(PROBLEM)).alias("bad"),
-        )
-        good = select_sql(counted.filter(F.col(PROBLEM).isNull()), lake_columns(self.table))
+        good = good_rows(read, self.table, Observation(f"bench_read_{database}"))
         seconds, _ = timed(lambda: good.write.format("noop").mode("overwrite").save())
         return seconds
 

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.core.config import TableSpec
@@ -84,13 +84,7 @@ class LoadAppend:
                 split = not has_multiline_values(spark, [context.store.uri(f.key) for f in files])
         log.info("%s: appending %d LOAD file(s)%s", table.name, len(files), ", read in parallel parts" if split else "")
         self._observation = Observation(f"cdc_lake_load_{uuid.uuid4().hex}")
-        read = read_changes(context, files, table, layouts, split=split)
-        self._rows = read.observe(
-            self._observation,
-            F.count(F.lit(1)).alias("rows"),
-            F.max(F.col(DMS_TS)).alias("newest"),
-            F.count(F.col(PROBLEM)).alias("bad"),
-        )
+        self._good = good_rows(read_changes(context, files, table, layouts, split=split), table, self._observation)
         # Split reads number no rows: bad rows are located by reading the files again in order.
         self._ordered = lambda: read_changes(context, files, table, layouts)
 
@@ -109,9 +103,8 @@ class LoadAppend:
     def _write(self, target: str) -> None:
         # Bad rows are left out of the write and counted; any refuses the batch (the branch never lands), the
         # rows then read in order to name every bad row's place in its file.
-        good = self._rows.filter(F.col(PROBLEM).isNull())
         with described(self._spark, f"{self._table.name}: {APPEND}"):
-            select_sql(good, lake_columns(self._table)).writeTo(target).append()
+            self._good.writeTo(target).append()
         if self._metrics["bad"]:
             problems, total = describe_problems(self._ordered())
             raise DmsInputError(self._table.name, problems, total)
@@ -127,6 +120,18 @@ class LoadAppend:
                 "%s: a key is held twice in the LOAD files; merging the batch in DMS order instead", self._table.name
             )
         return held_once
+
+
+def good_rows(read: DataFrame, table: TableSpec, observation: Observation) -> DataFrame:
+    """The well-formed rows of ``read`` (``read_changes``) in the lake's columns, every row counted into
+    ``observation`` as it passes (``rows``, ``newest``, ``bad``): what an append writes, in the write's pass."""
+    counted = read.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        F.max(F.col(DMS_TS)).alias("newest"),
+        F.count(F.col(PROBLEM)).alias("bad"),
+    )
+    return select_sql(counted.filter(F.col(PROBLEM).isNull()), lake_columns(table))
 
 
 def _open_cost(spark: SparkSession) -> int:
