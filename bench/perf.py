@@ -16,8 +16,8 @@
   copy-on-write (Iceberg's default), each checked against the rebuild too.
 - Small runs: 10 changes into a 10k-row table (median of 5 warm runs, each a new CDC file), and the wall time
   of ``cdc-lake demo`` in a fresh process.
-- Iceberg metadata commits per run (the Hadoop catalog's version-hint.text before and after), and the driver
-  JVM's peak resident memory during the big full load.
+- Iceberg metadata commits per run (the Hadoop catalog's version-hint.text before and after), the driver
+  JVM's peak resident memory during the big full load, and the whole run's peaks of disk and memory.
 
 The DMS files are written by Spark itself (the generator's Python is too slow for 10M rows) in DMS's CSV
 form: no header, NULL as an unquoted empty field, quotes only around values that need them.
@@ -38,6 +38,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -388,6 +389,9 @@ class DriverMemory:
     def peak_mib(self) -> int | None:
         return self._status_mib("VmHWM")
 
+    def resident_mib(self) -> int | None:
+        return self._status_mib("VmRSS")
+
     def _status_mib(self, field: str) -> int | None:
         if self.pid is None:
             return None
@@ -395,6 +399,41 @@ class DriverMemory:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) // 1024
         return None
+
+
+class RunPeaks:
+    """The whole run's peaks, sampled every second: bytes used on the work folder's file system above what was
+    used at the start (data files, tables, Spark's spill and shuffle files alike) and the driver JVM's resident
+    memory. A thread, not a hook per phase, so that no phase can be missed."""
+
+    def __init__(self, work: Path, memory: DriverMemory, every_s: float = 1.0) -> None:
+        self.work, self.memory, self.every_s = work, memory, every_s
+        work.mkdir(parents=True, exist_ok=True)
+        self.disk_start = shutil.disk_usage(work).used
+        self.disk_peak = 0
+        self.rss_peak_mib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="run-peaks", daemon=True)
+
+    def __enter__(self) -> RunPeaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._take()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._take()
+
+    def _take(self) -> None:
+        self.disk_peak = max(self.disk_peak, shutil.disk_usage(self.work).used - self.disk_start)
+        self.rss_peak_mib = max(self.rss_peak_mib, self.memory.resident_mib() or 0)
+
+    def figures(self) -> dict[str, float | int]:
+        return {"disk_peak_gib": round(self.disk_peak / 2**30, 1), "driver_peak_rss_mib": self.rss_peak_mib}
 
 
 class PerfBench:
@@ -680,19 +719,22 @@ def run_perf(
     """Every measurement above, in one Spark session; raises OracleMismatch if a lake table is wrong."""
     sizes = table_sizes(rows)
     bench = PerfBench(spark, config, work, progress)
-    for size in sizes:
-        progress(f"writing {short_count(size)} rows as DMS LOAD files (Spark) …")
-        bench.load_data(size)
-    progress("warming up the JVM on a small table …")
-    bench.warm_up()
     memory = DriverMemory(spark)
-    full_loads = bench.full_loads(rows, memory)
-    scaling = bench.scaling(sizes, changes, {(rows, "uniform"): ONE_FILE_LOAD})
-    big_changes = min(BIG_BATCH, rows // 10)
-    progress(f"{short_count(big_changes)} uniform changes in one batch into {short_count(rows)} rows (+ the rebuild) …")
-    big_batch = bench.cdc_run(TEN_FILES_LOAD, rows, big_changes, "uniform")
-    small = bench.small_runs()
-    demo_s = bench.demo()
+    with RunPeaks(work, memory) as peaks:
+        for size in sizes:
+            progress(f"writing {short_count(size)} rows as DMS LOAD files (Spark) …")
+            bench.load_data(size)
+        progress("warming up the JVM on a small table …")
+        bench.warm_up()
+        full_loads = bench.full_loads(rows, memory)
+        scaling = bench.scaling(sizes, changes, {(rows, "uniform"): ONE_FILE_LOAD})
+        big_changes = min(BIG_BATCH, rows // 10)
+        progress(
+            f"{short_count(big_changes)} uniform changes in one batch into {short_count(rows)} rows (+ the rebuild) …"
+        )
+        big_batch = bench.cdc_run(TEN_FILES_LOAD, rows, big_changes, "uniform")
+        small = bench.small_runs()
+        demo_s = bench.demo()
     by_size = {(r["rows"], r["pattern"]): r for r in scaling}
     return {
         "rows": rows,
@@ -708,6 +750,7 @@ def run_perf(
         },
         "small_run": small,
         "demo_s": round(demo_s, 2),
+        "run_peaks": peaks.figures(),
     }
 
 
@@ -794,6 +837,12 @@ def describe(figures: dict[str, Any]) -> list[str]:
         f"| driver peak RSS, {big} full load | {'n/a' if peak is None else f'{peak:,} MiB'} "
         f"(spark.driver.memory {figures['spark_driver_memory']}) | | |"
     )
+    run = figures.get("run_peaks")
+    if run:
+        lines.append(
+            f"| the whole run's peaks | disk {run['disk_peak_gib']} GiB above the start, "
+            f"driver RSS {run['driver_peak_rss_mib']:,} MiB | | |"
+        )
     return lines
 
 
