@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.core.exceptions import DmsInputError
+from cdc_lake.engine import load_append
 from cdc_lake.engine.iceberg_java import has_write_order
 from cdc_lake.ops.operations import list_changes
 from tests.conftest import Lake, items_config, on_both_paths, write_file
@@ -132,3 +133,25 @@ def test_a_key_repeated_inside_one_load_file_keeps_its_last_row(spark, lake: Lak
     load = write_file(landing, T + "LOAD00000001.csv", "2,two\n1,first\n3,three\n1,last\n")
     lake.apply(items_config(), load)
     assert rows(lake) == [(1, "last"), (2, "two"), (3, "three")]
+
+
+def test_keys_are_shown_unique_by_order_whatever_order_the_data_files_are_read_in(
+    spark, lake: Lake, landing: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two LOAD files, the higher keys first: two data files, listed by the commit in that order. Read back, small
+    # files share a read task, so the key column comes as a fall at the files' boundary, not a repeat. The order
+    # must still decide (one columnar scan), not the aggregate over every key (a shuffle of the table's keys).
+    high = write_file(landing, T + "LOAD00000001.csv", load_text(1001, 2000))
+    low = write_file(landing, T + "LOAD00000002.csv", load_text(1, 1000))
+    aggregated: list[str] = []
+    repeats_a_key = load_append._repeats_a_key
+
+    def recorded(spark_, target: str, table) -> bool:
+        aggregated.append(target)
+        return repeats_a_key(spark_, target, table)
+
+    monkeypatch.setattr(load_append, "_repeats_a_key", recorded)
+    result = lake.apply(items_config(), low)
+    assert result.applied_files == [high, low] and len(data_files(lake)) == 2
+    assert aggregated == []
+    assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, 2001)]

@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 MULTILINE_CHECK = "LOAD files checked for values spanning lines"
 APPEND = "LOAD rows appended"
 KEY_CHECK = "keys checked"
+# Iceberg packs small data files into one read task in its listing's order, which need not be the keys' (on Glue,
+# tasks finish in any order): a file that costs a whole split to open gets a task of its own, so that no run of
+# keys spans two files. Large files still split, at row groups, each part read in order.
+_SPLIT = str(128 * 1024 * 1024)  # Iceberg's read.split.target-size default
+FILE_A_TASK = {"split-size": _SPLIT, "file-open-cost": _SPLIT}
 
 
 def appendable_loads(batch: Batch) -> list[DmsFile]:
@@ -152,7 +157,8 @@ def _keys_unique_by_order(spark: SparkSession, target: str, table: TableSpec) ->
     key = table.primary_key[0]
     key_type = lake_type(next(c.type for c in table.columns if c.name == key)).simpleString()
     runs = (
-        spark.table(target)
+        spark.read.options(**FILE_A_TASK)
+        .table(target)
         .select(quote(key))
         .mapInArrow(_rising_runs, f"low {key_type}, high {key_type}, rises boolean")
     )
