@@ -21,7 +21,7 @@ from cdc_lake.engine.iceberg_java import (
     root_cause,
     table_properties,
 )
-from cdc_lake.engine.maintenance import Retention, maintain, table_shape
+from cdc_lake.engine.maintenance import UPKEEP_SMALL_FILE_BYTES, Retention, compact, maintain, table_shape
 from cdc_lake.engine.record import RECORD, STATE, snapshot_summaries
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline
@@ -277,3 +277,37 @@ def test_auto_writes_a_small_table_copy_on_write_and_switches_as_it_crosses_the_
     assert table_properties(lake.spark, dotted)["write.merge.mode"] == "merge-on-read"
     assert table_shape(lake, "shop_orders").delete_files > 0
     assert_lake_equals_oracle(pipeline_of(lake, large), generated.expected, tmp_path / "export")
+
+
+def test_upkeep_compaction_merges_the_files_batches_wrote_and_leaves_a_full_loads_files(lake: Lake) -> None:
+    # A target of 16 MiB, so that Iceberg's own bound for a small file (three quarters of it) lies above
+    # upkeep's; two tasks' files of about 10 MiB of random bytes (incompressible: no roll before the target)
+    # stand in for a full load's, which Iceberg's bound would rewrite.
+    spark, name = lake.spark, "upkeep_files"
+    table = lake.table(name)
+    spark.sql(
+        f"CREATE TABLE {table} (id bigint, payload binary) USING iceberg "
+        f"TBLPROPERTIES ('write.target-file-size-bytes' = '{16 * 1024 * 1024}')"
+    )
+    bound = UPKEEP_SMALL_FILE_BYTES
+    spark.range(0, 600_000, numPartitions=2).selectExpr(
+        "id", "unhex(sha2(cast(id as string), 256)) AS payload"
+    ).writeTo(table).append()
+    for first in (600_000, 600_010, 600_020):  # three batches' files
+        spark.range(first, first + 10, numPartitions=1).selectExpr("id", "cast('batch' AS binary) AS payload").writeTo(
+            table
+        ).append()
+
+    def sizes() -> dict[str, int]:
+        found = spark.sql(f"SELECT file_path, file_size_in_bytes FROM {table}.data_files").collect()
+        return {r["file_path"]: r["file_size_in_bytes"] for r in found}
+
+    before = sizes()
+    large = {path for path, size in before.items() if size >= bound}
+    assert len(large) == 2 and len(before) == 5
+    detail = compact(lake, name, thorough=False)
+    after = sizes()
+    assert large <= set(after)  # not one byte of the large files rewritten
+    assert len([size for size in after.values() if size < bound]) <= 1  # the batches' files merged
+    assert detail["rewritten_data_files"] == len(before) - len(large)
+    assert spark.table(table).count() == 600_030
