@@ -74,7 +74,7 @@ format: setup ## apply ruff's formatting and safe fixes
 bench: setup ## one 10M-row table: full load vs plain Spark (and its phases), a 1M-change batch, 10k changes into 10k..10M rows vs a rebuild, small runs, memory; 50 tables drained; a simulated day on AWS; Hadoop against Glue catalog paths; verify against export + reconcile
 	$(PY) -m bench.run
 
-bench-large: setup ## part 1 of make bench up to a 100M-row table (10k..100M rows: growth of a CDC run; about 30 GB of disk, an hour), into bench/results-large
+bench-large: setup ## part 1 of make bench up to a 100M-row table (10k..100M rows: growth of a CDC run; 31 GiB of disk at its peak, about 70 minutes), into bench/results-large
 	$(PY) -m bench.run --perf-only --rows 100000000 --out bench/results-large
 
 bench-aging: setup ## day 30 of a busy table: 2,000 batches of 40 changes into one 50k-row table through the Lambda's handler (about 45 minutes), a full read every 100, then maintenance and 50 more; into bench/results/aging.*
