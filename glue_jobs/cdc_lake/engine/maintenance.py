@@ -45,9 +45,10 @@ log = logging.getLogger(__name__)
 Action = Literal["compact", "expire", "orphans", "all"]
 # An expiry refused because a run branched from a snapshot it was expiring is made again from the new refs.
 EXPIRY_RETRIES = RetryPolicy(attempts=5, first_delay=0.2, max_delay=2.0)
-# What upkeep takes for a small data file: one a batch wrote (a few hundred KB for 10k changes), never a full
-# load's (a 128 MB read split of CSV: 12 MB or more of Parquet). Iceberg's own bound, three quarters of the
-# 512 MB target, would rewrite a whole large table at its first compaction: 135 s for 100M rows here.
+# What upkeep takes for a small data file: one a batch wrote (a few hundred KB for 10k changes), not a large full
+# load's (a 128 MB read split of CSV makes 12 MB or more of Parquet; Spark splits finer only a load under 128 MB
+# per core, small itself). Iceberg's own bound, three quarters of the 512 MB target, would rewrite a whole large
+# table at its first compaction: 135 s for 100M rows here.
 UPKEEP_SMALL_FILE_BYTES = 8 * 1024 * 1024
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
 ICEBERG_TARGET_FILE_BYTES = 512 * 1024 * 1024
