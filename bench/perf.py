@@ -384,7 +384,7 @@ class DriverMemory:
         if self.pid is None:
             return None
         Path(f"/proc/{self.pid}/clear_refs").write_text("5")
-        return self._status_mib("VmRSS")
+        return self.resident_mib()
 
     def peak_mib(self) -> int | None:
         return self._status_mib("VmHWM")
