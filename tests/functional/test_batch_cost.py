@@ -46,13 +46,18 @@ def _last_job(spark: SparkSession) -> int:
     return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
 
 
+def _compiled(spark: SparkSession) -> int:
+    """How many classes Spark's code generation has compiled in this session (its cache misses)."""
+    return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
+
+
 def _counted_run(
     spark: SparkSession, endpoint: str, context: ReplayContext, key: str
-) -> tuple[RunResult, int, Counter]:
+) -> tuple[RunResult, int, int, Counter]:
     served_requests(endpoint, reset=True)
-    before = _last_job(spark)
+    before, compiled = _last_job(spark), _compiled(spark)
     result = replay(context, parse_key(key, context.config))
-    return result, _last_job(spark) - before, served_requests(endpoint)
+    return result, _last_job(spark) - before, _compiled(spark) - compiled, served_requests(endpoint)
 
 
 def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
@@ -71,14 +76,15 @@ def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
         replay(context, parse_key(key, run.config))
     run.land(changes[-1])
 
-    result, jobs, requests = _counted_run(spark, aws_endpoint, context, changes[-1])
+    result, jobs, compiled, requests = _counted_run(spark, aws_endpoint, context, changes[-1])
 
     assert result.applied_files == [changes[-1]]
     export_tables(run.lake(), tmp_path / "export", [TABLE])  # the counted batch left the table equal to the oracle
     lake = read_jsonl(tmp_path / "export" / f"{TABLE}.jsonl")
     assert lake == read_jsonl(run.generated.expected / f"{TABLE}.jsonl")
-    cost = f"{jobs} Spark jobs, requests {dict(sorted(requests.items()))}"
+    cost = f"{jobs} Spark jobs, {compiled} classes compiled, requests {dict(sorted(requests.items()))}"
     assert jobs <= MOST_JOBS, cost
+    assert compiled == 0, cost  # the batches before compiled it all: no key range, file or count in the code
     assert requests["glue:GetTable"] <= MOST_GET_TABLE, cost
     assert requests["s3:GET metadata.json"] <= MOST_METADATA_READS, cost
     assert requests["glue:UpdateTable"] == 3, cost  # the run's branch, its MERGE, main moved: see commit.py

@@ -76,15 +76,16 @@ def test_a_small_table_rewrites_its_key_range_whole(spark, lake, landing, monkey
         monkeypatch.setattr(commit, "WHOLE_RANGE_BYTES", -1)
     config = items_config(lake={"write_mode": "copy-on-write"})
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
-    for second, text in enumerate(["I,4,d\nI,5,e\n", "I,7,g\nI,8,h\n"]):
+    # Keys further apart than the grid a MERGE widens its range onto (commit.gridded): no batch rewrites another's file.
+    for second, text in enumerate(["I,4001,d\nI,4002,e\n", "I,8001,g\nI,8002,h\n"]):
         lake.apply(config, write_file(landing, f"{T}20250301-12000{second}000.csv", text))
     name = lake.table("shop_items")
     assert spark.table(f"{name}.files").count() == 3  # each batch's new keys in a file of their own
-    key = write_file(landing, T + "20250301-120100000.csv", "U,1,a1\nD,8,h\nI,9,i\n")  # the first and last file
+    key = write_file(landing, T + "20250301-120100000.csv", "U,1,a1\nD,8002,h\nI,9,i\n")  # the first and last file
 
     lake.apply(config, key)
 
-    assert rows(lake) == [(1, "a1"), (2, "b"), (4, "d"), (5, "e"), (7, "g"), (9, "i")]
+    assert rows(lake) == [(1, "a1"), (2, "b"), (9, "i"), (4001, "d"), (4002, "e"), (8001, "g")]
     latest = spark.sql(f"SELECT summary FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
     assert latest is not None
     assert latest["summary"]["deleted-data-files"] == ("3" if whole_range else "2")

@@ -64,6 +64,12 @@ BROADCAST_KEYS = 1_000_000
 # in the batch's key range in one task costs less than that search.
 WHOLE_RANGE_BYTES = 8 << 20
 GROUP_FILTER = "spark.sql.optimizer.runtime.rowLevelOperationGroupFilter.enabled"
+# Spark writes an integer literal into the code it generates, so a key range that moves at every batch made it
+# compile the MERGE's join again at every batch (0.1 s of a small one's 1 s). The range the MERGE matches on is
+# widened onto a grid of powers of two, at least this wide: it repeats from batch to batch, and still prunes a large
+# table's files to a range at most four times the batch's (or twice this).
+RANGE_GRID_MIN = 1 << 10
+_INTEGER_BITS: dict[type[T.DataType], int] = {T.IntegerType: 31, T.LongType: 63}
 
 
 class Record(Protocol):
@@ -236,6 +242,17 @@ def ranged_keys(table: TableSpec) -> list[str]:
     return [k for k in table.primary_key if isinstance(types[k], _RANGED_TYPES)]
 
 
+def gridded(low: Any, high: Any, key_type: T.DataType) -> tuple[Any, Any]:
+    """The range ``low``..``high`` of an integer key widened onto the ``RANGE_GRID_MIN`` grid, within its type's
+    values; any other key's as it is (Spark passes its literals to the generated code by reference)."""
+    bits = _INTEGER_BITS.get(type(key_type))
+    if bits is None or not isinstance(low, int) or not isinstance(high, int):
+        return low, high
+    step = max(RANGE_GRID_MIN, 1 << (high - low).bit_length())
+    start = low // step * step
+    return max(start, -(1 << bits)), min(start + 2 * step - 1, (1 << bits) - 1)
+
+
 def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
     """One aggregation over the batch's keys: their number, how many keep a row, and the range of each of
     ``ranged_keys``."""
@@ -262,10 +279,12 @@ def merge_updates(
     of up to ``BROADCAST_KEYS`` keys is broadcast to the tasks that scan the table: a uniform batch into a
     10M-row table took 1.6 s instead of 3.9 s. Both land on the run's branch, which main moves to at once.
 
-    The batch's key range joins the match condition (as bound parameters, never pasted into the text): a
-    target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
+    The batch's key range (``gridded``) joins the match condition (as bound parameters, never pasted into the
+    text): a target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
     outside it, so changes to recent keys read the newest files only (tables are written in key order).
     """
+    types = {c.name: lake_type(c.type) for c in table.columns}
+    bounds = {key: gridded(low, high, types[key]) for key, (low, high) in keys.bounds.items()}
     if split:
         source = select_sql(last_changes, lake_columns(table, table.primary_key))
         source = F.broadcast(source) if keys.count <= BROADCAST_KEYS else source
@@ -288,11 +307,11 @@ def merge_updates(
 
     def merge_text(target: str) -> None:
         if hasattr(DataFrame, "mergeInto"):
-            _merge_into(source, target, table, keys, split=split)
+            _merge_into(source, target, table, bounds, split=split)
             return
         conditions = [f"t.{quote(k)} = s.{quote(k)}" for k in table.primary_key]
         arguments: dict[str, Any] = {}
-        for index, (key, (low, high)) in enumerate(keys.bounds.items()):
+        for index, (key, (low, high)) in enumerate(bounds.items()):
             conditions.append(f"t.{quote(key)} BETWEEN :low{index} AND :high{index}")
             arguments |= {f"low{index}": low, f"high{index}": high}
         with temp_view(source, "changes") as view:
@@ -344,7 +363,9 @@ def without_group_filter(spark: SparkSession, *, off: bool = True) -> Iterator[N
                     spark.conf.set(GROUP_FILTER, _group_filter.kept)
 
 
-def _merge_into(source: DataFrame, target: str, table: TableSpec, keys: ChangedKeys, *, split: bool) -> None:
+def _merge_into(
+    source: DataFrame, target: str, table: TableSpec, bounds: Mapping[str, tuple[Any, Any]], *, split: bool
+) -> None:
     """``merge_updates``'s MERGE through Spark 4's DataFrame API, the key range as literal columns: Iceberg 1.11's
     SQL extensions leave a statement's bound parameters unbound on Spark 4.1 (apache/iceberg#16625)."""
     named = target.rsplit(".", 1)[-1]  # the branch part, quoted: it qualifies the target's columns
@@ -356,7 +377,7 @@ def _merge_into(source: DataFrame, target: str, table: TableSpec, keys: ChangedK
         return F.col(f"s.{quote(column)}")
 
     condition = functools.reduce(Column.__and__, [t(k) == s(k) for k in table.primary_key])
-    for key, (low, high) in keys.bounds.items():
+    for key, (low, high) in bounds.items():
         condition = condition & t(key).between(F.lit(low), F.lit(high))
     aliased: Any = source.alias("s")  # mergeInto is Spark 4's: not in the 3.5 stubs mypy reads
     if split:
