@@ -13,7 +13,6 @@ from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 
 CHANGE_SEQUENCE_EXPRESSION = "$AR_H_CHANGE_SEQ"
 CHANGE_SEQUENCE_LENGTH = 50  # AR_H_CHANGE_SEQ is 35 digits; DMS docs use string(50)
-PARQUET_VERSION = "PARQUET_2_0"
 
 
 def dms_literal(name: str) -> str:
@@ -89,11 +88,8 @@ def s3_settings(
 ) -> dict[str, Any]:
     """``AWS::DMS::Endpoint.S3Settings`` for the raw bucket, derived from ``dms`` and fixed choices.
 
-    Fixed: SSE_S3 encryption (the bucket's own default), no transaction-preserving layout, parquet
-    timestamps in microseconds. ``CsvNullValue`` is left unset for ``csv_null_value: ""``: DMS's own default
-    then writes NULL as an unquoted empty field (every real sample, none of which set it), whereas the API
-    documents an explicit empty value only as "treat the empty string as the null value" and rejects empty
-    strings for other S3 settings (``TimestampColumnName``).
+    Fixed: SSE_S3 encryption (the bucket's own default), no transaction-preserving layout. The settings of
+    the configured format alone come from the format model (``DmsFormat.endpoint_settings``).
     """
     settings: dict[str, Any] = {
         "BucketName": bucket_name,
@@ -116,25 +112,7 @@ def s3_settings(
     if dms.date_partition_enabled:
         settings["DatePartitionSequence"] = dms.date_partition_sequence
         settings["DatePartitionDelimiter"] = dms.date_partition_delimiter
-    if dms.format == "csv":
-        settings.update(
-            {
-                "CsvDelimiter": dms.csv_delimiter,
-                "CsvRowDelimiter": "\n",
-                "AddColumnName": dms.add_column_name,
-                "Rfc4180": True,
-            }
-        )
-        if dms.csv_null_value:
-            settings["CsvNullValue"] = dms.csv_null_value
-    else:
-        settings.update(
-            {
-                "ParquetVersion": PARQUET_VERSION,
-                "ParquetTimestampInMillisecond": False,
-                "EnableStatistics": True,
-            }
-        )
+    settings.update(dms.file_format.endpoint_settings(dms))
     if expected_bucket_owner:
         settings["ExpectedBucketOwner"] = expected_bucket_owner
     return settings

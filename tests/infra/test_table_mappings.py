@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cdc_lake.core.config import DmsSettings, load_config, parse_config
+from cdc_lake.core.formats import FORMATS, DmsFormat
 from infra.table_mappings import dms_literal, s3_settings, table_mappings
 from tests.infra.conftest import DEMO_CONFIG, PARQUET_CONFIG, PARQUET_S3_SETTINGS
 
@@ -124,6 +125,19 @@ def test_dms_default_null_leaves_csv_null_value_unset_and_a_marker_is_passed_on(
     assert "CsvNullValue" not in s3_settings(
         _dms(format="parquet", csv_null_value="NULL"), bucket_name="raw", service_access_role_arn="arn:role"
     )
+
+
+@pytest.mark.parametrize("file_format", FORMATS.values(), ids=FORMATS.keys())
+def test_every_format_sets_its_own_endpoint_settings_and_no_other_formats(file_format: DmsFormat) -> None:
+    # Every setting a format takes from the configuration is set (a NULL marker too).
+    dms = _dms(format=file_format.name, csv_null_value="NULL")
+    settings = s3_settings(dms, bucket_name="raw", service_access_role_arn="arn:role")
+    own = file_format.endpoint_settings(dms)
+    assert settings["DataFormat"] == file_format.name
+    assert own
+    assert own.items() <= settings.items()
+    others = {key for other in FORMATS.values() if other != file_format for key in other.endpoint_settings(dms)}
+    assert not others & settings.keys(), f"{file_format.name} takes another format's settings"
 
 
 @pytest.mark.parametrize(
