@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, assert_never, get_args
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -46,8 +46,10 @@ from cdc_lake.ops.export import read_table
 
 log = logging.getLogger(__name__)
 
-EXPECTED_FORMATS = ("jsonl", "csv", "parquet")
-_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+ExpectedFormat = Literal["jsonl", "csv", "parquet"]
+EXPECTED_FORMATS: tuple[ExpectedFormat, ...] = get_args(ExpectedFormat)
+_ALIASES: dict[str, ExpectedFormat] = {**{f: f for f in EXPECTED_FORMATS}, "json": "jsonl", "ndjson": "jsonl"}
+_SUFFIXES: dict[str, ExpectedFormat] = {f".{alias}": f for alias, f in _ALIASES.items()}
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".deflate", ".snappy", ".zst", ".lz4")
 _CORRUPT = "_cdc_lake_corrupt"
 _BAD = "_cdc_lake_bad"  # index of the first column that did not parse, -1 for a malformed line, else NULL
@@ -166,11 +168,11 @@ def format_report(report: ReconcileReport) -> str:
     return "\n".join(lines)
 
 
-def detect_format(path: str | Path, file_format: str | None = None) -> str:
+def detect_format(path: str | Path, file_format: str | None = None) -> ExpectedFormat:
     """``jsonl``, ``csv`` or ``parquet``: as given, else by the file's extension or the files in a local folder."""
     if file_format is not None:
-        chosen = {"json": "jsonl", "ndjson": "jsonl"}.get(file_format.lower(), file_format.lower())
-        if chosen not in EXPECTED_FORMATS:
+        chosen = _ALIASES.get(file_format.lower())
+        if chosen is None:
             known = ", ".join(EXPECTED_FORMATS)
             raise CdcLakeError(f"unknown expected-file format {file_format!r}; use one of {known}")
         return chosen
@@ -180,36 +182,39 @@ def detect_format(path: str | Path, file_format: str | None = None) -> str:
     local = Path(path)
     if "://" not in str(path) and local.is_dir():
         found = {
-            _format_of_name(f.name)
+            named
             for f in local.rglob("*")
-            if f.is_file() and not f.name.startswith(("_", ".")) and _format_of_name(f.name)
+            if f.is_file() and not f.name.startswith(("_", ".")) and (named := _format_of_name(f.name)) is not None
         }
         if len(found) == 1:
-            return str(found.pop())
+            return found.pop()
         if found:
-            raise CdcLakeError(f"{path}: holds files of several formats ({', '.join(sorted(map(str, found)))})")
+            raise CdcLakeError(f"{path}: holds files of several formats ({', '.join(sorted(found))})")
     raise CdcLakeError(f"{path}: cannot tell the format from the name; give it ({', '.join(EXPECTED_FORMATS)})")
 
 
-def _format_of_name(name: str) -> str | None:
+def _format_of_name(name: str) -> ExpectedFormat | None:
     lowered = name.lower().rstrip("/")
     for suffix in _COMPRESSION_SUFFIXES:
         lowered = lowered.removesuffix(suffix)
     return next((fmt for suffix, fmt in _SUFFIXES.items() if lowered.endswith(suffix)), None)
 
 
-def _parse_expected(spark: SparkSession, table: TableSpec, path: str | Path, file_format: str) -> DataFrame:
+def _parse_expected(spark: SparkSession, table: TableSpec, path: str | Path, file_format: ExpectedFormat) -> DataFrame:
     """The extract with the typed columns, ``_BAD`` (first column that did not parse), ``_FILE`` and the raw text."""
     location = str(path)
     if "://" not in location and not Path(location).exists():
         raise CdcLakeError(f"{location}: no such file or folder")
     try:
-        if file_format == "jsonl":
-            raw, corrupt = _read_jsonl(spark, table, location), F.col(_CORRUPT)
-        elif file_format == "csv":
-            raw, corrupt = _read_csv(spark, table, location), F.col(_CORRUPT)
-        else:
-            raw, corrupt = _read_parquet(spark, table, location), F.lit(None)
+        match file_format:
+            case "jsonl":
+                raw, corrupt = _read_jsonl(spark, table, location), F.col(_CORRUPT)
+            case "csv":
+                raw, corrupt = _read_csv(spark, table, location), F.col(_CORRUPT)
+            case "parquet":
+                raw, corrupt = _read_parquet(spark, table, location), F.lit(None)
+            case unhandled:
+                assert_never(unhandled)
     except AnalysisException as error:
         raise CdcLakeError(f"{location}: cannot read as {file_format}: {error}") from None
     typed: list[Column] = []
