@@ -58,7 +58,7 @@ EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 # One G.1X worker (4 vCPU) drives this many tables' batches at once in the lane model.
 LANES_PER_WORKER = 2
 # As infra/glue.py sets the CDC-replay job (tests/unit/test_simulate.py checks they agree): per_file keeps
-# CDC_REPLAY (2 workers, 10 concurrent runs); coalesced has 1 concurrent run and runs.workers workers.
+# CDC_REPLAY_SIZING (2 workers, 10 concurrent runs); coalesced has 1 concurrent run and runs.workers workers.
 OLD_WORKERS = 2
 OLD_MAX_CONCURRENT_RUNS = 10
 NEW_MAX_CONCURRENT_RUNS = 1

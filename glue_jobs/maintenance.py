@@ -3,7 +3,8 @@
 Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<table>] [--catalog glue_catalog]
 [--database NAME] [--retain_days 7] [--retain_last 20] [--orphan_days 3]. Without --table: every configured table.
 --action reload --table <schema>.<table> --bucket <raw bucket> [--since <CDC file or time>]: rebuild the table
-after DMS reloaded it (docs/deploy.md#reload).
+after DMS reloaded it (docs/deploy.md#reload). --action rejects-replay|rejects-accept --table <schema>.<table>:
+apply a quarantining table's fixed rejects, or accept their loss (docs/bad-input.md#quarantine).
 """
 
 from cdc_lake.jobs.entry import glue_entry

@@ -1,8 +1,9 @@
 """Glue job: check the table configuration against the live source's catalog (docs/deploy.md#source-check).
 
 Arguments: --config_uri --source_secret <DMS source secret ARN> --source_engine postgres|mysql|aurora
-[--source_database NAME]. Logs each difference (a column added or dropped, a type or key changed, a table
-missing) and puts their count as the SourceDifferences metric, which the stack alarms on.
+[--source_database NAME] [--source_without_tls true] [--source_ca <CA file>]. Logs each difference (a column
+added or dropped, a type or key changed, a table missing) and puts their count as the SourceDifferences metric,
+which the stack alarms on.
 """
 
 from cdc_lake.jobs.entry import glue_entry

@@ -1,6 +1,6 @@
-"""Glue: the lake database, the full-load, CDC-replay and maintenance jobs (Glue 5.1 or 6.0 as configured, Iceberg on
-the Glue catalog), their security configuration, a role limited to the buckets, the database and its tables, and the
-maintenance job's schedule."""
+"""Glue: the lake database, the lake jobs of ``core.glue_jobs.GLUE_JOBS`` (full load, CDC replay, maintenance; Glue 5.1
+or 6.0 as configured, Iceberg on the Glue catalog), their security configuration, a role limited to the buckets, the
+database and its tables, and the maintenance job's schedule."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from constructs import Construct
 
 from cdc_lake.core.catalogs import glue_catalog_conf, render_conf
 from cdc_lake.core.config import RunSettings
+from cdc_lake.core.glue_jobs import GLUE_JOBS
+from cdc_lake.core.job_arguments import MaintenanceArguments, declared_flags, default_text
 from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
     FULL_LOAD_TIMEOUT_MINUTES,
@@ -27,8 +29,6 @@ from cdc_lake.core.names import (
     GLUE_VERSIONS,
     MAINTENANCE_TIMEOUT_MINUTES,
     METRICS_NAMESPACE,
-    ORPHAN_DAYS,
-    RETAIN_LAST,
 )
 from infra.deployment import Deployment, stack_output
 from infra.log_groups import glue_log_prefix, log_group
@@ -62,62 +62,65 @@ class JobSizing:
 # concurrency (retried), so concurrency is capped, not forced to 1. Runs beyond the cap are queued by Glue
 # (JobRunQueuingEnabled) instead of failing with ConcurrentRunsExceededException.
 # In coalesced mode (the default) job_sizes() replaces them: see there.
-FULL_LOAD = JobSizing(
+FULL_LOAD_SIZING = JobSizing(
     workers=10,
     timeout_minutes=FULL_LOAD_TIMEOUT_MINUTES,
     max_concurrent_runs=10,
     description="Apply a table's DMS full-load (LOAD*) files up to --key into its Iceberg table",
 )
-CDC_REPLAY = JobSizing(
+CDC_REPLAY_SIZING = JobSizing(
     workers=2,
     timeout_minutes=CDC_REPLAY_TIMEOUT_MINUTES,
     max_concurrent_runs=10,
     description="Replay a table's pending DMS CDC files (I/U/D) up to --key into its Iceberg table",
 )
 # One maintenance run at a time (a second one, e.g. started by hand during the scheduled run, is queued).
-MAINTENANCE = JobSizing(
+MAINTENANCE_SIZING = JobSizing(
     workers=2,
     timeout_minutes=MAINTENANCE_TIMEOUT_MINUTES,
     max_concurrent_runs=1,
     description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files (--action)",
 )
-# Job defaults of the maintenance script (a run or the schedule overrides them key by key); the values,
-# and why they are safe, are defined once in cdc_lake.core.names.
-MAINTENANCE_ARGUMENTS = {
-    "--action": "all",
-    "--retain_last": str(RETAIN_LAST),
-    "--orphan_days": str(ORPHAN_DAYS),
-}
-SCHEDULED_MAINTENANCE_ARGUMENTS = {"--action": "all"}
+# Job defaults of the maintenance script (a run or the schedule overrides them key by key), read from its declared
+# arguments; the values, and why they are safe, are defined once in cdc_lake.core.names.
+MAINTENANCE_ARGUMENTS = declared_flags(
+    MaintenanceArguments,
+    {
+        "action": "all",
+        "retain_last": default_text(MaintenanceArguments, "retain_last"),
+        "orphan_days": default_text(MaintenanceArguments, "orphan_days"),
+    },
+)
+SCHEDULED_MAINTENANCE_ARGUMENTS = declared_flags(MaintenanceArguments, {"action": "all"})
 
 
-def job_sizes(runs: RunSettings) -> tuple[JobSizing, JobSizing]:
-    """Sizes of the full-load and CDC-replay jobs for the configured run mode.
+def job_sizes(runs: RunSettings) -> dict[str, JobSizing]:
+    """Sizes of the lake jobs (``GLUE_JOBS`` of network ``lake``) for the configured run mode.
 
-    coalesced: one run at a time per job. Each run drains every table with pending files, round after
+    coalesced: one run at a time per replay job. Each run drains every table with pending files, round after
     round, so a second concurrent run would only compete for the same tables; a start while a run is
     under way queues as WAITING (JobRunQueuingEnabled), and a WAITING or STARTING run is exactly what
     the trigger Lambda looks for (glue:GetJobRuns) before starting another. The replay job gets the
     configured workers, shared by the tables it applies at once, and a timeout beyond its time budget.
     per_file: the per-file sizes above, unchanged.
     """
-    if not runs.coalesced:
-        return FULL_LOAD, CDC_REPLAY
-    timeout_minutes = runs.replay_timeout_minutes
-    full_load = replace(
-        FULL_LOAD,
-        max_concurrent_runs=1,
-        description="Apply every table's landed DMS files, LOAD files first, into the Iceberg tables (one run at once)",
-    )
-    cdc_replay = replace(
-        CDC_REPLAY,
-        workers=runs.workers,
-        timeout_minutes=timeout_minutes,
-        max_concurrent_runs=1,
-        description="Replay every table's landed DMS CDC files (I/U/D) into the Iceberg tables, round after round "
-        "up to the time budget (one run at a time)",
-    )
-    return full_load, cdc_replay
+    sizes = {"full_load": FULL_LOAD_SIZING, "cdc_replay": CDC_REPLAY_SIZING, "maintenance": MAINTENANCE_SIZING}
+    if runs.coalesced:
+        sizes["full_load"] = replace(
+            FULL_LOAD_SIZING,
+            max_concurrent_runs=1,
+            description="Apply every table's landed DMS files, LOAD files first, into the Iceberg tables "
+            "(one run at once)",
+        )
+        sizes["cdc_replay"] = replace(
+            CDC_REPLAY_SIZING,
+            workers=runs.workers,
+            timeout_minutes=runs.replay_timeout_minutes,
+            max_concurrent_runs=1,
+            description="Replay every table's landed DMS CDC files (I/U/D) into the Iceberg tables, round after "
+            "round up to the time budget (one run at a time)",
+        )
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,7 @@ def job_log_statements(stack: Stack, key: kms.IKey, encrypt_sid: str) -> list[ia
 
 
 class GlueJobs(Construct):
-    """Database, security configuration, role, the three jobs and the maintenance schedule."""
+    """Database, security configuration, role, the lake jobs and the maintenance schedule."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, deployment: Deployment, storage: Storage, key: kms.IKey
@@ -279,24 +282,23 @@ class GlueJobs(Construct):
             "--job-bookmark-option": "job-bookmark-disable",
             "--TempDir": storage.glue_temp_uri,
         }
-        full_load_sizing, cdc_replay_sizing = job_sizes(config.runs)
-        self.full_load = self._job("FullLoadJob", f"{name_prefix}-full-load", scripts["full_load"], full_load_sizing)
-        self.cdc_replay = self._job(
-            "CdcReplayJob", f"{name_prefix}-cdc-replay", scripts["cdc_replay"], cdc_replay_sizing
-        )
-        self.maintenance = self._job(
-            "MaintenanceJob",
-            f"{name_prefix}-maintenance",
-            scripts["maintenance"],
-            MAINTENANCE,
-            # The raw bucket for --action reload, which rebuilds a table from its landed files.
-            extra_arguments={**MAINTENANCE_ARGUMENTS, "--bucket": storage.raw.bucket_name},
-        )
-        stack_output(self, "FullLoadJobName", self.full_load.ref, "Glue job applying full-load files")
-        stack_output(self, "CdcReplayJobName", self.cdc_replay.ref, "Glue job replaying CDC files")
-        stack_output(
-            self, "MaintenanceJobName", self.maintenance.ref, "Glue job compacting and expiring the lake tables"
-        )
+        # Every lake job of the table, with its sizing, and the arguments of its own (the maintenance job's
+        # retention defaults, and the raw bucket for --action reload, which rebuilds a table from its landed files).
+        sizes = job_sizes(config.runs)
+        own_arguments = {"maintenance": {**MAINTENANCE_ARGUMENTS, "--bucket": storage.raw.bucket_name}}
+        self.lake_jobs: dict[str, glue.CfnJob] = {}
+        for facts in GLUE_JOBS.values():
+            if facts.network != "lake":
+                continue
+            job = self._job(
+                facts.construct_id,
+                f"{name_prefix}-{facts.resource_name}",
+                scripts[facts.name],
+                sizes[facts.name],
+                extra_arguments=own_arguments.get(facts.name),
+            )
+            stack_output(self, f"{facts.construct_id}Name", job.ref, f"Glue job {facts.summary}")
+            self.lake_jobs[facts.name] = job
         stack_output(self, "DatabaseName", database_name, "Glue database of the lake tables")
         stack_output(self, "TableConfigUri", self.config_asset.s3_object_url, "Table configuration (--config_uri)")
         self.maintenance_trigger: glue.CfnTrigger | None = None
@@ -309,7 +311,19 @@ class GlueJobs(Construct):
 
     @property
     def jobs(self) -> list[glue.CfnJob]:
-        return [self.full_load, self.cdc_replay, self.maintenance]
+        return list(self.lake_jobs.values())
+
+    @property
+    def full_load(self) -> glue.CfnJob:
+        return self.lake_jobs["full_load"]
+
+    @property
+    def cdc_replay(self) -> glue.CfnJob:
+        return self.lake_jobs["cdc_replay"]
+
+    @property
+    def maintenance(self) -> glue.CfnJob:
+        return self.lake_jobs["maintenance"]
 
     def _job(
         self,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.exceptions import PackagingError
+from cdc_lake.core.glue_jobs import GLUE_JOBS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_FILE_NAME = "tables.json"
@@ -25,13 +26,7 @@ LIBRARY_PACKAGE = "cdc_lake"
 LIBRARY_ZIP_NAME = "cdc_lake.zip"
 LAMBDA_PACKAGE = "dms_trigger"
 LAMBDA_HANDLER = "dms_trigger.handler.lambda_handler"
-GLUE_SCRIPTS = {
-    "full_load": "full_load.py",
-    "cdc_replay": "cdc_replay.py",
-    "maintenance": "maintenance.py",
-    "source_check": "source_check.py",
-    "drift": "drift.py",
-}
+GLUE_SCRIPTS = {job.name: job.script for job in GLUE_JOBS.values()}  # glue_jobs/<script> of each job
 # Where the jobs find the CAs they check the source with (cdc_lake.ops.source_tls.BUNDLED_CA).
 SOURCE_CA_ARCNAME = f"{LIBRARY_PACKAGE}/ops/source-ca.pem"
 # Amazon RDS's CA bundle (every Region's roots, RDS Proxy's too) from the npm package package-lock.json pins.

@@ -19,6 +19,7 @@ from aws_cdk import aws_kms as kms
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from cdc_lake.core.job_arguments import DriftArguments, SourceArguments, declared_flags
 from cdc_lake.core.names import METRICS_NAMESPACE
 from infra.deployment import Deployment, stack_output
 from infra.dms import outbound_group, reach_source
@@ -188,9 +189,9 @@ class SourceCheck(Construct):
             **jobs.default_arguments,
             "--additional-python-modules": self.wheels.modules,
             **source_arguments(settings),
-            "--source_secret": secret,
-            "--action": action,
-            "--bucket": jobs.storage.raw.bucket_name,
+            **declared_flags(
+                DriftArguments, {"source_secret": secret, "action": action, "bucket": jobs.storage.raw.bucket_name}
+            ),
         }
         suffix = "drift" if action == "verify" else "repair"
         definition = JobDefinition(
@@ -207,14 +208,14 @@ class SourceCheck(Construct):
 
 
 def source_arguments(settings: DeploySettings) -> dict[str, str]:
-    """The job arguments naming the source: the DMS endpoint's secret, its engine, its database if given, and
-    whether it may be reached without checked TLS (sourceWithoutTls)."""
-    arguments = {"--source_secret": settings.source_secret_arn, "--source_engine": settings.source_engine}
+    """The job arguments naming the source (as ``SourceArguments`` declares them): the DMS endpoint's secret, its
+    engine, its database if given, and whether it may be reached without checked TLS (sourceWithoutTls)."""
+    arguments = {"source_secret": settings.source_secret_arn, "source_engine": settings.source_engine}
     if settings.source_database:
-        arguments["--source_database"] = settings.source_database
+        arguments["source_database"] = settings.source_database
     if settings.source_without_tls:
-        arguments["--source_without_tls"] = "true"
-    return arguments
+        arguments["source_without_tls"] = "true"
+    return declared_flags(SourceArguments, arguments)
 
 
 def source_access_statements(

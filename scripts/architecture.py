@@ -33,7 +33,7 @@ LIBRARY = REPO_ROOT / "glue_jobs" / "cdc_lake"
 # The units drawn, in the order imports may point (each may import those after it), with where they run.
 ROOMS = {
     "local": "laptop only: CLI, demo, generator, local Spark and AWS",
-    "jobs": "the five Glue jobs: options, run, and the one entry their scripts call",
+    "jobs": "the Glue jobs of core.glue_jobs: options, run, and the one entry their scripts call",
     "ops": "operator tools on the engine: the CLI's, verify and repair, the source check",
     "infra": "the CDK app",
     "engine": "Spark + Iceberg: replay, maintenance, reload, metrics",

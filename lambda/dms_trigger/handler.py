@@ -32,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.exceptions import ConfigError, JobStartError
-from cdc_lake.core.names import JOB_KINDS, TRIGGER_SERVICE_NAME, UNKNOWN_TABLE_OBJECTS_METRIC, JobKind
+from cdc_lake.core.names import TRIGGER_SERVICE_NAME, TRIGGERED_JOBS, UNKNOWN_TABLE_OBJECTS_METRIC, TriggeredJob
 from cdc_lake.core.retry import RetryPolicy, retried
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
@@ -40,7 +40,7 @@ from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, rea
 CONFIG_ENV = "CDC_LAKE_CONFIG"
 FULL_LOAD_JOB_ENV = "FULL_LOAD_JOB_NAME"
 CDC_REPLAY_JOB_ENV = "CDC_REPLAY_JOB_NAME"
-JOB_NAME_ENV: Mapping[JobKind, str] = {"full_load": FULL_LOAD_JOB_ENV, "cdc_replay": CDC_REPLAY_JOB_ENV}
+JOB_NAME_ENV: Mapping[TriggeredJob, str] = {"full_load": FULL_LOAD_JOB_ENV, "cdc_replay": CDC_REPLAY_JOB_ENV}
 SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
 METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 DEFAULT_SERVICE_NAME = TRIGGER_SERVICE_NAME
@@ -114,13 +114,13 @@ class GlueJobStarter:
     def __init__(
         self,
         glue_client: Any,
-        job_names: Mapping[JobKind, str],
+        job_names: Mapping[TriggeredJob, str],
         *,
         max_attempts: int = 5,
         base_delay: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        missing = [kind for kind in JOB_KINDS if not job_names.get(kind)]
+        missing = [kind for kind in TRIGGERED_JOBS if not job_names.get(kind)]
         if missing:
             raise ConfigError(f"no Glue job name for {missing}; set {[JOB_NAME_ENV[k] for k in missing]}")
         self.glue_client = glue_client
@@ -150,7 +150,7 @@ class GlueJobStarter:
         run_id, _attempts = retried(start_run, self.retries, _is_temporary_refusal, what=what, sleep=self.sleep)
         return run_id
 
-    def waiting_run(self, kind: JobKind) -> str | None:
+    def waiting_run(self, kind: TriggeredJob) -> str | None:
         """The id of a run of the job that is waiting or starting (it will list the bucket after now), or None.
 
         Any error reading the runs is logged and answered with None: the caller then starts a run, which is
@@ -261,7 +261,7 @@ def _coalesce(
     run that covers them: a waiting or starting run of the job, or the one run started for the event."""
     to_start: list[JobRunRequest] = []
     covered: list[tuple[JobRunRequest, str]] = []
-    for kind in JOB_KINDS:
+    for kind in TRIGGERED_JOBS:
         of_kind = [r for r in requests if r.job == kind]
         if not of_kind:
             continue

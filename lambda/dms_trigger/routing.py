@@ -22,7 +22,7 @@ from cdc_lake.core.exceptions import (
     UnknownTableError,
     UnrecognizedEventError,
 )
-from cdc_lake.core.names import JobKind
+from cdc_lake.core.names import TriggeredJob
 
 # Why an object started no job run; every one is logged once by the handler.
 TEST_EVENT = "test_event"
@@ -65,7 +65,7 @@ class ObjectCreated:
 class JobRunRequest:
     """One Glue job run to start: which job, for which file of which ``<schema>.<table>``."""
 
-    job: JobKind
+    job: TriggeredJob
     bucket: str
     key: str
     table: str

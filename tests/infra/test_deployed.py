@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from cdc_lake.core.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
+from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.local.deployed import (
     DeployedStack,
@@ -29,7 +30,7 @@ from cdc_lake.local.deployed import (
     load_template,
     provision,
 )
-from infra.glue import MAINTENANCE
+from infra.glue import MAINTENANCE_SIZING
 from infra.packaging import LAMBDA_HANDLER, REPO_ROOT, config_json_text
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX
 from tests.infra.conftest import Synthesized
@@ -124,7 +125,7 @@ def test_no_endpoint_reaches_the_deployed_template(variant: tuple[Synthesized, D
 
 def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, DeployedStack]) -> None:
     _synth, stack = variant
-    assert set(stack.jobs) == {"full_load", "cdc_replay", "maintenance", "source_check", "drift"}
+    assert set(stack.jobs) == set(GLUE_JOBS)
     for kind, job in stack.jobs.items():
         assert job.kind == kind
         assert job.script_path.is_file(), job.script_path
@@ -133,7 +134,19 @@ def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, Deploye
         assert re.fullmatch(rf"s3://{ASSETS_BUCKET}/[0-9a-f]{{64}}\.py", job.command.script_location)
         assert stack.asset_at(job.command.script_location).source_path == job.script_path
     scripts = {job.script_path for job in stack.jobs.values()}
-    assert len(scripts) == 5
+    assert len(scripts) == len(GLUE_JOBS)
+
+
+def test_each_jobs_defaults_with_a_runs_arguments_are_what_it_declares(
+    variant: tuple[Synthesized, DeployedStack],
+) -> None:
+    """What the stack sets, plus what the Lambda passes a triggered run, is a valid set of the job's arguments."""
+    _synth, stack = variant
+    for kind, job in stack.jobs.items():
+        facts = GLUE_JOBS[kind]
+        per_run = {"--bucket": stack.raw_bucket, "--key": "dms/shop/orders/LOAD00000001.csv", "--table": "shop.orders"}
+        options = facts.arguments.from_options(job.arguments(per_run if facts.triggered else {}))
+        assert options.config_uri == job.default_arguments["--config_uri"], kind
 
 
 def test_config_uri_is_the_published_table_configuration(variant: tuple[Synthesized, DeployedStack]) -> None:
@@ -159,8 +172,10 @@ def test_warehouse_is_in_the_lake_bucket_and_the_spark_conf_matches(variant: tup
     synth, stack = variant
     assert stack.lake_bucket != stack.raw_bucket
     assert stack.lake_bucket in stack.buckets.values()
-    lake_jobs = {kind: job for kind, job in stack.jobs.items() if kind != "source_check"}  # it never reads the lake
-    assert "--warehouse" not in stack.jobs["source_check"].default_arguments
+    lake_jobs = {kind: job for kind, job in stack.jobs.items() if GLUE_JOBS[kind].reads_lake}
+    assert lake_jobs.keys() == set(GLUE_JOBS) - {"source_check"}  # it reads the source's catalog, never the lake
+    for job in stack.jobs.values():
+        assert ("--warehouse" in job.default_arguments) is GLUE_JOBS[job.kind].reads_lake
     for kind, job in lake_jobs.items():
         arguments = stack.job_arguments(kind)
         warehouse = arguments["--warehouse"]
@@ -223,13 +238,8 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
     synth, stack = variant
     prefix = stack.stack_name.lower()
     names = {kind: job.name for kind, job in stack.jobs.items()}
-    assert names == {
-        "full_load": f"{prefix}-full-load",
-        "cdc_replay": f"{prefix}-cdc-replay",
-        "maintenance": f"{prefix}-maintenance",
-        "source_check": f"{prefix}-source-check",
-        "drift": f"{prefix}-drift",
-    }
+    assert names == {name: f"{prefix}-{job.resource_name}" for name, job in GLUE_JOBS.items()}
+    assert names["cdc_replay"] == f"{prefix}-cdc-replay"
     for job in stack.jobs.values():
         raw = synth.json["Resources"][job.logical_id]["Properties"]
         assert job.glue_version == raw["GlueVersion"] == synth.stack.glue.glue_version
@@ -250,8 +260,8 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         assert stack.job(job.logical_id) is job
     maintenance = stack.jobs["maintenance"]
     assert (maintenance.max_concurrent_runs, maintenance.timeout) == (
-        MAINTENANCE.max_concurrent_runs,
-        MAINTENANCE.timeout_minutes,
+        MAINTENANCE_SIZING.max_concurrent_runs,
+        MAINTENANCE_SIZING.timeout_minutes,
     )
     with pytest.raises(DeployedStackError, match="no Glue job 'nightly'"):
         stack.job("nightly")

@@ -35,7 +35,7 @@ def test_library_zip_has_the_package_at_its_root(built) -> None:
         + [SOURCE_CA_ARCNAME]  # the CAs the jobs check the source with (tests/infra/test_source_tls.py)
     )
     assert names == expected
-    # Glue runs the five jobs; the laptop tools (cdc_lake.local: CLI, demo, generator) stay home.
+    # Glue runs the jobs; the laptop tools (cdc_lake.local: CLI, demo, generator) stay home.
     jobs = {f"cdc_lake/jobs/{name}.py" for name in ("entry", "replay", "maintenance", "drift", "source_check")}
     assert {*jobs, "cdc_lake/engine/replay.py", "cdc_lake/engine/maintenance.py"} <= set(names)
     assert not [name for name in names if name.startswith("cdc_lake/local/")]

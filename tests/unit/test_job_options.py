@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cdc_lake.core.exceptions import JobArgumentError
+from cdc_lake.core.job_arguments import (
+    DriftArguments,
+    JobArguments,
+    MaintenanceArguments,
+    ReplayArguments,
+    SourceCheckArguments,
+    declared_flags,
+    default_text,
+)
 from cdc_lake.core.names import ORPHAN_DAYS, RETAIN_LAST
 from cdc_lake.engine.maintenance import Retention
 from cdc_lake.jobs.drift import DriftOptions
@@ -54,12 +65,11 @@ def test_missing_arguments_are_named():
 def test_maintenance_options_from_glue_argv_like_the_scheduled_trigger():
     argv = ["script.py", "--JOB_ID", "j_2", "--config_uri", "s3://assets/tables.json", "--action", "expire",
             "--retain_days", "3", "--table", "shop.items"]  # fmt: skip
-    assert MaintenanceOptions.from_sys_argv(argv) == MaintenanceOptions(
-        config_uri="s3://assets/tables.json",
-        action="expire",
-        table="shop.items",
-        retention=Retention(days=3, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS),
+    options = MaintenanceOptions.from_sys_argv(argv)
+    assert options == MaintenanceOptions(
+        config_uri="s3://assets/tables.json", action="expire", table="shop.items", retain_days=3
     )
+    assert options.retention == Retention(days=3, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS)
     defaults = MaintenanceOptions.from_options({"--config_uri": "c.yaml", "--action": "all"})
     assert defaults.table is None
     assert defaults.retention == Retention(days=None, last=RETAIN_LAST, orphan_days=ORPHAN_DAYS)  # lake.upkeep's
@@ -133,3 +143,87 @@ def test_bad_drift_and_source_check_arguments_are_named():
         SourceCheckOptions.from_options({"--config_uri": "c.yaml"})
     checked = SourceCheckOptions.from_options(base)
     assert (checked.source.engine, checked.source.database, checked.source.tls.required) == ("mysql", None, True)
+
+
+# --- the declaration: each job's arguments are its dataclass fields ----------------------------------------
+
+
+def test_required_and_optional_arguments_come_from_the_fields():
+    assert ReplayArguments.required() == ("config_uri", "bucket", "key", "table")
+    assert ReplayArguments.optional() == ("catalog", "database", "idle_seconds")
+    assert DriftArguments.required() == ("config_uri", "source_secret", "source_engine", "action", "bucket")
+    assert SourceCheckArguments.optional() == ("source_database", "source_without_tls", "source_ca")
+    for arguments in (ReplayArguments, MaintenanceArguments, SourceCheckArguments, DriftArguments):
+        fields = dataclasses.fields(arguments)
+        assert [a.name for a in arguments.arguments()] == [f.name for f in fields]
+        assert set(arguments.required()) == {f.name for f in fields if f.default is dataclasses.MISSING}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "given", "name", "value"),
+    [
+        (ReplayArguments, {"idle_seconds": "30"}, "idle_seconds", 30),
+        (ReplayArguments, {"catalog": ""}, "catalog", "glue_catalog"),  # empty: the declared default
+        (MaintenanceArguments, {"retain_last": "5"}, "retain_last", 5),
+        (MaintenanceArguments, {"retain_days": ""}, "retain_days", None),
+        (MaintenanceArguments, {"action": "rejects-accept", "table": "shop.items"}, "action", "rejects-accept"),
+        (DriftArguments, {"settle_timeout": "2.5"}, "settle_timeout", 2.5),
+        (DriftArguments, {"source_without_tls": "TRUE"}, "source_without_tls", True),
+        (DriftArguments, {"source_without_tls": "false"}, "source_without_tls", False),
+        (DriftArguments, {"action": "repair"}, "action", "repair"),
+    ],
+)
+def test_each_argument_is_read_as_its_fields_type(arguments, given, name, value):
+    base = {"config_uri": "c.yaml", "bucket": "b", "key": "k", "table": "t", "action": "all"}
+    if arguments is DriftArguments:
+        base = {**base, "action": "verify", "source_secret": "arn:secret", "source_engine": "postgres"}
+    options = arguments.from_options({f"--{k}": v for k, v in {**base, **given}.items()})
+    assert getattr(options, name) == value
+    assert type(getattr(options, name)) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "given", "message"),
+    [
+        (ReplayArguments, {"--idle_seconds": "x"}, r"^--idle_seconds 'x': expected a whole number of at least 0$"),
+        (DriftArguments, {"--settle_timeout": "soon"}, r"^--settle_timeout 'soon': expected a number$"),
+        (DriftArguments, {"--source_without_tls": "yes"}, r"^--source_without_tls 'yes': expected true or false$"),
+        (DriftArguments, {"--action": "fix"}, r"^--action 'fix': use one of verify, repair$"),
+        (MaintenanceArguments, {"--action": "vacuum"}, r"^--action 'vacuum': use one of compact, .*, rejects-accept$"),
+        (SourceCheckArguments, {"--source_engine": ""}, r"^missing job argument\(s\): --source_engine$"),
+    ],
+)
+def test_a_malformed_argument_is_refused_by_name(arguments, given, message):
+    base = {"--config_uri": "c.yaml", "--bucket": "b", "--key": "k", "--table": "t", "--action": "verify",
+            "--source_secret": "arn:secret", "--source_engine": "mysql"}  # fmt: skip
+    with pytest.raises(JobArgumentError, match=message):
+        arguments.from_options({**base, **given})
+
+
+def test_arguments_a_job_does_not_declare_are_left_out():
+    options = ReplayArguments.from_options({"--config_uri": "c.yaml", "--bucket": "b", "--key": "k", "--table": "t",
+                                            "--conf": "x=y", "--warehouse": "s3://lake/"})  # fmt: skip
+    assert options == ReplayArguments(config_uri="c.yaml", bucket="b", key="k", table="t")
+
+
+def test_a_field_of_a_type_glue_cannot_pass_is_refused_when_declared():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Listed(JobArguments):
+        config_uri: str
+        tables: list[str]
+
+    with pytest.raises(TypeError, match=r"Listed.tables: a job argument is str, int, float, bool or a Literal"):
+        Listed.required()
+
+
+def test_the_stack_sets_only_declared_arguments_with_values_they_read():
+    assert declared_flags(MaintenanceArguments, {"action": "all", "retain_last": "20"}) == {
+        "--action": "all",
+        "--retain_last": "20",
+    }
+    with pytest.raises(JobArgumentError, match="MaintenanceArguments declares no argument --retain"):
+        declared_flags(MaintenanceArguments, {"retain": "20"})
+    with pytest.raises(JobArgumentError, match="--orphan_days 'three'"):
+        declared_flags(MaintenanceArguments, {"orphan_days": "three"})
+    assert default_text(MaintenanceArguments, "orphan_days") == str(ORPHAN_DAYS)
+    assert default_text(DriftArguments, "source_without_tls") == "false"

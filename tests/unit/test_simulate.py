@@ -159,9 +159,9 @@ def test_large_cases_use_a_short_window_scaled_to_a_day() -> None:
 
 def test_concurrency_and_workers_match_the_stack() -> None:
     glue = pytest.importorskip("infra.glue")
-    assert glue.CDC_REPLAY.workers == OLD_WORKERS
-    assert glue.CDC_REPLAY.max_concurrent_runs == OLD_MAX_CONCURRENT_RUNS
-    _, coalesced = glue.job_sizes(RunSettings(mode="coalesced", workers=6))
+    assert glue.CDC_REPLAY_SIZING.workers == OLD_WORKERS
+    assert glue.CDC_REPLAY_SIZING.max_concurrent_runs == OLD_MAX_CONCURRENT_RUNS
+    coalesced = glue.job_sizes(RunSettings(mode="coalesced", workers=6))["cdc_replay"]
     assert coalesced.max_concurrent_runs == NEW_MAX_CONCURRENT_RUNS
     assert coalesced.workers == 6
 

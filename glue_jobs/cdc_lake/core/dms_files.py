@@ -17,7 +17,7 @@ from typing import cast
 from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 from cdc_lake.core.formats import FORMATS, NAME_PATTERN, DmsFormat, FormatName
-from cdc_lake.core.names import JobKind
+from cdc_lake.core.names import TriggeredJob
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.storage import ObjectStore, StoredObject
 
@@ -54,7 +54,7 @@ class FileKind(enum.Enum):
 
 
 # The Glue job that applies each kind of file: the Lambda routes by it and each job checks its file against it.
-JOB_FOR_FILE_KIND: Mapping[FileKind, JobKind] = {FileKind.FULL_LOAD: "full_load", FileKind.CDC: "cdc_replay"}
+JOB_FOR_FILE_KIND: Mapping[FileKind, TriggeredJob] = {FileKind.FULL_LOAD: "full_load", FileKind.CDC: "cdc_replay"}
 
 
 @dataclass(frozen=True, order=False)

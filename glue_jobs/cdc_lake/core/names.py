@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-JobKind = Literal["full_load", "cdc_replay"]
-JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay")
+# The Glue jobs the trigger Lambda starts for landed files: full_load for LOAD files, cdc_replay for CDC files. The
+# stack's other jobs, and the table of all of them, are in core.glue_jobs, which the Lambda does not need.
+TriggeredJob = Literal["full_load", "cdc_replay"]
+TRIGGERED_JOBS: tuple[TriggeredJob, ...] = ("full_load", "cdc_replay")
 
 # The Glue versions the stack runs on, and the default of lake.glue_version (core.config.glue_version picks the one
 # in force); cdc_lake.local.jars maps each to the local runtime that reproduces it.

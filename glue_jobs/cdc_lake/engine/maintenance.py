@@ -14,9 +14,9 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from cdc_lake.core.config import UpkeepSettings, WriteMode
+from cdc_lake.core.job_arguments import UPKEEP_ACTIONS, UpkeepAction
 from cdc_lake.core.names import KEEP_SNAPSHOTS, ORPHAN_DAYS, RETAIN_DAYS, RETAIN_LAST
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.sql import quote, sql_string
@@ -42,7 +42,6 @@ from cdc_lake.engine.tables import (
 
 log = logging.getLogger(__name__)
 
-Action = Literal["compact", "expire", "orphans", "all"]
 # An expiry refused because a run branched from a snapshot it was expiring is made again from the new refs.
 EXPIRY_RETRIES = RetryPolicy(attempts=5, first_delay=0.2, max_delay=2.0)
 # What upkeep takes for a small data file: one a batch wrote (a few hundred KB for 10k changes), not a large full
@@ -52,7 +51,6 @@ EXPIRY_RETRIES = RetryPolicy(attempts=5, first_delay=0.2, max_delay=2.0)
 UPKEEP_SMALL_FILE_BYTES = 8 * 1024 * 1024
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
 ICEBERG_TARGET_FILE_BYTES = 512 * 1024 * 1024
-ACTIONS: tuple[Action, ...] = ("compact", "expire", "orphans", "all")
 
 
 @dataclass(frozen=True)
@@ -169,14 +167,14 @@ def _newest_state_commit(lake: Lake, name: str) -> dt.datetime | None:
 
 def maintain(
     context: LakeContext,
-    action: Action,
+    action: UpkeepAction,
     *,
     tables: Sequence[str] | None = None,
     retention: Retention | None = None,
 ) -> list[MaintenanceResult]:
     """Run ``action`` (or all three, in a safe order) on the chosen tables (default: all configured)."""
-    if action not in ACTIONS:
-        raise ValueError(f"unknown maintenance action {action!r}; use one of {', '.join(ACTIONS)}")
+    if action not in UPKEEP_ACTIONS:
+        raise ValueError(f"unknown maintenance action {action!r}; use one of {', '.join(UPKEEP_ACTIONS)}")
     config, location = context.config, context.location
     upkept = config.lake.upkeep
     retention = retention or Retention()
@@ -186,7 +184,7 @@ def maintain(
         most=upkept.keep_snapshots if retention.most is None else retention.most,
     )
     chosen = [config.table(name) for name in tables] if tables else list(config.tables)
-    steps: list[Action] = ["compact", "expire", "orphans"] if action == "all" else [action]
+    steps: list[UpkeepAction] = ["compact", "expire", "orphans"] if action == "all" else [action]
     results: list[MaintenanceResult] = []
     for table in chosen:
         if not table_exists(context, table):
@@ -260,13 +258,13 @@ def fitting_write_mode(shape: TableShape, mode: WriteMode, up_to_mb: float) -> s
     return "merge-on-read"
 
 
-def due(shape: TableShape, settings: UpkeepSettings, now: dt.datetime) -> list[Action]:
+def due(shape: TableShape, settings: UpkeepSettings, now: dt.datetime) -> list[UpkeepAction]:
     """The upkeep a table's shape calls for: compaction once its delete files or its commits since the last one
     reach their thresholds; expiry once it holds a tenth more snapshots than it keeps (at least 10 more), or its
     oldest is an hour past the rollback window. The margins keep either from running at every commit: a table whose
     compaction cannot bring its delete files under the threshold (one per partition a batch touches) waits a
     quarter of the threshold in commits before the next."""
-    steps: list[Action] = []
+    steps: list[UpkeepAction] = []
     gap = max(1, settings.compact_at_delete_files // 4)
     deletes = (
         settings.compact_at_delete_files

@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Self
 
-from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.core.job_arguments import DriftArguments
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.jobs.arguments import (
-    SOURCE_OPTIONAL,
-    SOURCE_REQUIRED,
-    LakeArguments,
-    SourceOptions,
-    one_of,
-    plain_arguments,
-)
+from cdc_lake.jobs.arguments import SourceOptions
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 from cdc_lake.jobs.source_check import source_url
 from cdc_lake.ops.repair import repair
@@ -32,41 +24,14 @@ from cdc_lake.ops.verify import Settle, TableVerify, verify
 
 log = logging.getLogger(__name__)
 
-DriftAction = Literal["verify", "repair"]
-ACTIONS: tuple[DriftAction, ...] = ("verify", "repair")
-SETTLE_TIMEOUT_SECONDS = 900.0
 
+@dataclass(frozen=True, kw_only=True)
+class DriftOptions(DriftArguments):
+    """A drift run's options: its arguments as declared (``DriftArguments``), and the source they name."""
 
-@dataclass(frozen=True)
-class DriftOptions(LakeArguments):
-    """Arguments of a drift run: the stack's verify and repair jobs set --action, the source and the raw bucket."""
-
-    required = ("config_uri", *SOURCE_REQUIRED, "action", "bucket")
-    optional = (*SOURCE_OPTIONAL, "table", "catalog", "database", "settle_timeout")
-
-    config_uri: str
-    source: SourceOptions
-    action: DriftAction
-    bucket: str
-    table: str | None = None  # None: every configured table
-    catalog: str = GLUE_CATALOG
-    database: str = ""  # empty: the configuration's lake.database
-    settle_timeout: float = SETTLE_TIMEOUT_SECONDS  # how long a key changing in flight is waited for
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> Self:
-        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
-        plain = plain_arguments(options, cls.required)
-        return cls(
-            config_uri=plain["config_uri"],
-            source=SourceOptions.from_plain(plain),
-            action=one_of(plain, "action", ACTIONS),
-            bucket=plain["bucket"],
-            table=plain.get("table") or None,
-            catalog=plain.get("catalog") or GLUE_CATALOG,
-            database=plain.get("database", ""),
-            settle_timeout=float(plain.get("settle_timeout") or SETTLE_TIMEOUT_SECONDS),
-        )
+    @property
+    def source(self) -> SourceOptions:
+        return SourceOptions.of(self)
 
 
 def run(options: DriftOptions, context: ReplayContext, clients: JobClients) -> list[TableVerify]:
@@ -99,4 +64,4 @@ def _log_drift(result: TableVerify) -> None:
         log.warning("DRIFT %s", json.dumps(drift.as_json()))
 
 
-DRIFT = GlueJob(DriftOptions, lake_context, run)
+DRIFT = GlueJob("drift", DriftOptions, lake_context, run)

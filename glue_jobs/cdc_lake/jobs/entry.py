@@ -1,4 +1,4 @@
-"""The one entry of the five Glue scripts: logging, the job's options, the AWS clients, the configuration, the
+"""The one entry of the Glue scripts: logging, the job's options, the AWS clients, the configuration, the
 job's context and the metrics publisher, made here once, then the job's ``run(options, context, clients)``."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any, Generic, TypeVar
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
+from cdc_lake.core.job_arguments import JobArguments, LakeArguments
 from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.jobs.arguments import JobArguments, LakeArguments
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -38,9 +38,10 @@ class JobClients:
 
 @dataclass(frozen=True)
 class GlueJob(Generic[Options, Context, Result]):
-    """One Glue job: its options, the context it runs in (made from the options, the configuration and the S3
-    client), and its run."""
+    """One Glue job: its row in ``core.glue_jobs.GLUE_JOBS``, its options, the context it runs in (made from the
+    options, the configuration and the S3 client), and its run."""
 
+    name: str
     options: type[Options]
     context: Callable[[Options, PipelineConfig, Any], Context]
     run: Callable[[Options, Context, JobClients], Result]

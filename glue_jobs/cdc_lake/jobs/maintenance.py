@@ -6,75 +6,32 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Self
+from dataclasses import dataclass
+from typing import Literal
 
-from cdc_lake.core.exceptions import JobArgumentError
-from cdc_lake.core.names import GLUE_CATALOG, ORPHAN_DAYS, RETAIN_LAST
+from cdc_lake.core.job_arguments import MaintenanceArguments
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import oldest_waiting
-from cdc_lake.engine.maintenance import ACTIONS, Action, MaintenanceResult, Retention, maintain
+from cdc_lake.engine.maintenance import MaintenanceResult, Retention, maintain
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.rejects_replay import replay_rejects
 from cdc_lake.engine.reload import ReloadResult, reload_table
-from cdc_lake.jobs.arguments import LakeArguments, given_number, one_of, plain_arguments, whole_number
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 
 log = logging.getLogger(__name__)
 
-MAINTENANCE_REQUIRED = ("config_uri", "action")
-MAINTENANCE_OPTIONAL = ("table", "catalog", "database", "retain_days", "retain_last", "orphan_days", "bucket", "since")
 RELOAD: Literal["reload"] = "reload"
 REJECTS = {"rejects-replay": False, "rejects-accept": True}  # action: whether it accepts the bad rows' loss
-JobAction = Action | Literal["reload", "rejects-replay", "rejects-accept"]
-# The maintenance job's actions: the table maintenance ones, rebuilding one table after a DMS reload, and
-# replaying a quarantining table's rejects (or accepting their loss).
-JOB_ACTIONS: tuple[JobAction, ...] = (*ACTIONS, RELOAD, "rejects-replay", "rejects-accept")
 
 
-@dataclass(frozen=True)
-class MaintenanceOptions(LakeArguments):
-    """Arguments of a maintenance run; the scheduled trigger passes --action, the job defines the rest."""
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceOptions(MaintenanceArguments):
+    """A maintenance run's options: its arguments as declared (``MaintenanceArguments``), and the retention
+    they set."""
 
-    required = MAINTENANCE_REQUIRED
-    optional = MAINTENANCE_OPTIONAL
-
-    config_uri: str
-    action: JobAction
-    table: str | None = None  # None: every configured table (not for reload and rejects)
-    catalog: str = GLUE_CATALOG
-    database: str = ""  # empty: the configuration's lake.database
-    retention: Retention = field(default_factory=Retention)
-    bucket: str = ""  # reload: the raw bucket DMS writes to
-    since: str | None = None  # reload: first CDC file (name or time) to apply; None: automatic
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> Self:
-        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
-        plain = plain_arguments(options, MAINTENANCE_REQUIRED)
-        action = one_of(plain, "action", JOB_ACTIONS)
-        if action == RELOAD:
-            missing = [name for name in ("table", "bucket") if not plain.get(name)]
-            if missing:
-                named = ", ".join("--" + m for m in missing)
-                raise JobArgumentError(f"--action reload rebuilds one table from the raw bucket: add {named}")
-        if action in REJECTS and not plain.get("table"):
-            raise JobArgumentError(f"--action {action} applies one table's rejects: add --table")
-        return cls(
-            config_uri=plain["config_uri"],
-            action=action,
-            table=plain.get("table") or None,
-            bucket=plain.get("bucket", ""),
-            since=plain.get("since") or None,
-            catalog=plain.get("catalog") or GLUE_CATALOG,
-            database=plain.get("database", ""),
-            retention=Retention(
-                days=given_number(plain, "retain_days"),
-                last=whole_number(plain, "retain_last", RETAIN_LAST),
-                orphan_days=whole_number(plain, "orphan_days", ORPHAN_DAYS),
-            ),
-        )
+    @property
+    def retention(self) -> Retention:
+        return Retention(days=self.retain_days, last=self.retain_last, orphan_days=self.orphan_days)
 
 
 def run_maintenance(options: MaintenanceOptions, context: ReplayContext) -> list[MaintenanceResult]:
@@ -159,4 +116,4 @@ def run(options: MaintenanceOptions, context: ReplayContext, clients: JobClients
     return results
 
 
-MAINTENANCE = GlueJob(MaintenanceOptions, lake_context, run)
+MAINTENANCE = GlueJob("maintenance", MaintenanceOptions, lake_context, run)

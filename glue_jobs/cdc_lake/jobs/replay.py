@@ -7,57 +7,29 @@ table's pending files up to the triggering one. Either way each job recovers fro
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Self
 
 from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
 from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
-from cdc_lake.core.names import GLUE_CATALOG, JobKind
+from cdc_lake.core.job_arguments import ReplayArguments
+from cdc_lake.core.names import TriggeredJob
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.replay import RunResult, replay
-from cdc_lake.jobs.arguments import LakeArguments, plain_arguments, whole_number
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 
 log = logging.getLogger(__name__)
 
-REQUIRED_ARGUMENTS = ("config_uri", "bucket", "key", "table")
-OPTIONAL_ARGUMENTS = ("catalog", "database", "idle_seconds")
 
-
-@dataclass(frozen=True)
-class ReplayOptions(LakeArguments):
-    """Arguments of a replay run; the Lambda passes bucket, key and table, the job defines the rest."""
-
-    required = REQUIRED_ARGUMENTS
-    optional = OPTIONAL_ARGUMENTS
-
-    config_uri: str
-    bucket: str
-    key: str
-    table: str
-    catalog: str = GLUE_CATALOG
-    database: str = ""  # empty: the configuration's lake.database
-    # How long a coalesced run waits for new files after a round that found none; None: runs.idle_seconds.
-    # A run reproduced after its files landed (glue-run, aws-replay) has nothing to wait for.
-    idle_seconds: int | None = None
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> Self:
-        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Bad values name the argument."""
-        plain = plain_arguments(options, REQUIRED_ARGUMENTS)
-        known = {*REQUIRED_ARGUMENTS, "catalog", "database"}
-        idle = plain.get("idle_seconds")
-        return cls(
-            **{k: v for k, v in plain.items() if k in known},
-            idle_seconds=whole_number(plain, "idle_seconds", 0) if idle else None,
-        )
+@dataclass(frozen=True, kw_only=True)
+class ReplayOptions(ReplayArguments):
+    """A replay run's options: its arguments as declared (``ReplayArguments``)."""
 
 
 def run_job(
-    kind: JobKind,
+    kind: TriggeredJob,
     options: ReplayOptions,
     context: ReplayContext,
     *,
@@ -107,7 +79,7 @@ def run_job(
     return outcome
 
 
-def run(kind: JobKind, options: ReplayOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
+def run(kind: TriggeredJob, options: ReplayOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
     """The replay job's Glue run: apply, putting each commit's metrics; fails the run (after every other table was
     applied) when a table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
     outcome = run_job(kind, options, context, on_batch=clients.metrics.batch)
@@ -119,5 +91,5 @@ def run(kind: JobKind, options: ReplayOptions, context: ReplayContext, clients: 
     return outcome
 
 
-FULL_LOAD = GlueJob(ReplayOptions, lake_context, partial(run, "full_load"))
-CDC_REPLAY = GlueJob(ReplayOptions, lake_context, partial(run, "cdc_replay"))
+FULL_LOAD = GlueJob("full_load", ReplayOptions, lake_context, partial(run, "full_load"))
+CDC_REPLAY = GlueJob("cdc_replay", ReplayOptions, lake_context, partial(run, "cdc_replay"))

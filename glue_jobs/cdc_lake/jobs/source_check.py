@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 from cdc_lake.core.config import PipelineConfig
-from cdc_lake.jobs.arguments import SOURCE_OPTIONAL, SOURCE_REQUIRED, JobArguments, SourceOptions, plain_arguments
+from cdc_lake.core.job_arguments import SourceCheckArguments
+from cdc_lake.jobs.arguments import SourceOptions
 from cdc_lake.jobs.entry import GlueJob, JobClients, configuration
 from cdc_lake.ops.source_catalog import Difference
 from cdc_lake.ops.source_check import check_source, secret_url
@@ -22,21 +22,13 @@ from cdc_lake.ops.source_check import check_source, secret_url
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SourceCheckOptions(JobArguments):
-    """Arguments of a source check: the configuration and the source; the stack's defaults say everything."""
+@dataclass(frozen=True, kw_only=True)
+class SourceCheckOptions(SourceCheckArguments):
+    """A source check's options: its arguments as declared (``SourceCheckArguments``), and the source they name."""
 
-    required = ("config_uri", *SOURCE_REQUIRED)
-    optional = SOURCE_OPTIONAL
-
-    config_uri: str
-    source: SourceOptions
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> Self:
-        """Build from a plain mapping; keys may carry Glue's ``--`` prefix. Missing ones are named."""
-        plain = plain_arguments(options, cls.required)
-        return cls(plain["config_uri"], SourceOptions.from_plain(plain))
+    @property
+    def source(self) -> SourceOptions:
+        return SourceOptions.of(self)
 
 
 def source_url(source: SourceOptions, secrets: Any) -> str:
@@ -56,4 +48,4 @@ def run(options: SourceCheckOptions, config: PipelineConfig, clients: JobClients
     return found
 
 
-SOURCE_CHECK = GlueJob(SourceCheckOptions, configuration, run)
+SOURCE_CHECK = GlueJob("source_check", SourceCheckOptions, configuration, run)

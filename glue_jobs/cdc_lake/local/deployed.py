@@ -9,9 +9,9 @@ injected boto3 clients, i.e. on whatever endpoint the caller's environment names
 
 How the parts are found, from the template alone:
 
-- the jobs' kinds from their script assets (the asset whose S3 location is the job's ``ScriptLocation``: its
-  source file name, or its construct path ``…/Script-<kind>`` when CDK staged it as ``asset.<hash>.py``), else
-  from the job's logical id (``FullLoadJob``, ``CdcReplayJob``, ``MaintenanceJob``);
+- each job of ``core.glue_jobs.GLUE_JOBS`` from its script asset (the asset whose S3 location is the job's
+  ``ScriptLocation``: its source file name, or its construct path ``…/Script-<name>`` when CDK staged it as
+  ``asset.<hash>.py``), else from the job's logical id, which holds its construct id (``FullLoadJob``);
 - the trigger function: the function with asset code that a bucket notification targets;
 - the raw (DMS) bucket: the bucket whose notification targets the trigger function, else the bucket the
   ``ReadDmsFiles`` statement of an IAM policy reads;
@@ -33,22 +33,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from cdc_lake.core.catalogs import parse_conf
 from cdc_lake.core.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
+from cdc_lake.core.glue_jobs import GLUE_JOBS, JOB_NAMES
 
 if TYPE_CHECKING:
     from boto3.session import Session
 
 logger = logging.getLogger(__name__)
 
-JobKind = Literal["full_load", "cdc_replay", "maintenance", "source_check", "drift"]
-JOB_KINDS: tuple[JobKind, ...] = ("full_load", "cdc_replay", "maintenance", "source_check", "drift")
-# The CfnJob construct ids in infra/glue.py; a logical id is the construct path plus a hash.
-_JOB_CONSTRUCT_IDS: dict[JobKind, str] = {
-    "full_load": "FullLoadJob",
-    "cdc_replay": "CdcReplayJob",
-    "maintenance": "MaintenanceJob",
-    "source_check": "SourceCheckJob",
-    "drift": "DriftJob",
-}
 # The environment variable naming the table configuration file (dms_trigger.handler.CONFIG_ENV,
 # infra.trigger.ENV_CONFIG); the Lambda is not imported here.
 LAMBDA_CONFIG_ENV = "CDC_LAKE_CONFIG"
@@ -385,10 +376,10 @@ class GlueCommand:
 
 
 @dataclass(frozen=True)
-class GlueJob:
+class DeployedJob:
     """One ``AWS::Glue::Job``, resolved. Mappings are plain dicts: treat them as read-only."""
 
-    kind: JobKind
+    kind: str  # its row in core.glue_jobs.GLUE_JOBS
     logical_id: str
     name: str
     role: str
@@ -496,7 +487,7 @@ class DeployedStack:
     raw_bucket: str  # physical name of the bucket DMS writes to
     lake_bucket: str  # physical name of the Iceberg warehouse bucket
     database: GlueDatabase
-    jobs: Mapping[JobKind, GlueJob]
+    jobs: Mapping[str, DeployedJob]
     lambda_function: TriggerFunction
     file_assets: tuple[FileAsset, ...]
     resolver: TemplateResolver = field(repr=False, compare=False)
@@ -529,7 +520,7 @@ class DeployedStack:
         """The buckets the assets are published to (CDK's bootstrap bucket, ``cdk-hnb659fds-assets-…``)."""
         return tuple(sorted({asset.bucket for asset in self.file_assets}))
 
-    def job(self, kind_or_name: str) -> GlueJob:
+    def job(self, kind_or_name: str) -> DeployedJob:
         """A job by kind (``cdc_replay``), deployed name (``cdclake-cdc-replay``) or logical id."""
         for job in self.jobs.values():
             if kind_or_name in (job.kind, job.name, job.logical_id):
@@ -850,24 +841,24 @@ class _Builder:
             database_input=database_input,
         )
 
-    def _jobs(self) -> dict[JobKind, GlueJob]:
-        jobs: dict[JobKind, GlueJob] = {}
+    def _jobs(self) -> dict[str, DeployedJob]:
+        jobs: dict[str, DeployedJob] = {}
         for logical_id in self.resolver.of_type("AWS::Glue::Job"):
             job = self._job(logical_id)
-            if job.kind == "drift" and job.default_arguments.get("--action") == "repair":
-                continue  # the drift script's repair job: what differs from the drift job is its role, not its code
+            if any(job.name.endswith(f"-{twin}") for twin in GLUE_JOBS[job.kind].twins):
+                continue  # a twin (the drift script's repair job): what differs is its rights, not its code
             if job.kind in jobs:
                 raise DeployedStackError(
                     f"{self.artifact.template_path}: {jobs[job.kind].logical_id} and {logical_id} are both "
                     f"{job.kind} jobs"
                 )
             jobs[job.kind] = job
-        missing = [kind for kind in JOB_KINDS if kind not in jobs]
+        missing = [kind for kind in JOB_NAMES if kind not in jobs]
         if missing:
             raise DeployedStackError(f"{self.artifact.template_path}: no Glue job for {', '.join(missing)}")
-        return {kind: jobs[kind] for kind in JOB_KINDS}
+        return {kind: jobs[kind] for kind in JOB_NAMES}
 
-    def _job(self, logical_id: str) -> GlueJob:
+    def _job(self, logical_id: str) -> DeployedJob:
         resolver = self.resolver
 
         def text(*names: str) -> str | None:
@@ -890,7 +881,7 @@ class _Builder:
             raise DeployedStackError(f"{logical_id}.Properties.Command.ScriptLocation: the job names no script")
         script = self._asset_at_uri(script_location, f"{logical_id}.Properties.Command.ScriptLocation")
         queuing = resolver.resource_property(logical_id, "JobRunQueuingEnabled")
-        return GlueJob(
+        return DeployedJob(
             kind=self._job_kind(logical_id, script),
             logical_id=logical_id,
             name=resolver.physical_id(logical_id),
@@ -915,21 +906,21 @@ class _Builder:
         )
 
     @staticmethod
-    def _job_kind(logical_id: str, script: FileAsset) -> JobKind:
-        """By the script asset (its source file, or ``…/Script-<kind>`` for a staged copy), else the logical id."""
+    def _job_kind(logical_id: str, script: FileAsset) -> str:
+        """By the script asset (its source file, or ``…/Script-<name>`` for a staged copy), else the logical id."""
         script_names = (script.source_path.stem, (script.display_name or "").rsplit("/", 1)[-1])
-        for kind in JOB_KINDS:
+        for kind in JOB_NAMES:
             if any(name == kind or name.endswith(f"-{kind}") for name in script_names):
                 return kind
-        for kind, construct_id in _JOB_CONSTRUCT_IDS.items():
-            if construct_id in logical_id:
-                return kind
+        for job in GLUE_JOBS.values():
+            if job.construct_id in logical_id:
+                return job.name
         raise DeployedStackError(
             f"{logical_id}: cannot tell which job this is from its script {script.display_name or script.source_path} "
-            f"or its logical id; expected one of {', '.join(JOB_KINDS)}"
+            f"or its logical id; expected one of {', '.join(JOB_NAMES)} (core.glue_jobs.GLUE_JOBS)"
         )
 
-    def _lake_bucket(self, buckets: Mapping[str, str], jobs: Mapping[JobKind, GlueJob], database: GlueDatabase) -> str:
+    def _lake_bucket(self, buckets: Mapping[str, str], jobs: Mapping[str, DeployedJob], database: GlueDatabase) -> str:
         locations = [
             (f"{job.logical_id} --warehouse", job.default_arguments.get("--warehouse")) for job in jobs.values()
         ]
@@ -970,7 +961,7 @@ def provision(
 
     The template's buckets and the asset buckets, every ``file`` asset at its destination (folder assets, the
     Lambda's code, are zipped by CDK at publish time and are not uploaded: the local run uses their folder),
-    the Glue database and the three Glue jobs (without their security configuration, which is not created).
+    the Glue database and the Glue jobs (without their security configuration, which is not created).
     Clients come from ``session`` (default: a new boto3 session) when not given, so ``AWS_ENDPOINT_URL`` and the
     region come from the environment. Idempotent: what exists is left (buckets, objects are rewritten) or updated.
     """
@@ -1033,7 +1024,7 @@ def _ensure_database(glue_client: Any, database: GlueDatabase) -> None:
         logger.info("updated Glue database %s", database.name)
 
 
-def _ensure_job(glue_client: Any, job: GlueJob) -> None:
+def _ensure_job(glue_client: Any, job: DeployedJob) -> None:
     from botocore.exceptions import ClientError
 
     request = job.create_job_request()

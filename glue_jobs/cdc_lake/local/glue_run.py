@@ -23,7 +23,7 @@ from cdc_lake.core.exceptions import JobArgumentError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_lake.local.deployed import DeployedStack, GlueJob
+    from cdc_lake.local.deployed import DeployedJob, DeployedStack
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
@@ -38,7 +38,7 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
     return overrides
 
 
-def job_session(job: GlueJob, arguments: Mapping[str, str]) -> SparkSession:
+def job_session(job: DeployedJob, arguments: Mapping[str, str]) -> SparkSession:
     """The Spark session Glue would start for this run: its ``--conf`` settings, on its Glue version's jars."""
     from cdc_lake.local.session import local_spark_session
 

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
-from cdc_lake.core.names import JOB_KINDS
+from cdc_lake.core.names import TRIGGERED_JOBS
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import DrainResult
@@ -78,7 +78,7 @@ class LocalGlueClient:
 
     def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
         self.calls["start_job_run"] += 1
-        if JobName not in JOB_KINDS:
+        if JobName not in TRIGGERED_JOBS:
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
         self.runs.append(run)
@@ -102,7 +102,7 @@ class LocalGlueClient:
         return done
 
     def _execute(self, run: LocalJobRun) -> None:
-        kind = next(k for k in JOB_KINDS if k == run.job)
+        kind = next(k for k in TRIGGERED_JOBS if k == run.job)
         run.started = True
         options = ReplayOptions.from_options(
             {
@@ -182,7 +182,7 @@ class LocalPipeline:
             raise CdcLakeError(f"{key}: no such file under {self.landing}")
         stored = self._landed.stat(key)
         event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
-        starter = GlueJobStarter(self.glue, {kind: kind for kind in JOB_KINDS})
+        starter = GlueJobStarter(self.glue, {kind: kind for kind in TRIGGERED_JOBS})
         return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -118,11 +117,7 @@ def bundled_ca_file() -> str | None:
     return str(target)
 
 
-def job_tls(options: Mapping[str, str]) -> SourceTls:
+def job_tls(*, without_tls: bool, ca_file: str | None) -> SourceTls:
     """A Glue job's TLS to the source from its arguments: ``--source_without_tls true`` (the stack's
     sourceWithoutTls) allows less, ``--source_ca`` names a CA file, else the packaged bundle."""
-    return SourceTls(
-        required=(options.get("source_without_tls") or "false").lower() != "true",
-        ca_file=options.get("source_ca") or bundled_ca_file(),
-        allowed_by=STACK_SETTING,
-    )
+    return SourceTls(required=not without_tls, ca_file=ca_file or bundled_ca_file(), allowed_by=STACK_SETTING)
