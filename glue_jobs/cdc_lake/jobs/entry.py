@@ -3,7 +3,6 @@ job's context and the metrics publisher, made here once, then the job's ``run(op
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,8 +16,7 @@ from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.tables import LakeLocation
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+from cdc_lake.jobs.logs import structure_job_logs
 
 Options = TypeVar("Options", bound=JobArguments)
 Context = TypeVar("Context")
@@ -54,8 +52,9 @@ def glue_entry(
 ) -> Result:
     """Run ``job`` as its Glue script: ``argv`` defaults to what Glue hands the script, ``client`` (an AWS client
     by service name) to boto3's."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    options = job.options.from_sys_argv(list(sys.argv if argv is None else argv))
+    arguments = list(sys.argv if argv is None else argv)
+    structure_job_logs(job.name, arguments)
+    options = job.options.from_sys_argv(arguments)
     aws_client = client or _boto3_client
     s3 = aws_client("s3")
     config = load_config_uri(options.config_uri, s3_client=s3)

@@ -66,6 +66,15 @@ def run_job(
                 result.snapshot_id,
                 result.counts.as_dict() if result.counts else {},
                 result.keys_changed,
+                # The table and batch as keys of their own in the job's JSON lines (jobs.logs).
+                extra={
+                    "table": result.table,
+                    "batch": {
+                        "files": len(result.applied_files),
+                        "up_to": result.trigger.key if result.trigger else None,
+                        "snapshot_id": result.snapshot_id,
+                    },
+                },
             )
     log.info(
         "run for %s: %d commit(s), %d file(s), %d round(s), %.1fs%s",

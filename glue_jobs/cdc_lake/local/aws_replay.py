@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -262,5 +263,17 @@ def _invoke(stack: DeployedStack, key: str, size: int, etag: str) -> None:
     event = s3_object_created_event(stack.raw_bucket, [(key, size, etag)], region=stack.region)
     function = stack.lambda_function
     # Powertools prints its metrics (EMF) to stdout, as CloudWatch collects them; here they are not shown.
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), _library_logs_kept():
         lambda_handler(event, _Context(function.name, function.arn))
+
+
+@contextlib.contextmanager
+def _library_logs_kept() -> Iterator[None]:
+    """The deployed handler makes cdc_lake's loggers write its JSON lines (for the function's own log); in this
+    process they are the CLI's too, whose later warnings (a Trino retry) must stay plain lines for people."""
+    library = logging.getLogger("cdc_lake")
+    saved = library.handlers[:], library.propagate, library.level
+    try:
+        yield
+    finally:
+        library.handlers, library.propagate, library.level = saved[0], saved[1], saved[2]
