@@ -26,9 +26,8 @@ from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.repair import repair
 from cdc_lake.ops.source_tls import SourceAddress
 from cdc_lake.ops.verify import Cuts, Settle, SourceTable, _Range, connection_for, verify
-from tests.conftest import cli
-from tests.pg.checks import SUMMARIES, SourceRows, check_tables, hadoop_reader
-from tests.pg.test_real_source import newest_per_table
+from tests.support.cli import cli
+from tests.support.source_tables import SUMMARIES, SourceRows, check_tables, hadoop_reader, newest_per_table
 
 ROWS = 20_000
 LOST = range(12_001, 12_401)  # a whole range the lake lost (e.g. a DMS file removed by a lifecycle rule)

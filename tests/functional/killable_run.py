@@ -27,7 +27,8 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
-from tests.conftest import GLUE_WAREHOUSE, aws_client
+from tests.support.aws import aws_client
+from tests.support.lake import GLUE_WAREHOUSE
 
 # Where each step is looked up at call time: the module that calls it.
 STEPS = {"fast_forward": (commit, "fast_forward"), "commit_history": (replay, "commit_history")}

@@ -9,7 +9,9 @@ import pytest
 
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.names import APPLIED_TAG
-from tests.conftest import Lake, aws_client, items_config, write_file
+from tests.support.aws import aws_client
+from tests.support.configs import items_config
+from tests.support.lake import Lake, write_file
 
 pytestmark = pytest.mark.spark
 

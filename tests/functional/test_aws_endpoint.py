@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from cdc_lake.core.exceptions import EndpointStartError
 from cdc_lake.local import aws_endpoint
 from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint
-from tests.conftest import aws_client
+from tests.support.aws import aws_client
 
 REGION = "us-east-1"
 

@@ -22,15 +22,15 @@ from cdc_lake.core.names import (
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
-from tests.conftest import (
+from tests.support.aws import aws_client
+from tests.support.cli import (
     DEPLOYMENT_WARNINGS,
     UNACTIONABLE_LINES,
-    aws_client,
     aws_replay,
     aws_replay_environment,
     unactionable_lines,
 )
-from tests.pg.checks import glue_reader
+from tests.support.source_tables import glue_reader
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

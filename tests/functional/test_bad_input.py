@@ -22,8 +22,9 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.ops.operations import list_changes
-from tests.conftest import Lake, aws_client
 from tests.functional.damage import BASE, FORMATS, LOAD, NAMES, SCHEMA, Damage, Format, Table, Writer, tables
+from tests.support.aws import aws_client
+from tests.support.lake import Lake
 
 pytestmark = pytest.mark.spark
 

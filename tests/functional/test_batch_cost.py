@@ -21,7 +21,7 @@ from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.local.aws_endpoint import served_requests
 from cdc_lake.ops.export import export_tables
-from tests.functional.conftest import GlueRun
+from tests.support.glue_run import GlueRun
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

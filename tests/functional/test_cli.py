@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from cdc_lake.local.demo import demo_config_path
-from tests.conftest import cli, unactionable_lines, write_file
+from tests.support.cli import cli, unactionable_lines
+from tests.support.lake import write_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

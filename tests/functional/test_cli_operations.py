@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from tests.conftest import cli, write_file
+from tests.support.cli import cli
+from tests.support.lake import write_file
 
 pytestmark = pytest.mark.spark
 

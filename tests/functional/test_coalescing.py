@@ -29,14 +29,15 @@ from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.conftest import assert_lake_equals_oracle
-from tests.functional.conftest import GlueRun, config_data
+from tests.support.configs import app_config_data
+from tests.support.glue_run import GlueRun
+from tests.support.lake import assert_lake_equals_oracle
 
 pytestmark = pytest.mark.spark
 
 
 def make_config(**runs: Any) -> PipelineConfig:
-    return parse_config(config_data(**runs))
+    return parse_config(app_config_data(**runs))
 
 
 def generated_source(config: PipelineConfig, tmp_path: Path, cdc_files: int = 3):  # type: ignore[no-untyped-def]

@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdc_lake.core.config import load_config
-from tests.conftest import aws_client, cli, write_file
+from tests.support.aws import aws_client
+from tests.support.cli import cli
+from tests.support.lake import write_file
 
 pytestmark = pytest.mark.spark
 

@@ -28,7 +28,9 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_java import is_commit_conflict
 from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation
-from tests.conftest import ITEMS_COLUMNS, Lake, aws_client, items_config, on_both_paths, write_file
+from tests.support.aws import aws_client
+from tests.support.configs import ITEMS_COLUMNS, items_config
+from tests.support.lake import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -236,7 +238,7 @@ FAULTY_CATALOG = "glue_faulty"
 def faulty_location(lake: Lake, endpoint: FaultyEndpoint) -> LakeLocation:
     """The lake's database through a Glue catalog whose Glue requests pass ``endpoint`` (S3 goes direct)."""
     from cdc_lake.core.catalogs import endpoint_conf, glue_catalog_conf
-    from tests.conftest import GLUE_WAREHOUSE
+    from tests.support.lake import GLUE_WAREHOUSE
 
     prefix = f"spark.sql.catalog.{FAULTY_CATALOG}"
     settings = {k: v for k, v in glue_catalog_conf(GLUE_WAREHOUSE, FAULTY_CATALOG).items() if k.startswith(prefix)}

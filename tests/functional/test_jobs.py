@@ -14,8 +14,8 @@ from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.jobs.entry import glue_entry, job_context
 from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.ops.export import export_tables
-from tests.conftest import write_file
-from tests.functional.conftest import GlueRun
+from tests.support.glue_run import GlueRun
+from tests.support.lake import write_file
 
 CONFIG = parse_config(
     {

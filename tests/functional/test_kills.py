@@ -36,8 +36,8 @@ from cdc_lake.engine.tables import LakeLocation, lake_tables
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.session import LOCAL_CATALOG
 from cdc_lake.ops.export import export_tables
-from tests.conftest import aws_client
-from tests.functional.conftest import config_data
+from tests.support.aws import aws_client
+from tests.support.configs import app_config_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -98,7 +98,7 @@ def recorded_once(context: LakeContext, name: str, keys: list[str]) -> list[str]
 def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
     spark: Any, warehouse: Path, database: str, tmp_path: Path, aws_endpoint: str, path: str
 ) -> None:
-    data = config_data() | {"lake": {"database": database}}
+    data = app_config_data() | {"lake": {"database": database}}
     data["tables"][1]["history"] = True  # app.orders keeps history: its commit comes before main's
     config = parse_config(data)
     config_file = tmp_path / "config.json"

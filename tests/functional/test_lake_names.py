@@ -17,7 +17,7 @@ from cdc_lake.engine.reload import reload_table
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import Lake, assert_lake_equals_oracle, on_both_paths
+from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -15,8 +15,9 @@ from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.engine import load_append
 from cdc_lake.engine.iceberg_java import has_write_order
 from cdc_lake.ops.operations import list_changes
-from tests.conftest import Lake, items_config, on_both_paths, write_file
 from tests.functional.test_replay_semantics import T, rows, snapshot_count
+from tests.support.configs import items_config
+from tests.support.lake import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 

@@ -27,7 +27,7 @@ from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline
 from cdc_lake.ops.operations import list_changes, rollback
 from cdc_lake.ops.status import table_status
-from tests.conftest import Lake, assert_lake_equals_oracle, on_both_paths
+from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths
 
 pytestmark = pytest.mark.spark
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Lake, items_config, on_both_paths, run_parts, write_file
+from tests.support.configs import items_config
+from tests.support.lake import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 
@@ -20,7 +21,7 @@ def rows(lake: Lake) -> list[tuple[Any, ...]]:
 
 
 def parts(lake: Lake, config: Any) -> list[str]:
-    return run_parts(lake, config.tables[0].lake_table)
+    return lake.run_parts(config.tables[0].lake_table)
 
 
 @on_both_paths

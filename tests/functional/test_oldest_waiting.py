@@ -17,7 +17,8 @@ from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.jobs.maintenance import publish_oldest_waiting
-from tests.conftest import Lake, items_config, write_file
+from tests.support.configs import items_config
+from tests.support.lake import Lake, write_file
 
 pytestmark = pytest.mark.spark
 

@@ -29,7 +29,7 @@ from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
 from cdc_lake.ops.operations import list_changes, reapply, rollback
-from tests.conftest import LAKE_PATHS, Lake, assert_lake_equals_oracle, write_file
+from tests.support.lake import LAKE_PATHS, Lake, assert_lake_equals_oracle, write_file
 
 pytestmark = pytest.mark.spark
 

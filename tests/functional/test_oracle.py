@@ -18,7 +18,8 @@ from cdc_lake.engine.context import LakeContext
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.conftest import ORDER_ITEMS_COLUMNS, assert_lake_equals_oracle
+from tests.support.configs import ORDER_ITEMS_COLUMNS
+from tests.support.lake import assert_lake_equals_oracle
 
 pytestmark = pytest.mark.spark
 

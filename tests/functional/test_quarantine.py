@@ -21,7 +21,8 @@ from cdc_lake.engine.tables import rejects_name
 from cdc_lake.jobs.entry import job_context
 from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes, rollback
-from tests.conftest import Lake, cli, on_both_paths, write_file
+from tests.support.cli import cli
+from tests.support.lake import Lake, on_both_paths, write_file
 
 T = "dms/shop/items/"
 LOAD = "".join(f"{i},n{i},{i * 10}\n" for i in range(1, 7))

@@ -83,8 +83,8 @@ from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.aws_endpoint import local_aws_endpoint
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import Lake, aws_replay, aws_replay_environment, on_both_paths
-from tests.dms_samples import (
+from tests.support.cli import aws_replay, aws_replay_environment
+from tests.support.dms_samples import (
     SAMPLE_CONFIGS,
     Row,
     csv_records,
@@ -95,7 +95,8 @@ from tests.dms_samples import (
     sample_file,
     typed_row,
 )
-from tests.pg.checks import glue_reader
+from tests.support.lake import Lake, on_both_paths
+from tests.support.source_tables import glue_reader
 
 pytestmark = pytest.mark.spark
 

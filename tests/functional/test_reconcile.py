@@ -25,7 +25,7 @@ from cdc_lake.engine.tables import Lake, LakeLocation, TableSnapshot
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.reconcile import format_report, read_expected, reconcile
-from tests.conftest import ORDER_ITEMS_COLUMNS
+from tests.support.configs import ORDER_ITEMS_COLUMNS
 
 pytestmark = pytest.mark.spark
 

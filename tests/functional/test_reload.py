@@ -24,7 +24,8 @@ from cdc_lake.engine.tables import Lake, LakeLocation
 from cdc_lake.jobs.entry import job_context
 from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes
-from tests.conftest import cli, write_file
+from tests.support.cli import cli
+from tests.support.lake import write_file
 
 P = "dms/shop/items/"
 CONFIG = """

@@ -15,7 +15,8 @@ import pytest
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
 from cdc_lake.engine.record import FRESHNESS, snapshot_summaries
-from tests.conftest import Lake, apply_at_once, items_config, on_both_paths, run_parts, write_file
+from tests.support.configs import items_config
+from tests.support.lake import Lake, on_both_paths, write_file
 
 # The deployed path (Glue catalog, S3FileIO, files through S3A) runs the order, overlap, duplicate, refusal,
 # concurrency and split-read cases; value parsing is the same code on both, so it runs on the Hadoop path.
@@ -240,7 +241,7 @@ def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split)
         write_file(landing, T + f"20250301-1200{n:02d}000.csv", "".join(f"U,{i},v{n}\n" for i in range(n, 50, 3)))
         for n in range(1, 7)
     ]
-    errors = apply_at_once(lake, cfg, keys)
+    errors = lake.apply_at_once(cfg, keys)
     assert not errors, errors
     expected = {i: "v0" for i in range(50)}
     for n in range(1, 7):
@@ -250,7 +251,7 @@ def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split)
     commits = [_applied(s) for s in snapshot_summaries(lake, cfg.tables[0])]
     assert sorted(key for applied in commits for key in applied) == sorted([T + "LOAD00000001.csv", *keys])
     with_changes = sum(1 for applied in commits if set(applied) & set(keys))
-    assert run_parts(lake, "shop_items").count("deleted") == (with_changes if split else 0)
+    assert lake.run_parts("shop_items").count("deleted") == (with_changes if split else 0)
 
 
 def _applied(summary: dict) -> list[str]:

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdc_lake.core.exceptions import DmsInputError, SchemaChangeError
-from tests.conftest import Lake, items_config, on_both_paths, write_file
+from tests.support.configs import items_config
+from tests.support.lake import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 

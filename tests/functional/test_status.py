@@ -11,7 +11,8 @@ import pytest
 
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.exceptions import DmsInputError
-from tests.conftest import GLUE_WAREHOUSE, Lake, cli, on_both_paths, write_file
+from tests.support.cli import cli
+from tests.support.lake import GLUE_WAREHOUSE, Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 

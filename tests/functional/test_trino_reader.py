@@ -23,9 +23,9 @@ from cdc_lake.core.jsonl import write_jsonl
 from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land
 from cdc_lake.local.trino import TrinoServer
-from tests.conftest import aws_replay, aws_replay_environment
 from tests.functional.test_lake_names import LAKE_COLUMNS, NAMES_CONFIG
-from tests.pg.checks import glue_catalog
+from tests.support.cli import aws_replay, aws_replay_environment
+from tests.support.source_tables import glue_catalog
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -20,8 +20,9 @@ from cdc_lake.local.aws_endpoint import local_aws_endpoint
 from cdc_lake.local.demo import demo_config_path
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.jars import installed_glue_version
-from tests.conftest import aws_client, aws_replay, aws_replay_environment
-from tests.pg.checks import glue_catalog, glue_reader
+from tests.support.aws import aws_client
+from tests.support.cli import aws_replay, aws_replay_environment
+from tests.support.source_tables import glue_catalog, glue_reader
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

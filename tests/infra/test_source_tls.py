@@ -15,7 +15,7 @@ from aws_cdk.assertions import Annotations, Match
 
 from infra.packaging import SOURCE_CA_ARCNAME, source_ca_bundle
 from tests.infra.conftest import Synthesized, only, resources_of_type, synthesize
-from tests.tls import make_authority
+from tests.support.tls import make_authority
 
 SOURCE_JOBS = ("job", "drift_job", "repair_job")
 

@@ -29,9 +29,9 @@ from cdc_lake.core.config import ColumnSpec, TableSpec
 from cdc_lake.ops import mysql_catalog
 from cdc_lake.ops.fingerprint import quote as quote_name
 from cdc_lake.ops.fingerprint import source_fingerprint
-from tests.pg.checks import Row, SourceFingerprints, SourceRows
 from tests.pg.cluster import free_port
-from tests.tls import SERVER_NAME, Authority, make_authority
+from tests.support.source_tables import Row, SourceFingerprints, SourceRows
+from tests.support.tls import SERVER_NAME, Authority, make_authority
 
 USER = "cdc_lake"  # created with every privilege on 127.0.0.1; root stays on the socket
 

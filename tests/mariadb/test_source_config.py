@@ -13,10 +13,10 @@ from cdc_lake.core.config import load_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import check_source_differences, check_written_shop, cli, run_source_check_job
 from tests.mariadb.server import Server, create_database, execute, source_fingerprints, source_rows
-from tests.pg.checks import check_fingerprints, check_tables, hadoop_reader
-from tests.pg.test_real_source import newest_per_table
+from tests.support.cli import cli
+from tests.support.source_config import check_source_differences, check_written_shop, run_source_check_job
+from tests.support.source_tables import check_fingerprints, check_tables, hadoop_reader, newest_per_table
 
 pytestmark = pytest.mark.mariadb
 

@@ -13,9 +13,9 @@ import pytest
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.ops.mysql_catalog import connect
 from cdc_lake.ops.source_tls import SourceTls
-from tests.conftest import cli
 from tests.mariadb.server import USER, Server
-from tests.tls import make_authority
+from tests.support.cli import cli
+from tests.support.tls import make_authority
 
 pytestmark = pytest.mark.mariadb
 

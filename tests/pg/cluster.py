@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.tls import SERVER_NAME, Authority, make_authority
+from tests.support.tls import SERVER_NAME, Authority, make_authority
 
 PG_BIN_ENV = "CDC_LAKE_PG_BIN"
 
@@ -123,3 +123,12 @@ def new_cluster(pg_bin: Path) -> Cluster:
     else:
         user = pwd.getpwuid(os.geteuid()).pw_name
     return Cluster(bin=pg_bin, folder=folder, port=free_port(), user=user)
+
+
+def create_database(cluster: Cluster, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    return cluster.conninfo.replace("dbname=postgres", f"dbname={name}")

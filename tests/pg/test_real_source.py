@@ -21,18 +21,19 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.local.pg_capture import PgCapture, table_entry
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import Lake
-from tests.pg.checks import (
+from tests.pg.cluster import Cluster, create_database
+from tests.pg.workload import ADD_COLUMN, WIDEN, Workload
+from tests.support.lake import Lake
+from tests.support.source_tables import (
     SUMMARIES,
     check_fingerprints,
     check_tables,
     delete_files,
     glue_reader,
     hadoop_reader,
+    newest_per_table,
     postgres_fingerprints,
 )
-from tests.pg.cluster import Cluster
-from tests.pg.workload import ADD_COLUMN, WIDEN, Workload
 
 pytestmark = [pytest.mark.pg, pytest.mark.spark]
 
@@ -53,26 +54,6 @@ DMS_VARIANTS: dict[str, dict[str, Any]] = {
     },
 }
 RELOADED = "public.order_lines"
-
-
-def create_database(cluster: Cluster, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(f"CREATE DATABASE {name}")
-    return cluster.conninfo.replace("dbname=postgres", f"dbname={name}")
-
-
-def newest_per_table(keys: list[str], config: PipelineConfig, skip: str | None = None) -> list[str]:
-    """The newest key of each table (CDC files sort after LOAD files): a run applies every pending file of its
-    table up to the one that triggered it, so one event per table and batch replays the whole batch."""
-    chosen = []
-    for table in config.tables:
-        mine = [k for k in keys if k.startswith(config.table_prefix(table))]
-        if table.name != skip and mine:
-            chosen.append(max(mine, key=lambda k: (not k.rsplit("/", 1)[-1].startswith("LOAD"), k)))
-    return chosen
 
 
 # Each DMS variant on the Hadoop catalog; CSV once more through the deployed path (Glue catalog, S3).

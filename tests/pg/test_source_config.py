@@ -12,10 +12,16 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import load_config
 from cdc_lake.local.pg_capture import PgCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
-from tests.conftest import check_source_differences, check_written_shop, cli, run_source_check_job
-from tests.pg.checks import check_fingerprints, check_tables, hadoop_reader, postgres_fingerprints
-from tests.pg.cluster import Cluster
-from tests.pg.test_real_source import create_database, newest_per_table
+from tests.pg.cluster import Cluster, create_database
+from tests.support.cli import cli
+from tests.support.source_config import check_source_differences, check_written_shop, run_source_check_job
+from tests.support.source_tables import (
+    check_fingerprints,
+    check_tables,
+    hadoop_reader,
+    newest_per_table,
+    postgres_fingerprints,
+)
 
 pytestmark = pytest.mark.pg
 

@@ -12,10 +12,10 @@ import pytest
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.ops.source_catalog import connect
 from cdc_lake.ops.source_tls import SourceTls
-from tests.conftest import cli, run_source_check_job
-from tests.pg.cluster import Cluster
-from tests.pg.test_real_source import create_database
-from tests.tls import make_authority
+from tests.pg.cluster import Cluster, create_database
+from tests.support.cli import cli
+from tests.support.source_config import run_source_check_job
+from tests.support.tls import make_authority
 
 pytestmark = pytest.mark.pg
 

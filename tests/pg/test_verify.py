@@ -11,9 +11,8 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.local.pg_capture import PgCapture
-from tests.pg.checks import source_rows
-from tests.pg.cluster import Cluster
-from tests.pg.test_real_source import create_database
+from tests.pg.cluster import Cluster, create_database
+from tests.support.source_tables import source_rows
 from tests.verify_cases import (
     PERCENT_ROWS,
     ROWS,

@@ -12,7 +12,7 @@ from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import SchemaChangeError
 from cdc_lake.core.shapes import CHANGE_SEQ, OP, csv_first_record, csv_layouts, headerless_layout, named_layout
 from cdc_lake.engine.schema import plan_schema, widens
-from tests.conftest import ITEMS_COLUMNS, items_config
+from tests.support.configs import ITEMS_COLUMNS, items_config
 
 CDC = "dms/shop/items/20250301-120000000.csv"
 

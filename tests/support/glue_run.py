@@ -1,5 +1,5 @@
-"""Helpers the functional tests share: the three-table configuration of the coalescing and job tests, and a
-deployed Glue run's world on the local endpoint (``GlueRun``)."""
+"""A deployed Glue run's world on the local endpoint (``GlueRun``): the configuration and a generated source's files
+in buckets, a lake database in the Glue catalog, and the clients the job builds."""
 
 from __future__ import annotations
 
@@ -17,26 +17,8 @@ from cdc_lake.core.storage import S3Store
 from cdc_lake.engine.context import LakeContext, ReplayContext
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
-from tests.conftest import aws_client
-
-TABLE_NAMES = ("app.accounts", "app.orders", "app.events")
-
-
-def config_data(**runs: Any) -> dict[str, Any]:
-    """The configuration of these tests, as its file holds it."""
-    tables = [
-        {
-            "name": name,
-            "primary_key": ["id"],
-            "columns": [
-                {"name": "id", "type": "bigint"},
-                {"name": "label", "type": "string"},
-                {"name": "amount", "type": "decimal(10,2)"},
-            ],
-        }
-        for name in TABLE_NAMES
-    ]
-    return {"dms": {"timestamp_column": "dms_timestamp"}, "runs": runs, "tables": tables}
+from tests.support.aws import aws_client
+from tests.support.configs import app_config_data
 
 
 class GlueRun:
@@ -49,7 +31,7 @@ class GlueRun:
         self.database = database
         self.bucket = f"raw-{uuid.uuid4().hex[:12]}"
         self.s3.create_bucket(Bucket=self.bucket)
-        data = config_data() | {"lake": {"database": database}}
+        data = app_config_data() | {"lake": {"database": database}}
         self.config: PipelineConfig = parse_config(data)
         self.s3.put_object(Bucket=self.bucket, Key="config/tables.json", Body=json.dumps(data).encode())
         spec = GeneratorSpec(seed=7, initial_rows=30, cdc_files=2, changes_per_file=10, cached_changes=0)

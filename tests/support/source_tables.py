@@ -198,3 +198,14 @@ def check_fingerprints(
         )
         compared += len(lake)
     return compared
+
+
+def newest_per_table(keys: list[str], config: PipelineConfig, skip: str | None = None) -> list[str]:
+    """The newest key of each table (CDC files sort after LOAD files): a run applies every pending file of its
+    table up to the one that triggered it, so one event per table and batch replays the whole batch."""
+    chosen = []
+    for table in config.tables:
+        mine = [k for k in keys if k.startswith(config.table_prefix(table))]
+        if table.name != skip and mine:
+            chosen.append(max(mine, key=lambda k: (not k.rsplit("/", 1)[-1].startswith("LOAD"), k)))
+    return chosen

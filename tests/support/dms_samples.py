@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 SAMPLES_ENV = "CDC_LAKE_DMS_SAMPLES"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SAMPLES = REPO_ROOT.parent / "shared" / "dms-samples"
-SAMPLE_CONFIGS = Path(__file__).resolve().parent / "samples"
+SAMPLE_CONFIGS = Path(__file__).resolve().parents[1] / "samples"
 
 Row = dict[str, Any]
 

@@ -1,0 +1,162 @@
+"""The lake under test (``Lake``: a catalog and database, and the landing folder DMS files are read from), on
+either lake path, with what tests do to it: land files, apply a batch, read a table back."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.aws import aws_client
+
+# The bucket holding the Glue path's warehouse on the local endpoint, as the stack's lake bucket does.
+GLUE_LAKE_BUCKET = "cdc-lake-tests-lake"
+GLUE_WAREHOUSE = f"s3://{GLUE_LAKE_BUCKET}/warehouse/"
+LAKE_PATHS = ("hadoop", "glue")
+
+# The test once on each lake path: the Hadoop catalog, and the Glue catalog + S3 as deployed.
+on_both_paths = pytest.mark.parametrize("lake", LAKE_PATHS, indirect=True)
+
+
+def write_file(landing: Path, key: str, text: str) -> str:
+    """Land a DMS file with exactly this text; returns its key."""
+    path = landing / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    return key
+
+
+@dataclass
+class Lake:
+    """One lake path under test: where the tables live (catalog, database) and where DMS files are read from.
+
+    ``hadoop``: the Hadoop catalog on a folder, files read from the landing folder. ``glue``: the Glue Data
+    Catalog with S3FileIO on the local endpoint, files read from a bucket that mirrors the landing folder
+    (each ``store()`` puts what changed there since, as DMS would have written it). Its ``spark`` and ``location``
+    make it an ``engine.tables.Lake`` to the library's functions that take one.
+    """
+
+    path: str
+    spark: Any
+    database: str
+    landing: Path
+    endpoint: str
+    bucket: str = field(default_factory=lambda: f"landing-{uuid.uuid4().hex[:12]}")
+    _put: dict[str, tuple[int, int]] | None = None
+
+    @property
+    def catalog(self) -> str:
+        from cdc_lake.core.names import GLUE_CATALOG
+        from cdc_lake.local.session import LOCAL_CATALOG
+
+        return LOCAL_CATALOG if self.path == "hadoop" else GLUE_CATALOG
+
+    @property
+    def location(self) -> Any:
+        from cdc_lake.engine.tables import LakeLocation
+
+        return LakeLocation(self.catalog, self.database)
+
+    def table(self, name: str) -> str:
+        return f"{self.catalog}.{self.database}.{name}"
+
+    def land_from(self, folder: Path, keys: list[str]) -> None:
+        """Land ``keys`` as another landing folder (a generated source's) holds them."""
+        for key in keys:
+            (self.landing / key).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(folder / key, self.landing / key)
+
+    def store(self) -> Any:
+        """Where the lake path reads DMS files from, holding every file landed so far."""
+        from cdc_lake.core.storage import LocalFolderStore, S3Store
+
+        if self.path == "hadoop":
+            return LocalFolderStore(self.landing)
+        s3 = aws_client(self.endpoint, "s3")
+        if self._put is None:
+            s3.create_bucket(Bucket=self.bucket)
+            self._put = {}
+        for path in sorted(p for p in self.landing.rglob("*") if p.is_file()):
+            key = path.relative_to(self.landing).as_posix()
+            info = path.stat()
+            if self._put.get(key) != (info.st_size, info.st_mtime_ns):
+                s3.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+                self._put[key] = (info.st_size, info.st_mtime_ns)
+        return S3Store(self.bucket, client=s3)
+
+    def context(self, config: Any) -> Any:
+        """What a run carries for ``config`` on this lake: its ReplayContext."""
+        from cdc_lake.engine.context import ReplayContext
+
+        return ReplayContext(spark=self.spark, location=self.location, config=config, store=self.store())
+
+    def pipeline(self, config: Any) -> Any:
+        """The local pipeline of ``config`` on this lake."""
+        from cdc_lake.local.runtime import LocalPipeline
+
+        return LocalPipeline(
+            config, self.landing, self.spark, database=self.database, catalog=self.catalog, store=self.store()
+        )
+
+    def apply(self, config: Any, key: str) -> Any:
+        """Replay ``key``'s table up to ``key``, as a run triggered by it does; its RunResult."""
+        from cdc_lake.core.dms_files import parse_key
+        from cdc_lake.engine.replay import replay
+
+        return replay(self.context(config), parse_key(key, config))
+
+    def apply_at_once(self, config: Any, keys: list[str]) -> list[BaseException]:
+        """Runs triggered by each of ``keys`` at once, one thread each (the newest first); what they raised."""
+        errors: list[BaseException] = []
+
+        def trigger(key: str) -> None:
+            try:
+                self.apply(config, key)
+            except BaseException as error:  # returned to the test
+                errors.append(error)
+
+        threads = [threading.Thread(target=trigger, args=(k,)) for k in reversed(keys)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return errors
+
+    def rows(self, table: str = "shop_items", snapshot: int | None = None) -> list[tuple[Any, ...]]:
+        """The lake table's rows, sorted; as of ``snapshot`` when given."""
+        as_of = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
+        return sorted(tuple(r) for r in self.spark.sql(f"SELECT * FROM {self.table(table)}{as_of}").collect())
+
+    def head(self, table: str = "shop_items") -> int | None:
+        """The lake table's main branch head; None before the table exists."""
+        from cdc_lake.engine.commit import branch_head
+
+        if not self.spark.catalog.tableExists(self.table(table)):
+            return None
+        return branch_head(self, table)
+
+    def run_parts(self, table: str) -> list[str]:
+        """The parts of runs (snapshots a run wrote before its last, ``PART``) in the lake table's lineage, oldest
+        first: main's history shows only where runs moved it."""
+        from cdc_lake.engine.iceberg_java import branch_lineage
+        from cdc_lake.engine.record import PART
+
+        lineage = branch_lineage(self.spark, self.location.dotted(table))
+        return [summary[PART] for _, summary in reversed(list(lineage)) if PART in summary]
+
+
+def assert_lake_equals_oracle(pipeline: Any, expected: Path, out: Path) -> None:
+    """Every table of the pipeline, exported to ``out``, equals the generator's expected table in ``expected``."""
+    from cdc_lake.core.jsonl import read_jsonl
+    from cdc_lake.ops.export import export_tables
+
+    export_tables(pipeline.context, out)
+    for table in pipeline.config.tables:
+        actual, wanted = read_jsonl(out / f"{table.name}.jsonl"), read_jsonl(expected / f"{table.name}.jsonl")
+        assert len(actual) == len(wanted), f"{table.name}: {len(actual)} rows in the lake, {len(wanted)} expected"
+        assert actual == wanted, f"{table.name}: lake differs from the oracle"
