@@ -358,14 +358,10 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
             assert arguments[flag] == "true"
         assert arguments["--job-language"] == "python"
         # Per-run arguments are the Lambda's (or an operator's) to pass; a default would hide a missing one
-        # (and a default --table would limit maintenance to one table). Maintenance reads the raw bucket only
-        # to reload, and there is only one.
-        lake_reader = props["Name"] in (
-            "cdclake-maintenance",
-            "cdclake-drift",
-            "cdclake-repair",
-        )  # the raw bucket: reload, re-check
-        per_run = {"--key", "--table"} if lake_reader else {"--bucket", "--key", "--table"}
+        # (and a default --table would limit maintenance to one table). The jobs the Lambda does not start may
+        # default the raw bucket (maintenance reads it to reload, drift to re-check), as there is only one.
+        [facts] = [job for job in GLUE_JOBS.values() if props["Name"].removeprefix("cdclake-") in job.resource_names]
+        per_run = {"--bucket", "--key", "--table"} if facts.triggered else {"--key", "--table"}
         assert not per_run & arguments.keys()
     full_load = jobs[names["full_load"]]["Properties"]
     cdc_replay = jobs[names["cdc_replay"]]["Properties"]
@@ -543,6 +539,7 @@ def test_alarms_on_failure_queue_depth_and_lambda_errors_notify_the_topic(demo: 
 
 def test_failed_glue_runs_of_every_job_go_to_the_encrypted_topic(demo: Synthesized) -> None:
     names = ids(demo)
+    watched = Capture()
     demo.template.has_resource_properties(
         "AWS::Events::Rule",
         {
@@ -550,19 +547,22 @@ def test_failed_glue_runs_of_every_job_go_to_the_encrypted_topic(demo: Synthesiz
                 "source": ["aws.glue"],
                 "detail-type": ["Glue Job State Change"],
                 "detail": {
-                    "jobName": [
-                        {"Ref": names["full_load"]},
-                        {"Ref": names["cdc_replay"]},
-                        {"Ref": names["maintenance"]},
-                        {"Ref": names["source_check"]},
-                        {"Ref": names["drift"]},
-                    ],
+                    "jobName": watched,
                     "state": ["FAILED", "TIMEOUT", "ERROR"],
                 },
             },
             "Targets": [Match.object_like({"Arn": {"Ref": names["topic"]}})],
         },
     )
+    # Every job of the table; not the twins (repair), which run only when an operator starts them.
+    twins = {f"cdclake-{twin}" for job in GLUE_JOBS.values() for twin in job.twins}
+    jobs = resources_of_type(demo, "AWS::Glue::Job")
+    assert sorted(ref["Ref"] for ref in watched.as_array()) == sorted(
+        logical_id for logical_id, job in jobs.items() if job["Properties"]["Name"] not in twins
+    )
+    assert {names[job] for job in ("full_load", "cdc_replay", "maintenance", "source_check", "drift")} <= {
+        ref["Ref"] for ref in watched.as_array()
+    }
     demo.template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [names["key"], "Arn"]}})
     demo.template.has_resource_properties(
         "AWS::SNS::TopicPolicy",
