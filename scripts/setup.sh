@@ -59,15 +59,22 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
+# The pins are installed by uv, pinned itself: the same versions pip resolves from these files, in about a quarter
+# of pip's time (38 s against 150 s on a fresh clone, most of pip's spent building pyspark's wheel and installing
+# one package at a time). pip stays in the environment, at a pinned version, for infra.wheels' pip download.
+UV_VERSION=0.13.9
+PIP_VERSION=26.3
 stamp=$VENV/.requirements.sha
-want=$(cat requirements.txt "requirements-glue$GLUE_VERSION.txt" pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$({ cat requirements.txt "requirements-glue$GLUE_VERSION.txt" pyproject.toml; echo "uv $UV_VERSION pip $PIP_VERSION"; } |
+  sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages (log: $VENV/pip.log)"
   {
-    "$VENV/bin/pip" install --disable-pip-version-check --upgrade pip &&
-    "$VENV/bin/pip" install --disable-pip-version-check -r requirements.txt -r "requirements-glue$GLUE_VERSION.txt" &&
-    "$VENV/bin/pip" install --disable-pip-version-check --no-deps -e .
-  } > "$VENV/pip.log" 2>&1 || { tail -n 40 "$VENV/pip.log" >&2; echo "setup: pip failed" >&2; exit 1; }
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet "uv==$UV_VERSION" &&
+    "$VENV/bin/uv" pip install --python "$VENV/bin/python" "pip==$PIP_VERSION" \
+      -r requirements.txt -r "requirements-glue$GLUE_VERSION.txt" &&
+    "$VENV/bin/uv" pip install --python "$VENV/bin/python" --no-deps -e .
+  } > "$VENV/pip.log" 2>&1 || { tail -n 40 "$VENV/pip.log" >&2; echo "setup: installing Python packages failed" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 
