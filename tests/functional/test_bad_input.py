@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.config import PipelineConfig, parse_config
-from cdc_lake.engine.commit import branch_head
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainResult, drain
 from cdc_lake.engine.reload import reload_table
@@ -86,13 +85,6 @@ def lake_rows(lake: Lake, table: Table) -> list[dict[str, Any]]:
     return sorted((row.asDict() for row in frame.select(*NAMES).collect()), key=lambda r: r["id"])
 
 
-def head(lake: Lake, table: Table) -> int | None:
-    """The table's main branch head; None before the table exists."""
-    if not lake.spark.catalog.tableExists(lake.table(lake_name(table))):
-        return None
-    return branch_head(lake, lake_name(table))
-
-
 def check_outcome(
     lake: Lake, config: PipelineConfig, table: Table, kind: Damage, writer: Writer, outcome: DrainResult
 ) -> list[str]:
@@ -134,7 +126,7 @@ CASES = [
 
 def refused_table_changed(lake: Lake, table: Table, before: int | None) -> bool:
     """Whether a refused batch changed its table; one whose first files are refused is created for it, empty."""
-    now = head(lake, table)
+    now = lake.head(lake_name(table))
     if before is None:
         return now is not None and bool(lake_rows(lake, table))
     return now != before
@@ -170,7 +162,7 @@ def test_corpus(lake: Lake, fmt: Format) -> None:
             prior = table.damage.prior(writer) if table.damage.prior else {}
             land(lake, table, {writer.name(LOAD): writer.write(BASE)} | prior)
     assert not run(lake, configured).failures
-    heads = {t.name: head(lake, t) for t in corpus if t.damage.configured}
+    heads = {t.name: lake.head(lake_name(t)) for t in corpus if t.damage.configured}
 
     for table in corpus:
         land(lake, table, table.files(writer))

@@ -11,25 +11,19 @@ import re
 import pytest
 
 from tests.support.cli import cli
+from tests.support.configs import items_config_file
 from tests.support.lake import write_file
 
 pytestmark = pytest.mark.spark
 
-CONFIG = """
-dms: {format: csv, bucket_folder: dms, timestamp_column: ts}
-runs: {mode: per_file}  # one commit per file: rollback points to step through
-tables:
-  - name: shop.items
-    primary_key: [id]
-    history: true
-    columns: [{name: id, type: bigint}, {name: label, type: string}]
-"""
 P = "dms/shop/items/"
 
 
 def test_operations_round_trip(spark, warehouse, database, tmp_path, capsys):
-    config = tmp_path / "tables.yaml"
-    config.write_text(CONFIG)
+    # One commit per file: rollback points to step through.
+    config, _ = items_config_file(
+        tmp_path / "tables.yaml", history=True, format="csv", timestamp_column="ts", runs={"mode": "per_file"}
+    )
     landing = tmp_path / "landing"
     write_file(landing, P + "LOAD00000001.csv", "2025-03-01 12:00:00.000000,1,one\n2025-03-01 12:00:00.000000,2,two\n")
     write_file(landing, P + "20250301-120100000.csv", "U,2025-03-01 12:01:00.000000,1,uno\n")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.exceptions import TableFailuresError
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import (
@@ -29,15 +29,11 @@ from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.support.configs import app_config_data
+from tests.support.configs import app_config
 from tests.support.glue_run import GlueRun
 from tests.support.lake import assert_lake_equals_oracle
 
 pytestmark = pytest.mark.spark
-
-
-def make_config(**runs: Any) -> PipelineConfig:
-    return parse_config(app_config_data(**runs))
 
 
 def generated_source(config: PipelineConfig, tmp_path: Path, cdc_files: int = 3):  # type: ignore[no-untyped-def]
@@ -67,7 +63,7 @@ def applied_records(spark: SparkSession, pipeline: LocalPipeline) -> list[str]:
 
 
 def test_one_run_drains_every_table_and_the_lake_equals_the_oracle(spark, database, tmp_path):
-    config = make_config()
+    config = app_config()
     generated, keys, landing = landed_source(config, tmp_path)
     pipeline = LocalPipeline(config, landing, spark, database=database)
 
@@ -86,7 +82,7 @@ def test_one_run_drains_every_table_and_the_lake_equals_the_oracle(spark, databa
 def test_files_landing_while_a_run_works_and_while_it_finishes_are_applied_once(spark, database, tmp_path):
     """Round 1 lands a file (the run's next round takes it); the last round lands another, after the run's
     final listing: its event sees the run RUNNING, starts a new run, and that run applies it."""
-    config = make_config()
+    config = app_config()
     generated = generated_source(config, tmp_path, cdc_files=3)
     keys = land_order(generated)
     held = [k for k in keys if "/LOAD" not in k][-2:]
@@ -115,7 +111,7 @@ def test_files_landing_while_a_run_works_and_while_it_finishes_are_applied_once(
 
 
 def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
-    config = make_config()
+    config = app_config()
     generated, keys, landing = landed_source(config, tmp_path)
     bad = "app/orders/20250301-000000000.csv"  # sorts first among the CDC files
     (landing / bad).write_text("I,2025-03-01 00:00:00.000000,not-a-number,x,1.00\n")
@@ -134,7 +130,7 @@ def test_a_refused_table_does_not_block_the_others(spark, database, tmp_path):
 
 
 def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_path):
-    config = make_config(parallel_tables=2)
+    config = app_config(parallel_tables=2)
     generated, keys, landing = landed_source(config, tmp_path)
     pipeline = LocalPipeline(config, landing, spark, database=database)
     budget = Budget.of(config, idle_seconds=0)
@@ -156,7 +152,7 @@ def test_overlapping_runs_apply_every_file_exactly_once(spark, database, tmp_pat
 
 
 def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark, database, tmp_path):
-    config = make_config()
+    config = app_config()
     _generated, keys, landing = landed_source(config, tmp_path)
     cdc_key = next(k for k in keys if "/LOAD" not in k)
     table = cdc_key.split("/")[0] + "." + cdc_key.split("/")[1]
@@ -181,7 +177,7 @@ def test_a_manual_rerun_with_key_applies_what_is_pending_and_then_nothing(spark,
 
 
 def test_a_zero_time_budget_runs_one_round(spark, database, tmp_path):
-    config = make_config(time_budget_seconds=0)
+    config = app_config(time_budget_seconds=0)
     generated = generated_source(config, tmp_path)
     keys = land_order(generated)
     landing = tmp_path / "landing"

@@ -43,16 +43,6 @@ CDC1 = T + "20250301-120000000.csv"
 CDC2 = T + "20250301-120100000.csv"
 
 
-def rows(lake: Lake) -> list[tuple]:
-    return sorted(tuple(r) for r in lake.spark.table(lake.table("shop_items")).collect())
-
-
-def head(lake: Lake) -> int | None:
-    from cdc_lake.engine.commit import branch_head
-
-    return branch_head(lake, "shop_items")
-
-
 def landed(lake: Lake, store: ObjectStore) -> list[str]:
     return [o.key for o in store.list("dms/")]
 
@@ -269,7 +259,7 @@ def land_and_apply_load(lake: Lake, landing, cfg: PipelineConfig) -> int | None:
     lake.apply(cfg, LOAD)
     write_file(landing, CDC1, "U,1,a1\n")
     write_file(landing, CDC2, "D,2,b\n")
-    return head(lake)
+    return lake.head()
 
 
 # --- landed files gone or changed under a run ----------------------------------------------------------------
@@ -295,14 +285,14 @@ def test_a_file_gone_or_changed_after_listing_is_refused(spark, lake, landing, w
         assert "changed after this run listed it (ETag/size" in message
         assert "Trigger the run again: it applies the file as it is then" in message
     assert "nothing was applied and no file was removed" in message
-    assert head(lake) == before
-    assert rows(lake) == [(1, "a"), (2, "b")]
+    assert lake.head() == before
+    assert lake.rows() == [(1, "a"), (2, "b")]
     assert landed(lake, store) == ([CDC1, CDC2, LOAD] if fault == "replaced" else [CDC2, LOAD])
     # What the message says to do works: with the file back (or as it is now), the run applies it once.
     if fault == "deleted":
         replace(lake, CDC1, "U,1,a1\n")
     replay(context(lake, cfg, store), parse_key(CDC2, cfg))
-    assert rows(lake) == ([(1, "a1"), (3, "fixed in place")] if fault == "replaced" else [(1, "a1")])
+    assert lake.rows() == ([(1, "a1"), (3, "fixed in place")] if fault == "replaced" else [(1, "a1")])
     assert applied_keys(lake) == [CDC1, CDC2, LOAD]
 
 
@@ -316,7 +306,7 @@ def test_a_load_file_changed_while_appended_is_refused(spark, lake, landing):
     hooked = HookedStore(store, "read", lambda: replace(lake, second, "2,b\n3,c\n"))
     with pytest.raises(LandedFileChangedError, match=f"^{second}: changed after this run listed it"):
         replay(context(lake, cfg, hooked), parse_key(second, cfg))
-    assert rows(lake) == []
+    assert lake.rows() == []
     assert applied_keys(lake) == []
     assert landed(lake, store) == [LOAD, second]
 
@@ -340,7 +330,7 @@ def test_s3_refusing_the_landing_bucket_names_the_object_and_permission(spark, l
     with pytest.raises(AccessDeniedError) as refused:
         replay(context(lake, cfg, refused_store), parse_key(CDC2, cfg))
     assert str(refused.value).startswith(f"{denied}: access denied: the job's role lacks {action} on it;")
-    assert head(lake) == before
+    assert lake.head() == before
     assert landed(lake, store) == [CDC1, CDC2, LOAD]
 
 
@@ -357,7 +347,7 @@ def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake
     assert str(refused.value).startswith(
         f"s3://{lake.bucket}/{CDC1}: access denied: the job's role lacks s3:GetObject on it;"
     )
-    assert head(lake) == before
+    assert lake.head() == before
     assert landed(lake, store) == [CDC1, CDC2, LOAD]
 
 
@@ -381,7 +371,7 @@ def test_glue_refusing_the_lake_table_names_it_and_the_permission(spark, lake, l
     if action == "CreateTable":
         assert not spark.catalog.tableExists(lake.table("shop_items"))
     else:
-        assert head(lake) == before
+        assert lake.head() == before
     assert landed(lake, store) == ([CDC1, CDC2, LOAD] if action != "CreateTable" else [LOAD])
 
 
@@ -408,7 +398,7 @@ def test_a_missing_lake_database_is_refused_when_the_role_may_not_create_it(spar
     # Where the catalog lets a run create it (the local endpoint, a Hadoop folder), the run does.
     faulty.rules.clear()
     replay(context(lake, cfg, store, location), parse_key(LOAD, cfg))
-    assert rows(lake) == [(1, "a")]
+    assert lake.rows() == [(1, "a")]
 
 
 @on_both_paths
@@ -426,7 +416,7 @@ def test_a_table_dropped_during_a_run_is_refused_and_the_next_run_rebuilds_it(sp
     )
     assert landed(lake, store) == [CDC1, CDC2, LOAD]
     replay(context(lake, cfg, store), parse_key(CDC2, cfg))
-    assert rows(lake) == [(1, "a1")]
+    assert lake.rows() == [(1, "a1")]
     assert applied_keys(lake) == [CDC1, CDC2, LOAD]
 
 
@@ -473,7 +463,7 @@ def test_a_commit_glue_refuses_for_another_runs_commit_plans_again(spark, lake, 
     assert result.attempts == 2
     assert result.applied_files == [CDC2]
     assert "shop.items: concurrent commit, planning again (attempt 1/" in caplog.text
-    assert rows(lake) == [(1, "a1")]
+    assert lake.rows() == [(1, "a1")]
     assert applied_keys(lake) == [CDC1, CDC2, LOAD]
 
 

@@ -5,7 +5,6 @@ before names were mapped is refused with the command that moves it."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +69,8 @@ def replay_generated(lake: Lake, config: PipelineConfig, tmp_path: Path) -> tupl
         ),
     )  # fmt: skip
     generated = generate(config, tmp_path / "source", spec)
-    for key in land_order(generated):
-        (lake.landing / key).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(generated.landing / key, lake.landing / key)
-    pipeline = LocalPipeline(
-        config, lake.landing, lake.spark, database=lake.database, catalog=lake.catalog, store=lake.store()
-    )
+    lake.land_from(generated.landing, land_order(generated))
+    pipeline = lake.pipeline(config)
     return pipeline, generated.expected, failed_runs(pipeline.deliver(land_order(generated)))
 
 

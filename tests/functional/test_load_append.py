@@ -15,7 +15,7 @@ from cdc_lake.core.exceptions import DmsInputError
 from cdc_lake.engine import load_append
 from cdc_lake.engine.iceberg_java import has_write_order
 from cdc_lake.ops.operations import list_changes
-from tests.functional.test_replay_semantics import T, rows, snapshot_count
+from tests.functional.test_replay_semantics import T, snapshot_count
 from tests.support.configs import items_config
 from tests.support.lake import Lake, on_both_paths, write_file
 
@@ -56,7 +56,7 @@ def test_a_large_load_file_is_read_in_parts_and_each_data_file_holds_a_key_range
     result = lake.apply(items_config(), load)
     assert result.applied_files == [load]
     assert result.counts is not None and result.counts.inserts == ROWS
-    assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, ROWS + 1)]
+    assert lake.rows() == [(i, f"item {i}, in stock") for i in range(1, ROWS + 1)]
     files = data_files(lake)
     assert len(files) > 1  # read in parts: one task, one file each
     assert sum(count for *_, count in files) == ROWS
@@ -71,7 +71,7 @@ def test_a_load_file_in_no_key_order_is_still_sorted_within_each_data_file(
     keys = [(i * 7919) % ROWS + 1 for i in range(ROWS)]  # every key once, scattered
     load = write_file(landing, T + "LOAD00000001.csv", "".join(f"{k},v{k}\n" for k in keys))
     lake.apply(items_config(), load)
-    assert rows(lake) == [(k, f"v{k}") for k in range(1, ROWS + 1)]
+    assert lake.rows() == [(k, f"v{k}") for k in range(1, ROWS + 1)]
     for path in spark.sql(f"SELECT file_path FROM {lake.table('shop_items')}.data_files").collect():
         ids = [r["id"] for r in spark.read.parquet(path["file_path"]).collect()]
         assert ids == sorted(ids)
@@ -82,7 +82,7 @@ def test_load_and_cdc_files_in_one_batch_are_one_replay_commit(spark, lake: Lake
     write_file(landing, T + "LOAD00000002.csv", "3,c\n")
     last = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nD,2,\nI,4,d\n")
     result = lake.apply(items_config(), last)
-    assert rows(lake) == [(1, "a1"), (3, "c"), (4, "d")]
+    assert lake.rows() == [(1, "a1"), (3, "c"), (4, "d")]
     assert snapshot_count(lake, items_config()) == 1
     assert result.counts is not None and (result.counts.inserts, result.counts.updates) == (4, 1)
     kinds = [c.kind for c in list_changes(lake, items_config().tables[0])]
@@ -94,7 +94,7 @@ def test_later_load_files_are_appended_to_the_earlier_ones(spark, lake: Lake, la
     lake.apply(items_config(), first)
     second = write_file(landing, T + "LOAD00000002.csv", load_text(11, 20))
     lake.apply(items_config(), second)
-    assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, 21)]
+    assert lake.rows() == [(i, f"item {i}, in stock") for i in range(1, 21)]
 
 
 def test_a_key_repeated_across_load_files_is_merged_in_dms_order(spark, lake: Lake, landing: Path) -> None:
@@ -102,7 +102,7 @@ def test_a_key_repeated_across_load_files_is_merged_in_dms_order(spark, lake: La
     lake.apply(items_config(), first)
     second = write_file(landing, T + "LOAD00000002.csv", "1,new\n3,three\n")
     lake.apply(items_config(), second)
-    assert rows(lake) == [(1, "new"), (2, "two"), (3, "three")]
+    assert lake.rows() == [(1, "new"), (2, "two"), (3, "three")]
 
 
 def test_a_value_spanning_lines_sends_the_file_to_the_ordered_reader(
@@ -112,7 +112,7 @@ def test_a_value_spanning_lines_sends_the_file_to_the_ordered_reader(
     text = load_text(1, 1500) + '1501,"first line\nsecond, line"\n' + load_text(1502, ROWS)
     load = write_file(landing, T + "LOAD00000001.csv", text)
     lake.apply(items_config(), load)
-    got = dict(rows(lake))
+    got = dict(lake.rows())
     assert len(got) == ROWS
     assert got[1501] == "first line\nsecond, line"
 
@@ -126,14 +126,14 @@ def test_a_bad_row_read_in_parts_is_named_by_its_place_in_the_file(
     with pytest.raises(DmsInputError) as refused:
         lake.apply(items_config(), load)
     assert f"{load}: row 2001, column id: cannot parse as bigint (value 'oops')" in str(refused.value)
-    assert rows(lake) == []  # nothing landed
+    assert lake.rows() == []  # nothing landed
     assert snapshot_count(lake, items_config()) == 0
 
 
 def test_a_key_repeated_inside_one_load_file_keeps_its_last_row(spark, lake: Lake, landing: Path) -> None:
     load = write_file(landing, T + "LOAD00000001.csv", "2,two\n1,first\n3,three\n1,last\n")
     lake.apply(items_config(), load)
-    assert rows(lake) == [(1, "last"), (2, "two"), (3, "three")]
+    assert lake.rows() == [(1, "last"), (2, "two"), (3, "three")]
 
 
 def test_keys_are_shown_unique_by_order_whatever_order_the_data_files_are_read_in(
@@ -155,4 +155,4 @@ def test_keys_are_shown_unique_by_order_whatever_order_the_data_files_are_read_i
     result = lake.apply(items_config(), low)
     assert result.applied_files == [high, low] and len(data_files(lake)) == 2
     assert aggregated == []
-    assert rows(lake) == [(i, f"item {i}, in stock") for i in range(1, 2001)]
+    assert lake.rows() == [(i, f"item {i}, in stock") for i in range(1, 2001)]

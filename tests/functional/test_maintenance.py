@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from cdc_lake.engine.iceberg_java import (
 from cdc_lake.engine.maintenance import UPKEEP_SMALL_FILE_BYTES, Retention, compact, maintain, table_shape
 from cdc_lake.engine.record import RECORD, STATE, snapshot_summaries
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
-from cdc_lake.local.runtime import LocalPipeline
 from cdc_lake.ops.operations import list_changes, rollback
 from cdc_lake.ops.status import table_status
+from tests.support.configs import table_data
 from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths
 
 pytestmark = pytest.mark.spark
@@ -40,17 +39,7 @@ def orders_config(**lake: Any) -> PipelineConfig:
             "dms": {"timestamp_column": "dms_ts"},
             "runs": {"mode": "per_file"},
             "lake": lake,
-            "tables": [
-                {
-                    "name": TABLE,
-                    "primary_key": ["order_id"],
-                    "columns": [
-                        {"name": "order_id", "type": "bigint"},
-                        {"name": "status", "type": "string"},
-                        {"name": "amount", "type": "decimal(10,2)"},
-                    ],
-                }
-            ],
+            "tables": [table_data(TABLE, ["order_id"], order_id="bigint", status="string", amount="decimal(10,2)")],
         }
     )
 
@@ -59,17 +48,6 @@ def orders_config(**lake: Any) -> PipelineConfig:
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     spec = GeneratorSpec(seed=40, initial_rows=200, cdc_files=12, changes_per_file=30, cached_changes=0)
     return generate(orders_config(), tmp_path_factory.mktemp("maintenance") / "source", spec)
-
-
-def land(lake: Lake, generated: Any, keys: list[str]) -> None:
-    for key in keys:
-        (lake.landing / key).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(generated.landing / key, lake.landing / key)
-
-
-def pipeline_of(lake: Lake, config: PipelineConfig) -> LocalPipeline:
-    return LocalPipeline(config, lake.landing, lake.spark, database=lake.database, catalog=lake.catalog,
-                         store=lake.store())  # fmt: skip
 
 
 def optimize_and_vacuum(lake: Lake, name: str) -> None:
@@ -96,47 +74,45 @@ def expire_to_one(lake: Lake, name: str) -> None:
     ).collect()
 
 
-def rows(lake: Lake, name: str) -> list[tuple]:
-    return sorted(tuple(r) for r in lake.spark.table(lake.table(name)).collect())
+def compacted_after(lake: Lake, generated: Any, applied: int, landed: int) -> tuple[PipelineConfig, list[str]]:
+    """The generated source's first ``landed`` files landed, its first ``applied`` applied, then shop_orders
+    compacted and expired to one snapshot; the configuration and every key in landing order."""
+    config = orders_config()
+    keys = land_order(generated)
+    lake.land_from(generated.landing, keys[:landed])
+    for key in keys[:applied]:
+        lake.apply(config, key)
+    optimize_and_vacuum(lake, "shop_orders")
+    return config, keys
 
 
 @on_both_paths
 def test_the_record_of_applied_files_survives_compaction_and_expiry_to_one_snapshot(
     lake: Lake, generated: Any, tmp_path: Path
 ) -> None:
-    config = orders_config()
-    keys = land_order(generated)
-    land(lake, generated, keys[:6])
-    for key in keys[:6]:
-        lake.apply(config, key)
-    optimize_and_vacuum(lake, "shop_orders")
+    config, keys = compacted_after(lake, generated, applied=6, landed=6)
     lineage = snapshot_summaries(lake, "shop_orders")
     assert len(lineage) == 1 and STATE not in (lineage[0]["summary"] or {})  # no record left in any snapshot
 
-    land(lake, generated, keys[6:7])
+    lake.land_from(generated.landing, keys[6:7])
     result = lake.apply(config, keys[6])
     assert result.applied_files == [keys[6]]  # the next file only: nothing from the LOAD file on again
     assert not result.notices
-    land(lake, generated, keys[7:])
+    lake.land_from(generated.landing, keys[7:])
     for key in keys[7:]:
         assert lake.apply(config, key).applied_files == [key]
-    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
 
 
 def test_a_lost_record_refuses_the_run_and_changes_nothing(lake: Lake, generated: Any) -> None:
-    config = orders_config()
-    keys = land_order(generated)
-    land(lake, generated, keys[:4])
-    for key in keys[:3]:
-        lake.apply(config, key)
-    optimize_and_vacuum(lake, "shop_orders")
+    config, keys = compacted_after(lake, generated, applied=3, landed=4)
     lake.spark.sql(f"ALTER TABLE {lake.table('shop_orders')} UNSET TBLPROPERTIES ('{RECORD}')")
-    before = rows(lake, "shop_orders")
+    before = lake.rows("shop_orders")
     with pytest.raises(RecordLostError, match=r"record of which DMS files .* is lost.*cdc-lake reload"):
         lake.apply(config, keys[3])
-    assert rows(lake, "shop_orders") == before
+    assert lake.rows("shop_orders") == before
     assert all((lake.landing / key).exists() for key in keys[:4])
-    status = table_status(pipeline_of(lake, config).context, config.table(TABLE), dt.datetime.now(dt.UTC))
+    status = table_status(lake.pipeline(config).context, config.table(TABLE), dt.datetime.now(dt.UTC))
     assert status.state == "refused" and "is lost" in status.detail
 
 
@@ -146,7 +122,7 @@ def test_a_record_that_describes_undone_commits_is_never_trusted(lake: Lake, gen
     the rollback undid."""
     config = orders_config()
     keys = land_order(generated)
-    land(lake, generated, keys[:5])
+    lake.land_from(generated.landing, keys[:5])
     for key in keys[:2]:
         lake.apply(config, key)
     target = f"{lake.database}.shop_orders"
@@ -159,16 +135,16 @@ def test_a_record_that_describes_undone_commits_is_never_trusted(lake: Lake, gen
         f"CALL {lake.catalog}.system.set_current_snapshot(table => '{target}', snapshot_id => {compacted.snapshot_id})"
     ).collect()
     expire_to_one(lake, "shop_orders")
-    before = rows(lake, "shop_orders")
+    before = lake.rows("shop_orders")
     with pytest.raises(RecordLostError, match="not an ancestor of main"):
         lake.apply(config, keys[4])
-    assert rows(lake, "shop_orders") == before
+    assert lake.rows("shop_orders") == before
 
 
 def test_cdc_lake_rollback_moves_the_record_with_main(lake: Lake, generated: Any, tmp_path: Path) -> None:
     config = orders_config()
     keys = land_order(generated)
-    land(lake, generated, keys)
+    lake.land_from(generated.landing, keys)
     for key in keys[:5]:
         lake.apply(config, key)
     table = config.table(TABLE)
@@ -179,7 +155,7 @@ def test_cdc_lake_rollback_moves_the_record_with_main(lake: Lake, generated: Any
     optimize_and_vacuum(lake, "shop_orders")
     result = lake.apply(config, keys[-1])  # the files the rollback undid, and the rest
     assert result.applied_files == keys[3:]
-    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
 
 
 @on_both_paths
@@ -191,9 +167,9 @@ def test_maintenance_beside_replay_runs_loses_nothing_and_applies_nothing_twice(
     triggered again, as a later file would): each file is applied by exactly one commit, in order."""
     config = orders_config()
     keys = land_order(generated)
-    land(lake, generated, keys[:2])
+    lake.land_from(generated.landing, keys[:2])
     lake.apply(config, keys[1])
-    pipeline = pipeline_of(lake, config)
+    pipeline = lake.pipeline(config)
     done = threading.Event()
     failures: list[str] = []
     rounds = 0
@@ -217,7 +193,7 @@ def test_maintenance_beside_replay_runs_loses_nothing_and_applies_nothing_twice(
     applied: list[str] = []
     beaten: list[str] = []
     try:
-        land(lake, generated, keys[2:])
+        lake.land_from(generated.landing, keys[2:])
         for key in keys[2:]:
             for _ in range(10):
                 try:
@@ -231,7 +207,7 @@ def test_maintenance_beside_replay_runs_loses_nothing_and_applies_nothing_twice(
     assert not failures, failures
     assert rounds > 0
     assert applied == keys[2:], beaten
-    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
 
 
 def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lake, tmp_path: Path) -> None:
@@ -240,7 +216,7 @@ def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lak
     spec = GeneratorSpec(seed=41, initial_rows=100, cdc_files=24, changes_per_file=8, cached_changes=0)
     generated = generate(config, tmp_path / "source", spec)
     keys = land_order(generated)
-    land(lake, generated, keys)
+    lake.land_from(generated.landing, keys)
     steps, shapes = [], []
     for key in keys:
         result = lake.apply(config, key)
@@ -250,7 +226,7 @@ def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lak
     assert "compact" in steps and "expire" in steps
     assert max(s.delete_files for s in shapes) <= 3  # compacted as soon as a commit reached the threshold
     assert max(s.snapshots for s in shapes) <= 4 + 10  # expired as soon as it held the margin more than it keeps
-    assert_lake_equals_oracle(pipeline_of(lake, config), generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
 
 
 def test_auto_writes_a_small_table_copy_on_write_and_switches_as_it_crosses_the_size(
@@ -261,7 +237,7 @@ def test_auto_writes_a_small_table_copy_on_write_and_switches_as_it_crosses_the_
     size (here: the size lowered under them) it goes merge-on-read and batches write delete files again."""
     small, large = orders_config(), orders_config(copy_on_write_up_to_mb=0.0001)
     keys = land_order(generated)
-    land(lake, generated, keys)
+    lake.land_from(generated.landing, keys)
     dotted = lake.location.dotted("shop_orders")
     first = lake.apply(small, keys[0])
     assert [(u.action, u.detail["copy_on_write"]) for u in first.upkeep] == [("write-mode", 1)]
@@ -276,7 +252,7 @@ def test_auto_writes_a_small_table_copy_on_write_and_switches_as_it_crosses_the_
         lake.apply(large, key)
     assert table_properties(lake.spark, dotted)["write.merge.mode"] == "merge-on-read"
     assert table_shape(lake, "shop_orders").delete_files > 0
-    assert_lake_equals_oracle(pipeline_of(lake, large), generated.expected, tmp_path / "export")
+    assert_lake_equals_oracle(lake.pipeline(large), generated.expected, tmp_path / "export")
 
 
 def test_upkeep_compaction_merges_the_files_batches_wrote_and_leaves_a_full_loads_files(lake: Lake) -> None:

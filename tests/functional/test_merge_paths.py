@@ -16,10 +16,6 @@ T = "dms/shop/items/"
 SPLIT = {"split_merge_from_rows": 0}
 
 
-def rows(lake: Lake) -> list[tuple[Any, ...]]:
-    return sorted(tuple(r) for r in lake.spark.table(lake.table("shop_items")).collect())
-
-
 def parts(lake: Lake, config: Any) -> list[str]:
     return lake.run_parts(config.tables[0].lake_table)
 
@@ -35,7 +31,7 @@ def test_split_batch_applies_every_op_in_dms_order(spark, lake, landing):
     )
     result = lake.apply(config, key)
     assert result.applied_files == [T + "LOAD00000001.csv", key]
-    assert rows(lake) == [(1, "eins"), (2, "zwei"), (4, "b"), (7, "ghost")]
+    assert lake.rows() == [(1, "eins"), (2, "zwei"), (4, "b"), (7, "ghost")]
     assert parts(lake, config) == ["load appended", "deleted"]  # the append of new rows carries the run's record
 
 
@@ -44,11 +40,11 @@ def test_split_batch_of_deletes_only_appends_nothing(spark, lake, landing):
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     first = write_file(landing, T + "20250301-120000000.csv", "D,2,b\nD,9,ghost\n")
     lake.apply(config, first)
-    assert rows(lake) == [(1, "a")]
+    assert lake.rows() == [(1, "a")]
     assert lake.apply(config, first).already_applied
     second = write_file(landing, T + "20250301-120100000.csv", "D,9,ghost\n")  # matches nothing
     lake.apply(config, second)
-    assert rows(lake) == [(1, "a")]
+    assert lake.rows() == [(1, "a")]
 
 
 def test_the_table_size_chooses_the_split(spark, lake, landing):
@@ -63,7 +59,7 @@ def test_the_table_size_chooses_the_split(spark, lake, landing):
     large = write_file(landing, T + "20250301-120100000.csv", "U,2,b1\nI,4,d\n")
     lake.apply(config, large)
     assert parts(lake, config) == [*loaded, "deleted"]
-    assert rows(lake) == [(1, "a1"), (2, "b1"), (3, "c"), (4, "d")]
+    assert lake.rows() == [(1, "a1"), (2, "b1"), (3, "c"), (4, "d")]
 
 
 @pytest.mark.parametrize("whole_range", [True, False])
@@ -86,7 +82,7 @@ def test_a_small_table_rewrites_its_key_range_whole(spark, lake, landing, monkey
 
     lake.apply(config, key)
 
-    assert rows(lake) == [(1, "a1"), (2, "b"), (9, "i"), (4001, "d"), (4002, "e"), (8001, "g")]
+    assert lake.rows() == [(1, "a1"), (2, "b"), (9, "i"), (4001, "d"), (4002, "e"), (8001, "g")]
     latest = spark.sql(f"SELECT summary FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
     assert latest is not None
     assert latest["summary"]["deleted-data-files"] == ("3" if whole_range else "2")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import random
-import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -120,17 +119,12 @@ def generated(tmp_path_factory):
 
 def replay_all(lake: Lake, config, result, duplicates: bool = True) -> LocalPipeline:
     keys = land_order(result)
-    landing = lake.landing
-    for key in keys:
-        (landing / key).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(result.landing / key, landing / key)
+    lake.land_from(result.landing, keys)
     events = list(keys)
     if duplicates:  # shuffled, with repeats; otherwise in landing order, one change per file
         events += random.Random(2).sample(keys, k=len(keys) // 2)
         random.Random(1).shuffle(events)
-    pipeline = LocalPipeline(
-        config, landing, lake.spark, database=lake.database, catalog=lake.catalog, store=lake.store()
-    )
+    pipeline = lake.pipeline(config)
     runs = pipeline.deliver(events)
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
     return pipeline

@@ -18,24 +18,17 @@ from cdc_lake.engine.context import LakeContext
 from cdc_lake.local.generator import GeneratorSpec, SchemaChange, generate, land, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.support.configs import ORDER_ITEMS_COLUMNS
+from tests.support.configs import ORDER_ITEMS_COLUMNS, columns, table_data
 from tests.support.lake import assert_lake_equals_oracle
 
 pytestmark = pytest.mark.spark
 
+CUSTOMERS = table_data(
+    "shop.customers", ["customer_id"], customer_id="bigint", full_name="string", email="string", is_active="boolean",
+    signed_up_on="date", notes="string",
+)  # fmt: skip
 TABLES: list[dict[str, Any]] = [
-    {
-        "name": "shop.customers",
-        "primary_key": ["customer_id"],
-        "columns": [
-            {"name": "customer_id", "type": "bigint"},
-            {"name": "full_name", "type": "string"},
-            {"name": "email", "type": "string"},
-            {"name": "is_active", "type": "boolean"},
-            {"name": "signed_up_on", "type": "date"},
-            {"name": "notes", "type": "string"},
-        ],
-    },
+    CUSTOMERS,
     {
         "name": "shop.order_items",
         "primary_key": ["order_id", "line_no"],
@@ -73,7 +66,7 @@ DMS_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def make_config(dms: dict[str, Any], lake: dict[str, Any] | None = None) -> PipelineConfig:
+def oracle_config(dms: dict[str, Any], lake: dict[str, Any] | None = None) -> PipelineConfig:
     return parse_config({"dms": {"bucket_folder": "raw/dms", **dms}, "lake": lake or {}, "tables": TABLES})
 
 
@@ -88,7 +81,7 @@ SPLIT_VARIANTS = ("csv-before-image-changeseq", "csv-inserts-and-updates", "parq
     ids=[*DMS_VARIANTS, *(f"{v}-split" for v in SPLIT_VARIANTS)],
 )
 def test_replay_equals_oracle(spark: SparkSession, database: str, tmp_path: Path, variant: str, split: bool) -> None:
-    config = make_config(DMS_VARIANTS[variant], {"split_merge_from_rows": 0} if split else None)
+    config = oracle_config(DMS_VARIANTS[variant], {"split_merge_from_rows": 0} if split else None)
     spec = GeneratorSpec(
         seed=11,
         initial_rows=240,
@@ -113,7 +106,7 @@ def test_shuffled_and_duplicated_events_through_the_handler(
     spark: SparkSession, database: str, tmp_path: Path, mode: str
 ) -> None:
     """S3 delivers at least once, in any order: the lake must still equal the oracle."""
-    config = make_config(DMS_VARIANTS["csv-timestamps"]).model_copy(update={"runs": RunSettings(mode=mode)})
+    config = oracle_config(DMS_VARIANTS["csv-timestamps"]).model_copy(update={"runs": RunSettings(mode=mode)})
     spec = GeneratorSpec(seed=5, initial_rows=150, cdc_files=4, changes_per_file=50, load_file_rows=60)
     generated = generate(config, tmp_path / "source", spec)
     keys = land_order(generated)
@@ -133,7 +126,7 @@ def test_shuffled_and_duplicated_events_through_the_handler(
 
 def test_files_landing_in_batches_with_duplicate_events(spark: SparkSession, database: str, tmp_path: Path) -> None:
     """Files land over time (full load first, then CDC batches); events may repeat within a batch."""
-    config = make_config(DMS_VARIANTS["parquet"])
+    config = oracle_config(DMS_VARIANTS["parquet"])
     spec = GeneratorSpec(seed=9, initial_rows=120, cdc_files=4, changes_per_file=40)
     generated = generate(config, tmp_path / "source", spec)
     keys = land_order(generated)
@@ -154,18 +147,11 @@ def test_files_landing_in_batches_with_duplicate_events(spark: SparkSession, dat
 # A living source: schema changes mid-stream, key updates without before-image columns, insert-only CDC
 # ---------------------------------------------------------------------------------------------------
 
-PRODUCTS: dict[str, Any] = {
-    "name": "shop.products",
-    "primary_key": ["product_id"],
-    "columns": [
-        {"name": "product_id", "type": "bigint"},
-        {"name": "title", "type": "string"},
-        {"name": "unit_price", "type": "decimal(10,2)"},
-        {"name": "stock", "type": "int"},
-        {"name": "notes", "type": "string"},
-    ],
-}
-ADDED = [{"name": "region", "type": "string"}, {"name": "loyalty_points", "type": "int"}]
+PRODUCTS: dict[str, Any] = table_data(
+    "shop.products", ["product_id"], product_id="bigint", title="string", unit_price="decimal(10,2)", stock="int",
+    notes="string",
+)  # fmt: skip
+ADDED = columns(region="string", loyalty_points="int")
 ADDS = (SchemaChange("shop.products", 0, "add", "region"), SchemaChange("shop.products", 1, "add", "loyalty_points"))
 WIDEN = SchemaChange("shop.products", 0, "widen", "stock", from_type="int")
 

@@ -25,7 +25,7 @@ from cdc_lake.engine.tables import Lake, LakeLocation, TableSnapshot
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from cdc_lake.ops.reconcile import format_report, read_expected, reconcile
-from tests.support.configs import ORDER_ITEMS_COLUMNS
+from tests.support.configs import ORDER_ITEMS_COLUMNS, columns
 
 pytestmark = pytest.mark.spark
 
@@ -35,10 +35,7 @@ TABLE: dict[str, Any] = {
     "primary_key": ["order_id", "line_no"],
     "columns": [
         *ORDER_ITEMS_COLUMNS,
-        {"name": "is_gift", "type": "boolean"},
-        {"name": "ship_on", "type": "date"},
-        {"name": "shipped_at", "type": "timestamp"},
-        {"name": "notes", "type": "string"},
+        *columns(is_gift="boolean", ship_on="date", shipped_at="timestamp", notes="string"),
     ],
 }
 ARROW_TYPES = {

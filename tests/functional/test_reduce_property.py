@@ -7,26 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc_lake.core.config import parse_config
 from cdc_lake.engine.changes import last_change_per_key
+from tests.support.configs import one_table_config, table_data
 
 pytestmark = pytest.mark.spark
 
-TABLE = parse_config(
-    {
-        "tables": [
-            {
-                "name": "s.t",
-                "primary_key": ["k1", "k2"],
-                "columns": [
-                    {"name": "k1", "type": "int"},
-                    {"name": "k2", "type": "string"},
-                    {"name": "v", "type": "string"},
-                ],
-            }
-        ]
-    }
-).tables[0]
+TABLE = one_table_config(table_data("s.t", ["k1", "k2"], k1="int", k2="string", v="string")).tables[0]
 SCHEMA = "_phase int, _op string, _change_seq string, k1 int, k2 string, v string, _file_seq int, _row long"
 
 keys = st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"]))

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.exceptions import DmsInputError, ReplayOrderError, SchemaChangeError
 from cdc_lake.engine.record import FRESHNESS, snapshot_summaries
-from tests.support.configs import items_config
+from tests.support.configs import items_config, one_table_config, table_data
 from tests.support.lake import Lake, on_both_paths, write_file
 
 # The deployed path (Glue catalog, S3FileIO, files through S3A) runs the order, overlap, duplicate, refusal,
@@ -23,11 +23,6 @@ from tests.support.lake import Lake, on_both_paths, write_file
 pytestmark = pytest.mark.spark
 
 T = "dms/shop/items/"
-
-
-def rows(lake: Lake, table: str = "shop_items") -> list[tuple]:
-    frame = lake.spark.table(lake.table(table))
-    return sorted(tuple(r) for r in frame.collect())
 
 
 def snapshot_count(lake: Lake, cfg: PipelineConfig) -> int:
@@ -43,7 +38,7 @@ def test_insert_delete_insert_in_one_file_ends_inserted(spark, lake, landing):
     key = write_file(landing, T + "20250301-120000000.csv", "I,2,a\nD,2,a\nI,2,b\nD,1,one\nI,1,uno\nU,1,eins\n")
     result = lake.apply(cfg, key)
     assert result.applied_files == [T + "LOAD00000001.csv", key]
-    assert rows(lake) == [(1, "eins"), (2, "b")]
+    assert lake.rows() == [(1, "eins"), (2, "b")]
 
 
 @on_both_paths
@@ -56,7 +51,7 @@ def test_same_timestamp_changes_follow_row_order_not_timestamp(spark, lake, land
         landing, T + "20250301-120000000.csv", f"U,{ts},1,b\nU,{ts},1,c\nU,2025-01-01 00:00:00.000000,1,d\n"
     )
     lake.apply(cfg, key)
-    assert rows(lake) == [(1, "d")]
+    assert lake.rows() == [(1, "d")]
 
 
 @on_both_paths
@@ -73,7 +68,7 @@ def test_cached_changes_with_older_timestamps_after_the_full_load(spark, lake, l
     )
     lake.apply(cfg, T + "LOAD00000001.csv")
     lake.apply(cfg, first)
-    assert rows(lake) == [(1, "after"), (3, "new")]
+    assert lake.rows() == [(1, "after"), (3, "new")]
 
 
 @on_both_paths
@@ -82,7 +77,7 @@ def test_ghost_keys_update_is_upsert_delete_is_no_op(spark, lake, landing):
     write_file(landing, T + "LOAD00000001.csv", "1,a\n")
     key = write_file(landing, T + "20250301-120000000.csv", "U,7,ghost\nD,8,never\nI,1,again\n")
     lake.apply(cfg, key)
-    assert rows(lake) == [(1, "again"), (7, "ghost")]
+    assert lake.rows() == [(1, "again"), (7, "ghost")]
 
 
 @on_both_paths
@@ -99,7 +94,7 @@ def test_later_trigger_applies_earlier_files_and_repeats_change_nothing(spark, l
     assert snapshot_count(lake, cfg) == 1
     cdc3 = write_file(landing, T + "20250301-120200000.csv", "I,3,c\n")
     assert lake.apply(cfg, cdc3).applied_files == [cdc3]
-    assert rows(lake) == [(1, "a2"), (3, "c")]
+    assert lake.rows() == [(1, "a2"), (3, "c")]
 
 
 @on_both_paths
@@ -111,7 +106,7 @@ def test_hex_load_counter_and_cdc_name_order(spark, lake, landing):
     write_file(landing, T + "20250301-120000000.csv", "U,2,first\n")
     last = write_file(landing, T + "20250301-120000001.csv", "U,2,second\n")
     lake.apply(cfg, last)
-    assert rows(lake) == [(1, "ten"), (2, "second")]
+    assert lake.rows() == [(1, "ten"), (2, "second")]
 
 
 @on_both_paths
@@ -125,7 +120,7 @@ def test_csv_row_order_survives_split_reads(spark, lake, landing):
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     expected = {i % 7: f"v{i:05d}" for i in range(6000)}
-    assert rows(lake) == sorted(expected.items())
+    assert lake.rows() == sorted(expected.items())
 
 
 @on_both_paths
@@ -148,7 +143,7 @@ def test_parquet_row_order_survives_split_reads(spark, lake, landing):
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     expected = {i % 11: f"v{i:05d}" for i in range(count)}
-    assert rows(lake) == sorted(expected.items())
+    assert lake.rows() == sorted(expected.items())
 
 
 def test_change_sequence_orders_cdc_rows(spark, lake, landing):
@@ -161,7 +156,7 @@ def test_change_sequence_orders_cdc_rows(spark, lake, landing):
         f"U,1,second,{seq.format(2)}\nU,1,first,{seq.format(1)}\nI,2,x,{seq.format(3)}\n",
     )
     lake.apply(cfg, key)
-    assert rows(lake) == [(1, "second"), (2, "x")]
+    assert lake.rows() == [(1, "second"), (2, "x")]
 
 
 # Bad rows, late files and the other kinds of damaged input: the corpus in test_bad_input.py.
@@ -183,31 +178,12 @@ def test_only_no_op_changes_still_record_the_file(spark, lake, landing):
     key = write_file(landing, T + "20250301-120000000.csv", "D,9,ghost\n")
     lake.apply(cfg, key)
     assert lake.apply(cfg, key).already_applied
-    assert rows(lake) == [(1, "a")]
+    assert lake.rows() == [(1, "a")]
 
 
 def test_types_nulls_and_empty_strings(spark, lake, landing):
-    cfg = parse_config(
-        {
-            "dms": {"bucket_folder": "dms"},
-            "tables": [
-                {
-                    "name": "shop.typed",
-                    "primary_key": ["k1", "k2"],
-                    "columns": [
-                        {"name": "k1", "type": "int"},
-                        {"name": "k2", "type": "string"},
-                        {"name": "amount", "type": "decimal(12,2)"},
-                        {"name": "day", "type": "date"},
-                        {"name": "at", "type": "timestamp"},
-                        {"name": "flag", "type": "boolean"},
-                        {"name": "ratio", "type": "double"},
-                        {"name": "note", "type": "string"},
-                    ],
-                }
-            ],
-        }
-    )
+    values = {"amount": "decimal(12,2)", "day": "date", "at": "timestamp", "flag": "boolean", "ratio": "double"}
+    cfg = one_table_config(table_data("shop.typed", ["k1", "k2"], k1="int", k2="string", **values, note="string"))
     prefix = "dms/shop/typed/"
     write_file(
         landing,
@@ -218,7 +194,7 @@ def test_types_nulls_and_empty_strings(spark, lake, landing):
         "2,b,9999999999.99,2025-03-01,2025-03-01 00:00:00,true,+3.0000000000000000e+00,\n",
     )
     lake.apply(cfg, prefix + "LOAD00000001.csv")
-    got = rows(lake, "shop_typed")
+    got = lake.rows("shop_typed")
     assert got == [
         (1, "a", Decimal("-12.50"), dt.date(1970, 1, 1), dt.datetime(2025, 3, 1, 12, 0, 0, 1), True, 0.5,
          'multi\nline, "quoted" é 日本 🎉'),
@@ -247,7 +223,7 @@ def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split)
     for n in range(1, 7):
         for i in range(n, 50, 3):
             expected[i] = f"v{n}"
-    assert rows(lake) == sorted(expected.items())
+    assert lake.rows() == sorted(expected.items())
     commits = [_applied(s) for s in snapshot_summaries(lake, cfg.tables[0])]
     assert sorted(key for applied in commits for key in applied) == sorted([T + "LOAD00000001.csv", *keys])
     with_changes = sum(1 for applied in commits if set(applied) & set(keys))
@@ -265,25 +241,11 @@ def test_crlf_inside_the_first_quoted_value_does_not_change_the_row_separator(sp
     cfg = items_config()
     key = write_file(landing, T + "LOAD00000001.csv", '1,"first\r\nvalue"\n2,b\n3,"c\nd"\n4,e\n')
     lake.apply(cfg, key)
-    assert rows(lake) == [(1, "first\r\nvalue"), (2, "b"), (3, "c\nd"), (4, "e")]
+    assert lake.rows() == [(1, "first\r\nvalue"), (2, "b"), (3, "c\nd"), (4, "e")]
 
 
 def test_values_that_would_be_rounded_or_overflow_are_refused(spark, lake, landing):
-    cfg = parse_config(
-        {
-            "dms": {"bucket_folder": "dms"},
-            "tables": [
-                {
-                    "name": "shop.prices",
-                    "primary_key": ["id"],
-                    "columns": [
-                        {"name": "id", "type": "smallint"},
-                        {"name": "price", "type": "decimal(6,2)"},
-                    ],
-                }
-            ],
-        }
-    )
+    cfg = one_table_config(table_data("shop.prices", ["id"], id="smallint", price="decimal(6,2)"))
     key = write_file(landing, "dms/shop/prices/LOAD00000001.csv", "1,1.25\n2,1.005\n40000,1.00\n3,12345.67\n")
     with pytest.raises(DmsInputError) as raised:
         lake.apply(cfg, key)
@@ -295,22 +257,7 @@ def test_values_that_would_be_rounded_or_overflow_are_refused(spark, lake, landi
 
 
 def test_a_non_ascii_value_in_a_number_or_time_column_is_refused_and_shown_as_written(spark, lake, landing):
-    cfg = parse_config(
-        {
-            "dms": {"bucket_folder": "dms"},
-            "tables": [
-                {
-                    "name": "shop.visits",
-                    "primary_key": ["id"],
-                    "columns": [
-                        {"name": "id", "type": "bigint"},
-                        {"name": "at", "type": "timestamp"},
-                        {"name": "note", "type": "string"},
-                    ],
-                }
-            ],
-        }
-    )
+    cfg = one_table_config(table_data("shop.visits", ["id"], id="bigint", at="timestamp", note="string"))
     # Arabic-Indic digits, a full-width 1, and a timestamp with a non-breaking space: text, not numbers or times.
     at = "2025-01-01 00:00:00"
     rows = f"1,{at},a\n\u0662,{at},b\n\uff11,{at},c\n4,2025-01-01\u00a000:00:00,d\n"
@@ -331,7 +278,7 @@ def test_cdc_files_without_op_are_upserts(spark, lake, landing, mode):
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     key = write_file(landing, T + "20250301-120000000.csv", "3,c\n1,a2\n")
     lake.apply(cfg, key)
-    assert rows(lake) == [(1, "a2"), (2, "b"), (3, "c")]
+    assert lake.rows() == [(1, "a2"), (2, "b"), (3, "c")]
     with_op = write_file(landing, T + "20250301-120100000.csv", "I,4,d\n")  # Op present: one field too many
     with pytest.raises(SchemaChangeError, match=r"3 fields, but the configuration of shop\.items accounts for 2"):
         lake.apply(cfg, with_op)
@@ -384,7 +331,7 @@ def test_a_bad_row_refuses_a_small_batch_before_history_moves(spark, lake, landi
         lake.apply(cfg, bad)
 
     assert f"{bad}: row 2, column id: cannot parse as bigint (value 'x')" in str(raised.value)
-    assert rows(lake) == [(1, "a1"), (2, "b"), (3, "c")]
+    assert lake.rows() == [(1, "a1"), (2, "b"), (3, "c")]
     assert [
         spark.sql(f"SELECT max(committed_at) FROM {t}.snapshots").first()[0]
         for t in (lake.table("shop_items"), history)

@@ -90,7 +90,7 @@ def create_job(glue: Any, name: str, *, max_concurrent_runs: int) -> None:
     )
 
 
-def land(s3: Any, key: str, body: bytes = b"I,1,new\n") -> tuple[str, int, str]:
+def put_landed(s3: Any, key: str, body: bytes = b"I,1,new\n") -> tuple[str, int, str]:
     """Put an object and return (key, size, etag) as S3 reports them."""
     s3.put_object(Bucket=BUCKET, Key=key, Body=body)
     head = s3.head_object(Bucket=BUCKET, Key=key)
@@ -154,12 +154,12 @@ def sleeps() -> list[float]:
 def test_a_mixed_event_starts_the_right_runs_with_the_right_arguments(aws):
     s3, glue = aws["s3"], aws["glue"]
     landed = [
-        land(s3, ORDERS_LOAD),
-        land(s3, "dms/shop/orders/_SUCCESS", b""),
-        land(s3, ORDERS_CDC),
-        land(s3, "dms/hr/employees/LOAD00000001.csv"),
-        land(s3, CUSTOMERS_CDC),
-        land(s3, "dms/shop/orders/", b""),
+        put_landed(s3, ORDERS_LOAD),
+        put_landed(s3, "dms/shop/orders/_SUCCESS", b""),
+        put_landed(s3, ORDERS_CDC),
+        put_landed(s3, "dms/hr/employees/LOAD00000001.csv"),
+        put_landed(s3, CUSTOMERS_CDC),
+        put_landed(s3, "dms/shop/orders/", b""),
     ]
     event = s3_object_created_event(BUCKET, landed)
 
@@ -180,7 +180,7 @@ def test_a_mixed_event_starts_the_right_runs_with_the_right_arguments(aws):
 
 
 def test_an_eventbridge_event_starts_the_cdc_job(aws):
-    key, size, etag = land(aws["s3"], ORDERS_CDC)
+    key, size, etag = put_landed(aws["s3"], ORDERS_CDC)
 
     run_ids = handle(
         eventbridge_object_created_event(BUCKET, key, size, etag),
@@ -477,7 +477,7 @@ def bundled_config(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 def test_lambda_handler_end_to_end(aws, monkeypatch, capsys, log_stream, bundled_config):
     set_function_env(monkeypatch, str(bundled_config))
     event = s3_object_created_event(
-        BUCKET, [land(aws["s3"], ORDERS_CDC), land(aws["s3"], "dms/hr/employees/LOAD00000001.csv")]
+        BUCKET, [put_landed(aws["s3"], ORDERS_CDC), put_landed(aws["s3"], "dms/hr/employees/LOAD00000001.csv")]
     )
 
     result = lambda_handler(event, FakeLambdaContext())

@@ -15,7 +15,12 @@ from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from tests.mariadb.server import Server, create_database, execute, source_fingerprints, source_rows
 from tests.support.cli import cli
-from tests.support.source_config import check_source_differences, check_written_shop, run_source_check_job
+from tests.support.source_config import (
+    check_source_differences,
+    check_written_shop,
+    config_from_source,
+    run_source_check_job,
+)
 from tests.support.source_tables import check_fingerprints, check_tables, hadoop_reader, newest_per_table
 
 pytestmark = pytest.mark.mariadb
@@ -80,8 +85,7 @@ def test_an_unreachable_source_is_named_without_its_password(tmp_path: Path, cap
 
 def test_config_check_source_finds_each_difference(mariadb: Server, tmp_path: Path, capsys) -> None:
     url = _typed_source(mariadb, "check")
-    out = tmp_path / "tables.yaml"
-    assert cli(capsys, "config-from-source", "--source", url, "--schema", "check", "-o", out)[0] == 0
+    out = config_from_source(capsys, url, tmp_path / "tables.yaml", "--schema", "check")
     code, printed = cli(capsys, "config-check-source", "-c", out, "--source", url)
     assert code == 0 and "2 table(s) checked: 0 difference(s)" in printed, printed
     execute(
@@ -116,13 +120,7 @@ def test_the_written_configuration_replicates_every_type_exactly(
         "-1.7976931348623157e308, 'x', 'abc', NULL, '2000-02-29', '2000-02-29 23:59:59.000001', NULL, 2000, "
         "-99999999999999.999999, 12345678901234567890.0000000001)",
     )
-    written = tmp_path / "tables.yaml"
-    assert (
-        cli(
-            capsys, "config-from-source", "--source", url, "--schema", "kinds_db", "-o", written, "--database", database
-        )[0]
-        == 0
-    )
+    written = config_from_source(capsys, url, tmp_path / "tables.yaml", "--schema", "kinds_db", "--database", database)
     config = load_config(written)
     landing = tmp_path / "landing"
     capture = MysqlCapture(url, config, landing, files_per_round=1)
@@ -153,8 +151,7 @@ def test_the_scheduled_check_reads_the_dms_secret_and_puts_the_differences(
     mariadb: Server, tmp_path: Path, capsys, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = _typed_source(mariadb, "nightly")
-    out = tmp_path / "tables.yaml"
-    assert cli(capsys, "config-from-source", "--source", url, "--schema", "nightly", "-o", out)[0] == 0
+    out = config_from_source(capsys, url, tmp_path / "tables.yaml", "--schema", "nightly")
     password = "p@ss:w/rd%é"  # every character a URL must escape
     execute(
         url,

@@ -14,7 +14,12 @@ from cdc_lake.local.pg_capture import PgCapture
 from cdc_lake.local.runtime import LocalPipeline, failed_runs
 from tests.pg.cluster import Cluster, create_database
 from tests.support.cli import cli
-from tests.support.source_config import check_source_differences, check_written_shop, run_source_check_job
+from tests.support.source_config import (
+    check_source_differences,
+    check_written_shop,
+    config_from_source,
+    run_source_check_job,
+)
 from tests.support.source_tables import (
     check_fingerprints,
     check_tables,
@@ -40,10 +45,16 @@ CREATE TABLE other.x (id int PRIMARY KEY);
 """
 
 
-def test_config_from_source_maps_each_type_as_dms_writes_it(postgres: Cluster, tmp_path: Path, capsys) -> None:
-    conninfo = create_database(postgres, "config_types")
+def typed_source(postgres: Cluster, name: str) -> str:
+    """A fresh database ``name`` holding the typed schema ``shop``; its conninfo."""
+    conninfo = create_database(postgres, name)
     with psycopg.connect(conninfo, autocommit=True) as connection:
         connection.execute(TYPED)
+    return conninfo
+
+
+def test_config_from_source_maps_each_type_as_dms_writes_it(postgres: Cluster, tmp_path: Path, capsys) -> None:
+    conninfo = typed_source(postgres, "config_types")
     out = tmp_path / "tables.yaml"
     code, printed = cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)
     assert code == 0, printed
@@ -85,11 +96,8 @@ def test_an_unreachable_source_is_named_without_its_password(tmp_path: Path, cap
 
 
 def test_config_check_source_finds_each_difference(postgres: Cluster, tmp_path: Path, capsys) -> None:
-    conninfo = create_database(postgres, "config_check")
-    with psycopg.connect(conninfo, autocommit=True) as connection:
-        connection.execute(TYPED)
-    out = tmp_path / "tables.yaml"
-    assert cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)[0] == 0
+    conninfo = typed_source(postgres, "config_check")
+    out = config_from_source(capsys, conninfo, tmp_path / "tables.yaml", "--schema", "shop")
     code, printed = cli(capsys, "config-check-source", "-c", out, "--source", conninfo)
     assert code == 0 and "2 table(s) checked: 0 difference(s)" in printed, printed
     with psycopg.connect(conninfo, autocommit=True) as connection:
@@ -121,9 +129,7 @@ def test_the_written_configuration_replicates_every_type_exactly(
             "'2000-02-29', '2000-02-29 23:59:59.000001', -99999999999999.999999, "
             "12345678901234567890.0000000001)"
         )
-    written = tmp_path / "tables.yaml"
-    assert cli(capsys, "config-from-source", "--source", conninfo, "-o", written, "--database", database)[0] == 0
-    config = load_config(written)
+    config = load_config(config_from_source(capsys, conninfo, tmp_path / "tables.yaml", "--database", database))
     landing = tmp_path / "landing"
     capture = PgCapture(conninfo, config, landing, slot="config_replicated", files_per_round=1)
     try:
@@ -149,11 +155,8 @@ def test_the_written_configuration_replicates_every_type_exactly(
 
 
 def test_the_scheduled_check_reaches_postgres_through_the_dms_secret(postgres: Cluster, tmp_path: Path, capsys) -> None:
-    conninfo = create_database(postgres, "config_scheduled")
-    with psycopg.connect(conninfo, autocommit=True) as connection:
-        connection.execute(TYPED)
-    out = tmp_path / "tables.yaml"
-    assert cli(capsys, "config-from-source", "--source", conninfo, "--schema", "shop", "-o", out)[0] == 0
+    conninfo = typed_source(postgres, "config_scheduled")
+    out = config_from_source(capsys, conninfo, tmp_path / "tables.yaml", "--schema", "shop")
     # The secret as RDS writes it names another database: the stack's sourceDatabase (DMS's) wins.
     secret = {"host": "localhost", "port": postgres.port, "username": postgres.user, "password": "unused:/@",
               "dbname": "postgres"}  # fmt: skip

@@ -3,6 +3,7 @@ alone (``items_config``), the generator's order lines, and the three app tables 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,17 +38,39 @@ ORDER_ITEMS_COLUMNS: list[dict[str, Any]] = columns(
 )
 
 
-def items_config(
-    columns: list[dict[str, Any]] = ITEMS_COLUMNS, history: bool = False, lake: dict[str, Any] | None = None, **dms: Any
-) -> PipelineConfig:
-    """A configuration of shop.items alone (``columns``, SCD2 ``history``), DMS files under ``dms/`` with
-    these DMS settings, and ``lake`` settings; ``schema_changes`` goes to the table."""
-    from cdc_lake.core.config import parse_config
-
+def items_config_data(
+    columns: list[dict[str, Any]] = ITEMS_COLUMNS,
+    history: bool = False,
+    lake: dict[str, Any] | None = None,
+    runs: dict[str, Any] | None = None,
+    **dms: Any,
+) -> dict[str, Any]:
+    """A configuration of shop.items alone (``columns``, SCD2 ``history``), as its file holds it: DMS files under
+    ``dms/`` with these DMS settings, and ``lake`` and ``runs`` settings; ``schema_changes`` goes to the table."""
     table: dict[str, Any] = {"name": "shop.items", "primary_key": ["id"], "columns": columns, "history": history}
     if "schema_changes" in dms:
         table["schema_changes"] = dms.pop("schema_changes")
-    return parse_config({"dms": {"bucket_folder": "dms", **dms}, "lake": lake or {}, "tables": [table]})
+    dms = {"bucket_folder": "dms", **dms}
+    return {"dms": dms, "lake": lake or {}, "runs": runs or {}, "tables": [table]}
+
+
+def items_config(
+    columns: list[dict[str, Any]] = ITEMS_COLUMNS, history: bool = False, lake: dict[str, Any] | None = None, **dms: Any
+) -> PipelineConfig:
+    """``items_config_data``'s configuration, validated."""
+    from cdc_lake.core.config import parse_config
+
+    return parse_config(items_config_data(columns, history, lake, **dms))
+
+
+def items_config_file(path: Path, **settings: Any) -> tuple[Path, PipelineConfig]:
+    """``items_config_data(**settings)`` written to ``path`` as YAML (for the CLI), and read back."""
+    import yaml
+
+    from cdc_lake.core.config import load_config
+
+    path.write_text(yaml.safe_dump(items_config_data(**settings)), encoding="utf-8")
+    return path, load_config(path)
 
 
 # The three tables of the run tests (coalescing, jobs, kills), each keyed by id.
@@ -58,3 +81,10 @@ def app_config_data(**runs: Any) -> dict[str, Any]:
     """The run tests' configuration of the three app tables, as its file holds it, with these ``runs`` settings."""
     tables = [table_data(name, ["id"], id="bigint", label="string", amount="decimal(10,2)") for name in APP_TABLE_NAMES]
     return {"dms": {"timestamp_column": "dms_timestamp"}, "runs": runs, "tables": tables}
+
+
+def app_config(**runs: Any) -> PipelineConfig:
+    """The run tests' configuration of the three app tables, with these ``runs`` settings."""
+    from cdc_lake.core.config import parse_config
+
+    return parse_config(app_config_data(**runs))

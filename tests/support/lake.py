@@ -3,6 +3,8 @@ either lake path, with what tests do to it: land files, apply a batch, read a ta
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import shutil
 import threading
 import uuid
@@ -23,11 +25,13 @@ LAKE_PATHS = ("hadoop", "glue")
 on_both_paths = pytest.mark.parametrize("lake", LAKE_PATHS, indirect=True)
 
 
-def write_file(landing: Path, key: str, text: str) -> str:
-    """Land a DMS file with exactly this text; returns its key."""
+def write_file(landing: Path, key: str, text: str, modified: dt.datetime | None = None) -> str:
+    """Land a DMS file with exactly this text (and this LastModified, as DMS wrote it then); returns its key."""
     path = landing / key
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode("utf-8"))
+    if modified is not None:
+        os.utime(path, (modified.timestamp(), modified.timestamp()))
     return key
 
 

@@ -56,6 +56,13 @@ def run_source_check_job(
     return SourceCheckRun(found, [p["Maximum"] for p in stats["Datapoints"]])
 
 
+def config_from_source(capsys: pytest.CaptureFixture[str], source: str, out: Path, *options: str | Path) -> Path:
+    """``config-from-source`` of ``source`` (with these options) written to ``out``, which it returns."""
+    code, printed = cli(capsys, "config-from-source", "--source", source, "-o", out, *options)
+    assert code == 0, printed
+    return out
+
+
 def check_written_shop(out: Path) -> TableSpec:
     """The configuration ``config-from-source`` wrote to ``out`` from a source test's typed schema, ``shop``: its
     orders and typed tables in that order (log has no key: only a comment lists it), orders with its key and NOT NULL

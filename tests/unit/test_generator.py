@@ -38,34 +38,27 @@ from cdc_lake.local.generator import (
     land_order,
 )
 from cdc_lake.local.generator.values import double_text, real_text
+from tests.support.configs import columns
 
 DEMO = load_config(Path(cdc_lake.__file__).parent / "demo.yaml")
 ALL_TYPES: dict[str, Any] = {
     "name": "lab.all_types",
     "primary_key": ["code", "seq_no"],
     "columns": [
-        {"name": "code", "type": "varchar(20)"},
-        {"name": "seq_no", "type": "smallint"},
-        {"name": "flag", "type": "boolean"},
-        {"name": "tiny", "type": "tinyint"},
-        {"name": "big", "type": "bigint"},
-        {"name": "price", "type": "decimal(12,2)"},
-        {"name": "rate", "type": "decimal(5,5)"},
-        {"name": "weight", "type": "double"},
-        {"name": "score", "type": "float"},
-        {"name": "born", "type": "date"},
-        {"name": "seen_at", "type": "timestamp"},
-        {"name": "title", "type": "string"},
+        *columns(
+            code="varchar(20)", seq_no="smallint", flag="boolean", tiny="tinyint", big="bigint", price="decimal(12,2)",
+            rate="decimal(5,5)", weight="double", score="float", born="date", seen_at="timestamp", title="string",
+        ),
         {"name": "label", "type": "string", "nullable": False},
     ],
-}
+}  # fmt: skip
 SMALL = GeneratorSpec(initial_rows=40, cdc_files=3, changes_per_file=60, load_file_rows=4, cached_changes=12)
 LOAD_NAME = re.compile(r"^LOAD([0-9A-F]{8})\.(csv|csv\.gz|parquet)$")
 CDC_NAME = re.compile(r"^(\d{8})-(\d{9})\.(csv|csv\.gz|parquet)$")
 SEQUENCE = re.compile(r"^\d{35}$")
 
 
-def make_config(extra_tables: list[dict[str, Any]] | None = None, **dms: Any) -> PipelineConfig:
+def demo_config_with(extra_tables: list[dict[str, Any]] | None = None, **dms: Any) -> PipelineConfig:
     data = DEMO.model_dump()
     data["dms"].update(dms)
     data["tables"].extend(extra_tables if extra_tables is not None else [ALL_TYPES])
@@ -155,24 +148,31 @@ def table_files(landing: Path, config: PipelineConfig, table: TableSpec) -> tupl
     return loads, cdcs
 
 
-def read_csv_records(
-    path: Path,
-    config: PipelineConfig,
-    table: TableSpec,
-    cdc: bool,
-    postgres: bool,
-    columns: list[ColumnSpec] | None = None,
-) -> list[Record]:
-    """``columns``: the table's columns in the file, with their types then (default: the configured ones)."""
-    dms = config.dms
-    columns = table.columns if columns is None else columns
-    booleans = {"true": True, "false": False} if postgres else {"1": True, "0": False}
+@dataclass(frozen=True)
+class FileRead:
+    """What reading one of a table's files takes: the configuration, the table, whether the file is a CDC file,
+    whether a PostgreSQL source wrote its booleans, and the table's columns in the file with their types then."""
+
+    config: PipelineConfig
+    table: TableSpec
+    cdc: bool
+    postgres: bool
+    columns: list[ColumnSpec]
+
+    @property
+    def with_op(self) -> bool:
+        return self.config.dms.cdc_has_op if self.cdc else self.config.dms.include_op_for_full_load
+
+
+def read_csv_records(path: Path, read: FileRead) -> list[Record]:
+    dms, table, columns, cdc = read.config.dms, read.table, read.columns, read.cdc
+    booleans = {"true": True, "false": False} if read.postgres else {"1": True, "0": False}
     raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
     text = raw.decode("utf-8")
     tokens = rfc4180(text, dms.csv_delimiter)
     via_csv_module = list(csv.reader(io.StringIO(text, newline=""), delimiter=dms.csv_delimiter))
     assert [[value for value, _ in record] for record in tokens] == via_csv_module, path
-    with_op = dms.cdc_has_op if cdc else dms.include_op_for_full_load
+    with_op = read.with_op
     befores = dms.before_image_columns(table)
     names = [
         *(["Op"] if with_op else []),
@@ -225,20 +225,11 @@ def read_csv_records(
     return records
 
 
-def read_parquet_records(
-    path: Path,
-    config: PipelineConfig,
-    table: TableSpec,
-    cdc: bool,
-    postgres: bool,
-    columns: list[ColumnSpec] | None = None,
-) -> list[Record]:
-    dms = config.dms
-    columns = table.columns if columns is None else columns
-    names = [c.name for c in columns]
+def read_parquet_records(path: Path, read: FileRead) -> list[Record]:
+    dms, table, cdc, with_op = read.config.dms, read.table, read.cdc, read.with_op
+    names = [c.name for c in read.columns]
     schema_names = pq.read_schema(path).names
     assert [n for n in schema_names if n in table.column_names] == names, f"{path}: {schema_names}"
-    with_op = dms.cdc_has_op if cdc else dms.include_op_for_full_load
     befores = dict(zip(table.primary_key, dms.before_image_columns(table), strict=True)) if dms.before_image else {}
     records = []
     for row in pq.read_table(path).to_pylist():
@@ -291,7 +282,7 @@ def read_table(
     for index, key in enumerate([*loads, *cdcs]):
         columns = file_columns(table, changes, index - len(loads))
         cdc = index >= len(loads)
-        for record in read(result.landing / key, config, table, cdc=cdc, postgres=postgres, columns=columns):
+        for record in read(result.landing / key, FileRead(config, table, cdc, postgres, columns)):
             record.file_index = index
             records.append(record)
     return records
@@ -347,7 +338,7 @@ def as_json(state: dict[tuple[Any, ...], dict[str, Any]], table: TableSpec) -> l
 
 @pytest.fixture(scope="module")
 def csv_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[PipelineConfig, GenerationResult]:
-    config = make_config()
+    config = demo_config_with()
     return config, generate(config, tmp_path_factory.mktemp("csv"), SMALL)
 
 
@@ -358,7 +349,7 @@ def parquet_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[PipelineConfi
         "primary_key": ["blob_id"],
         "columns": [{"name": "blob_id", "type": "int"}, {"name": "payload", "type": "binary"}],
     }
-    config = make_config(
+    config = demo_config_with(
         [ALL_TYPES, binary_table],
         format="parquet",
         compression="gzip",
@@ -391,7 +382,7 @@ def test_oracle_equals_an_independent_replay_of_the_files(any_run: tuple[Pipelin
 
 @pytest.mark.parametrize("file_format", FORMATS.values(), ids=FORMATS.keys())
 def test_every_format_has_a_writer_whose_files_replay_to_the_oracle(tmp_path: Path, file_format: DmsFormat) -> None:
-    config = make_config(format=file_format.name, compression="gzip")
+    config = demo_config_with(format=file_format.name, compression="gzip")
     result = generate(config, tmp_path, SMALL)
     for table in config.tables:
         loads, cdcs = table_files(result.landing, config, table)
@@ -453,7 +444,7 @@ def test_load_files_count_in_hexadecimal(csv_run: tuple[PipelineConfig, Generati
 def test_cdc_files_sit_in_date_folders_and_sort_by_time(
     tmp_path: Path, sequence: str, delimiter: str, folder_format: str
 ) -> None:
-    config = make_config(
+    config = demo_config_with(
         [], date_partition_enabled=True, date_partition_sequence=sequence, date_partition_delimiter=delimiter
     )
     spec = GeneratorSpec(initial_rows=5, cdc_files=4, changes_per_file=5, start_time=datetime(2025, 3, 31, 23, 57))
@@ -605,7 +596,7 @@ def test_composite_keys_fan_out(csv_run: tuple[PipelineConfig, GenerationResult]
 
 @pytest.mark.parametrize("marker", ["null", "NULL"])
 def test_a_null_marker_is_written_for_null_and_never_as_a_value(tmp_path: Path, marker: str) -> None:
-    config = make_config(csv_null_value=marker)
+    config = demo_config_with(csv_null_value=marker)
     result = generate(config, tmp_path, SMALL)
     for table in config.tables:
         for record in read_table(result, config, table.name):
@@ -621,8 +612,8 @@ def test_a_null_marker_is_written_for_null_and_never_as_a_value(tmp_path: Path, 
 
 
 def test_dms_default_null_is_an_unquoted_empty_field(tmp_path: Path) -> None:
-    config = make_config(csv_null_value="")
-    assert config.dms == make_config().dms  # the default
+    config = demo_config_with(csv_null_value="")
+    assert config.dms == demo_config_with().dms  # the default
     result = generate(config, tmp_path, SMALL)
     table = config.table("lab.all_types")
     records = read_table(result, config, table.name)
@@ -644,7 +635,7 @@ def test_reals_and_doubles_are_written_in_dms_exponent_form(csv_run: tuple[Pipel
 
 
 def test_realistic_values(tmp_path: Path) -> None:
-    config = make_config([])
+    config = demo_config_with([])
     result = generate(config, tmp_path, GeneratorSpec(initial_rows=200, cdc_files=1, edge_cases=False))
     customers = oracle_rows(result, config.table("shop.customers"))
     assert all("@" in row["email"] for row in customers if row["email"] is not None)
@@ -664,7 +655,9 @@ def test_realistic_values(tmp_path: Path) -> None:
 
 
 def test_header_op_for_full_load_gzip_and_postgres_booleans(tmp_path: Path) -> None:
-    config = make_config(add_column_name=True, include_op_for_full_load=True, compression="gzip", csv_delimiter="|")
+    config = demo_config_with(
+        add_column_name=True, include_op_for_full_load=True, compression="gzip", csv_delimiter="|"
+    )
     spec = GeneratorSpec(initial_rows=20, cdc_files=2, changes_per_file=30, boolean_style="postgres")
     result = generate(config, tmp_path, spec)
     summary = next(t for t in result.tables if t.table == "shop.customers")
@@ -685,7 +678,7 @@ def test_header_op_for_full_load_gzip_and_postgres_booleans(tmp_path: Path) -> N
 
 
 def test_change_sequence_increases_strictly_and_is_empty_for_the_full_load(tmp_path: Path) -> None:
-    config = make_config(change_sequence_column="change_seq")
+    config = demo_config_with(change_sequence_column="change_seq")
     result = generate(config, tmp_path, SMALL)
     everything = []
     for table in config.tables:
@@ -733,9 +726,9 @@ def test_insert_only_modes_write_only_captured_changes(
 ) -> None:
     """DMS CdcInsertsOnly / CdcInsertsAndUpdates: the lake is LOAD + captured changes upserted, not the source."""
     options: dict[str, Any] = {mode: True, "include_op_for_full_load": include_op, "add_column_name": True}
-    config = make_config([ALL_TYPES], **options)
+    config = demo_config_with([ALL_TYPES], **options)
     result = generate(config, tmp_path, SMALL)
-    full = generate(make_config([ALL_TYPES]), tmp_path / "all", SMALL)
+    full = generate(demo_config_with([ALL_TYPES]), tmp_path / "all", SMALL)
     for table in config.tables:
         summary = next(t for t in result.tables if t.table == table.name)
         first_cdc = (result.landing / summary.cdc_files[0]).read_text(encoding="utf-8").split("\n", 1)[0]
@@ -752,7 +745,7 @@ def test_insert_only_modes_write_only_captured_changes(
 
 @pytest.mark.parametrize("options", [{}, {"format": "parquet"}, {"csv_null_value": "NULL", "add_column_name": True}])
 def test_before_image_columns_carry_the_old_key_of_key_updates(tmp_path: Path, options: dict[str, Any]) -> None:
-    config = make_config(change_sequence_column="change_seq", before_image={"column_prefix": "before_"}, **options)
+    config = demo_config_with(change_sequence_column="change_seq", before_image={"column_prefix": "before_"}, **options)
     result = generate(config, tmp_path, SMALL)
     for table in config.tables:
         records = read_table(result, config, table.name)
@@ -777,7 +770,7 @@ def test_before_image_columns_carry_the_old_key_of_key_updates(tmp_path: Path, o
 
 
 def test_without_timestamp_ties_every_change_has_its_own_time(tmp_path: Path) -> None:
-    config = make_config([])
+    config = demo_config_with([])
     result = generate(config, tmp_path, GeneratorSpec(initial_rows=30, cdc_files=2, timestamp_ties=False))
     for table in config.tables:
         times = [r.ts for r in read_table(result, config, table.name) if r.kind == "cdc"]
@@ -795,7 +788,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("options", [{}, {"format": "parquet", "compression": "gzip"}, {"compression": "gzip"}])
 def test_same_seed_same_bytes(tmp_path: Path, options: dict[str, Any]) -> None:
-    config = make_config(**options)
+    config = demo_config_with(**options)
     spec = GeneratorSpec(initial_rows=20, cdc_files=2, changes_per_file=20)
     generate(config, tmp_path / "a", spec)
     generate(config, tmp_path / "b", spec)
@@ -805,7 +798,7 @@ def test_same_seed_same_bytes(tmp_path: Path, options: dict[str, Any]) -> None:
 
 
 def test_tables_can_be_selected(tmp_path: Path) -> None:
-    config = make_config()
+    config = demo_config_with()
     result = generate(config, tmp_path, GeneratorSpec(initial_rows=5, cdc_files=1), tables=["shop.orders"])
     assert [t.table for t in result.tables] == ["shop.orders"]
     assert [p.name for p in result.expected.iterdir()] == ["shop.orders.jsonl"]
@@ -818,8 +811,8 @@ def test_refuses_binary_in_csv_and_a_used_output_folder(tmp_path: Path) -> None:
     columns = [{"name": "id", "type": "int"}, {"name": "b", "type": "binary"}]
     blobs = {"name": "lab.blobs", "primary_key": ["id"], "columns": columns}
     with pytest.raises(ConfigError, match=r"lab\.blobs, column b: .*Parquet"):
-        generate(make_config([blobs]), tmp_path / "blobs", GeneratorSpec(initial_rows=1))
-    config = make_config([])
+        generate(demo_config_with([blobs]), tmp_path / "blobs", GeneratorSpec(initial_rows=1))
+    config = demo_config_with([])
     generate(config, tmp_path / "used", GeneratorSpec(initial_rows=1, cdc_files=1, changes_per_file=1))
     with pytest.raises(FileExistsError, match="already holds files"):
         generate(config, tmp_path / "used", GeneratorSpec(initial_rows=1))
@@ -828,7 +821,7 @@ def test_refuses_binary_in_csv_and_a_used_output_folder(tmp_path: Path) -> None:
 def test_a_key_type_too_small_is_refused(tmp_path: Path) -> None:
     tiny = {"name": "lab.tiny", "primary_key": ["id"], "columns": [{"name": "id", "type": "tinyint"}]}
     with pytest.raises(ConfigError, match="cannot hold"):
-        generate(make_config([tiny]), tmp_path, GeneratorSpec(initial_rows=200), tables=["lab.tiny"])
+        generate(demo_config_with([tiny]), tmp_path, GeneratorSpec(initial_rows=200), tables=["lab.tiny"])
 
 
 @pytest.mark.parametrize(
@@ -885,7 +878,7 @@ LIVING_SPEC = GeneratorSpec(
     [{}, {"add_column_name": True, "csv_null_value": "NULL"}, {"format": "parquet", "change_sequence_column": "seq"}],
 )
 def test_schema_changes_mid_stream_shape_the_files_and_the_oracle(tmp_path: Path, options: dict[str, Any]) -> None:
-    config = make_config([LIVING], **options)
+    config = demo_config_with([LIVING], **options)
     result = generate(config, tmp_path, LIVING_SPEC)
     table = config.table("lab.living")
     summary = next(t for t in result.tables if t.table == table.name)
@@ -937,7 +930,7 @@ def test_schema_changes_mid_stream_shape_the_files_and_the_oracle(tmp_path: Path
 def test_the_spec_of_a_schema_change_is_checked_against_the_configuration(tmp_path: Path) -> None:
     def attempt(changes: tuple[SchemaChange, ...], table: dict[str, Any] = LIVING) -> None:
         spec = GeneratorSpec(initial_rows=5, cdc_files=3, changes_per_file=5, schema_changes=changes)
-        generate(make_config([table]), tmp_path / str(len(list(tmp_path.iterdir()))), spec)
+        generate(demo_config_with([table]), tmp_path / str(len(list(tmp_path.iterdir()))), spec)
 
     with pytest.raises(ConfigError, match=r"dropped.*script the drop"):
         attempt(LIVING_CHANGES[:3])
@@ -958,8 +951,8 @@ def test_the_spec_of_a_schema_change_is_checked_against_the_configuration(tmp_pa
 def test_key_updates_without_before_image_leave_the_old_rows(tmp_path: Path, options: dict[str, Any]) -> None:
     """DMS writes a key UPDATE as U with the new key only: a key-based replay keeps the old row, so must the oracle."""
     spec = GeneratorSpec(initial_rows=40, cdc_files=3, changes_per_file=60, key_updates=True)
-    config = make_config([ALL_TYPES], change_sequence_column="change_seq", **options)
-    with_images = make_config([ALL_TYPES], change_sequence_column="change_seq", before_image={}, **options)
+    config = demo_config_with([ALL_TYPES], change_sequence_column="change_seq", **options)
+    with_images = demo_config_with([ALL_TYPES], change_sequence_column="change_seq", before_image={}, **options)
     result = generate(config, tmp_path / "plain", spec)
     imaged = generate(with_images, tmp_path / "imaged", spec)
     for table in config.tables:

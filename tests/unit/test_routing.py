@@ -39,7 +39,7 @@ def _table(name: str, target: str | None = None) -> dict[str, Any]:
     return spec
 
 
-def make_config(bucket_folder: str = "dms") -> PipelineConfig:
+def routing_config(bucket_folder: str = "dms") -> PipelineConfig:
     # Table folders may hold a space or non-ASCII letters when a plain lake name is given as target.
     return parse_config(
         {
@@ -54,7 +54,7 @@ def make_config(bucket_folder: str = "dms") -> PipelineConfig:
     )
 
 
-CONFIG = make_config()
+CONFIG = routing_config()
 
 
 def load_event(name: str) -> dict[str, Any]:
@@ -248,7 +248,7 @@ def test_file_names_choose_the_job(file_name, job):
 
 
 def test_without_a_bucket_folder_keys_start_at_the_schema():
-    config = make_config(bucket_folder="")
+    config = routing_config(bucket_folder="")
     objects = [
         ObjectCreated(BUCKET, "shop/orders/LOAD00000001.csv", 10, "e"),
         ObjectCreated(BUCKET, "dms/shop/orders/LOAD00000001.csv", 10, "e"),
