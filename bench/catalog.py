@@ -56,33 +56,28 @@ def _postgres(tables: int, out: Path) -> dict[str, float | str]:
     import psycopg
 
     from tests.pg.cluster import find_pg_bin, new_cluster
+    from tests.support.servers import running
 
     pg_bin = find_pg_bin()
     if pg_bin is None:
         raise RuntimeError("PostgreSQL not found: run `make setup`")
-    cluster = new_cluster(pg_bin)
-    try:
-        cluster.start()
+    with running(new_cluster(pg_bin)) as cluster:
         with psycopg.connect(cluster.conninfo, autocommit=True) as connection:
             connection.execute("CREATE SCHEMA bench")
             for index in range(tables):
                 key = "id, part" if index % 2 else "id"
                 connection.execute(f"CREATE TABLE bench.t{index:03d} ({PG_COLUMNS}, PRIMARY KEY ({key}))")
         return _measure("PostgreSQL 15", cluster.conninfo, tables, out)
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.folder, ignore_errors=True)
 
 
 def _mariadb(tables: int, out: Path) -> dict[str, float | str]:
     from tests.mariadb.server import create_database, execute, find_mariadbd, new_server
+    from tests.support.servers import running
 
     mariadbd = find_mariadbd()
     if mariadbd is None:
         raise RuntimeError("MariaDB not found: run `make setup`")
-    server = new_server(mariadbd)
-    try:
-        server.start()
+    with running(new_server(mariadbd)) as server:
         url = create_database(server, "bench")
         statements = [
             f"CREATE TABLE t{index:03d} ({MARIADB_COLUMNS}, PRIMARY KEY ({'id, part' if index % 2 else 'id'}))"
@@ -90,9 +85,6 @@ def _mariadb(tables: int, out: Path) -> dict[str, float | str]:
         ]
         execute(url, *statements)
         return _measure("MariaDB 10.11", url, tables, out)
-    finally:
-        server.stop()
-        shutil.rmtree(server.folder, ignore_errors=True)
 
 
 def main() -> None:

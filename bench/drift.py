@@ -106,18 +106,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     args = parser.parse_args()
     from tests.pg.cluster import find_pg_bin, new_cluster
+    from tests.support.servers import running
 
     pg_bin = find_pg_bin()
     if pg_bin is None:
         raise SystemExit("PostgreSQL not found: run `make setup`")
     work = Path(tempfile.mkdtemp(prefix="cdc-lake-bench-drift-"))
-    cluster = new_cluster(pg_bin)
     try:
-        cluster.start()
-        measured = _measure(cluster.conninfo, args.rows, work)
+        with running(new_cluster(pg_bin)) as cluster:
+            measured = _measure(cluster.conninfo, args.rows, work)
     finally:
-        cluster.stop()
-        shutil.rmtree(cluster.folder, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     stats, verify_s, reconcile_s = measured["stats"], measured["verify_s"], measured["reconcile_s"]
     table = Table(title=f"verify against export + reconcile: {args.rows:,} rows, {DRIFTED} drifted keys")

@@ -1,25 +1,19 @@
-"""A throwaway MariaDB server for tests: a new data folder, loopback only, a free port, the binary log in row
-format with full row images and full row metadata (what DMS requires of a MySQL-compatible source).
-
-mariadbd refuses to run as root: as root, it runs as the ``mysql`` user the Debian package creates
-(``--user=mysql``), in a folder chowned to it; otherwise as the current user.
-
-The server offers TLS with a throwaway CA's certificate for ``localhost``, and ``url`` names that CA
-(``ssl_ca``), so every client checks the certificate and the name, as cdc-lake requires of a source.
+"""A throwaway MariaDB server for tests (``tests.support.servers``' shape): the binary log in row format with full
+row images and full row metadata (what DMS requires of a MySQL-compatible source); as root, it runs as the ``mysql``
+user (``--user=mysql``). ``url`` names the server's CA (``ssl_ca``), so every client checks the certificate and the
+name, as cdc-lake requires of a source.
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pymysql
@@ -29,9 +23,9 @@ from cdc_lake.core.config import ColumnSpec, TableSpec
 from cdc_lake.ops import mysql_catalog
 from cdc_lake.ops.fingerprint import quote as quote_name
 from cdc_lake.ops.fingerprint import source_fingerprint
-from tests.pg.cluster import free_port
+from tests.support.servers import ThrowawayServer, free_port
 from tests.support.source_tables import Row, SourceFingerprints, SourceRows
-from tests.support.tls import SERVER_NAME, Authority, make_authority
+from tests.support.tls import SERVER_NAME
 
 USER = "cdc_lake"  # created with every privilege on 127.0.0.1; root stays on the socket
 
@@ -44,28 +38,21 @@ def find_mariadbd() -> Path | None:
 
 
 @dataclass
-class Server:
+class Server(ThrowawayServer):
     mariadbd: Path
-    folder: Path
-    port: int
-    os_user: str
     process: subprocess.Popen[bytes] | None = None
+    engine: ClassVar[str] = "MariaDB"
+    package: ClassVar[tuple[str, str]] = ("mariadb-server", "mysql")
 
     @property
     def socket(self) -> str:
         return str(self.folder / "mysqld.sock")
 
-    @property
-    def authority(self) -> Authority:
-        tls = self.folder / "tls"
-        return Authority(tls / "ca.pem", tls / "server.pem", tls / "server.key")
-
     def url(self, database: str, user: str = USER) -> str:
         return f"mysql://{user}@{SERVER_NAME}:{self.port}/{database}?ssl_ca={quote(str(self.authority.ca))}"
 
     def start(self) -> None:
-        owner = (self.folder.stat().st_uid, self.folder.stat().st_gid) if os.geteuid() == 0 else None
-        make_authority(self.folder / "tls", "cdc-lake test MariaDB CA", owner)
+        owner = self.make_authority()
         data = self.folder / "data"
         # Its own folder for temporary tables, not the machine's /tmp, where another process can remove them
         # mid-query ("Error on delete of '/tmp/#sql-temptable-….MAI'").
@@ -113,8 +100,7 @@ class Server:
                 break
             except pymysql.err.OperationalError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    tail = (self.folder / "server.log").read_text(errors="replace")[-3000:]
-                    raise RuntimeError(f"mariadbd did not start:\n{tail}") from None
+                    raise RuntimeError(f"mariadbd did not start:\n{self.log_tail()}") from None
                 time.sleep(0.2)
         with root.cursor() as cursor:
             cursor.execute(f"CREATE USER '{USER}'@'127.0.0.1'")
@@ -131,19 +117,9 @@ class Server:
 
 
 def new_server(mariadbd: Path) -> Server:
-    folder = Path(tempfile.mkdtemp(prefix="cdc-lake-mariadb-"))
-    user = pwd.getpwuid(os.geteuid()).pw_name
-    if os.geteuid() == 0:
-        try:
-            server = pwd.getpwnam("mysql")
-        except KeyError:
-            raise RuntimeError(
-                "mariadbd refuses to run as root and there is no 'mysql' user: install Debian's mariadb-server "
-                "package (make setup) or run the tests as another user"
-            ) from None
-        os.chown(folder, server.pw_uid, server.pw_gid)
-        user = "mysql"
-    return Server(mariadbd=mariadbd, folder=folder, port=free_port(), os_user=user)
+    """A server (not started) of the program ``mariadbd``, in a new folder."""
+    folder, user = Server.new_folder()
+    return Server(folder=folder, port=free_port(), os_user=user, mariadbd=mariadbd)
 
 
 def execute(url: str, *statements: str) -> None:

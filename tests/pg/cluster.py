@@ -1,25 +1,22 @@
-"""A throwaway PostgreSQL cluster for tests: initdb in a temp folder, logical decoding on, loopback only.
-
-PostgreSQL refuses to run as root: as root, initdb and pg_ctl run as the ``postgres`` user the Debian
-package creates, in a folder chowned to it; otherwise as the current user.
-
-The server offers TLS with a throwaway CA's certificate for ``localhost``, and ``conninfo`` connects with
-``sslmode=verify-full`` against that CA, as cdc-lake requires of a source.
+"""A throwaway PostgreSQL cluster for tests (``tests.support.servers``' shape): initdb in its folder, logical
+decoding on; as root, initdb and pg_ctl run as the ``postgres`` user. ``conninfo`` connects with
+``sslmode=verify-full`` against the server's CA, as cdc-lake requires of a source.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import pwd
 import shutil
-import socket
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from tests.support.tls import SERVER_NAME, Authority, make_authority
+import psycopg
+
+from tests.support.servers import ThrowawayServer, free_port
+from tests.support.tls import SERVER_NAME
 
 PG_BIN_ENV = "CDC_LAKE_PG_BIN"
 
@@ -35,28 +32,20 @@ def find_pg_bin() -> Path | None:
     return Path(on_path).parent if on_path else None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @dataclass
-class Cluster:
+class Cluster(ThrowawayServer):
     bin: Path
-    folder: Path
-    port: int
-    user: str
+    engine: ClassVar[str] = "PostgreSQL"
+    package: ClassVar[tuple[str, str]] = ("postgresql", "postgres")
+
+    @property
+    def user(self) -> str:
+        """The database superuser: initdb names it after the user the server runs as."""
+        return self.os_user
 
     @property
     def data(self) -> Path:
         return self.folder / "data"
-
-    @property
-    def authority(self) -> Authority:
-        return Authority(
-            self.folder / "tls" / "ca.pem", self.folder / "tls" / "server.pem", self.folder / "tls" / "server.key"
-        )
 
     @property
     def conninfo(self) -> str:
@@ -69,19 +58,18 @@ class Cluster:
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [str(self.bin / args[0]), *args[1:]]
         if os.geteuid() == 0:
-            command = ["runuser", "-u", "postgres", "--", *command]
+            command = ["runuser", "-u", self.os_user, "--", *command]
         return subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
 
     def _check(self, *args: str) -> None:
         done = self._run(*args)
         if done.returncode != 0:
-            log = self.folder / "server.log"
-            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-            raise RuntimeError(f"{args[0]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}\n{tail}")
+            raise RuntimeError(
+                f"{args[0]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}\n{self.log_tail()}"
+            )
 
     def start(self) -> None:
-        owner = (self.folder.stat().st_uid, self.folder.stat().st_gid) if os.geteuid() == 0 else None
-        make_authority(self.folder / "tls", "cdc-lake test PostgreSQL CA", owner)
+        self.make_authority()
         self._check("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8", "--locale=C")
         settings = {
             "listen_addresses": "'127.0.0.1'",
@@ -108,26 +96,13 @@ class Cluster:
 
 
 def new_cluster(pg_bin: Path) -> Cluster:
-    """A cluster (not started) in a new folder under the system temp dir that the server's user owns."""
-    folder = Path(tempfile.mkdtemp(prefix="cdc-lake-pg-"))
-    if os.geteuid() == 0:
-        try:
-            server = pwd.getpwnam("postgres")
-        except KeyError:
-            raise RuntimeError(
-                "PostgreSQL refuses to run as root and there is no 'postgres' user: install Debian's postgresql "
-                "package (make setup) or run the tests as another user"
-            ) from None
-        os.chown(folder, server.pw_uid, server.pw_gid)
-        user = "postgres"
-    else:
-        user = pwd.getpwuid(os.geteuid()).pw_name
-    return Cluster(bin=pg_bin, folder=folder, port=free_port(), user=user)
+    """A cluster (not started) of the server programs in ``pg_bin``, in a new folder."""
+    folder, user = Cluster.new_folder()
+    return Cluster(folder=folder, port=free_port(), os_user=user, bin=pg_bin)
 
 
 def create_database(cluster: Cluster, name: str) -> str:
-    import psycopg
-
+    """A fresh database ``name``; its conninfo."""
     with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.execute(f"CREATE DATABASE {name}")
