@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cdc_lake.core.names import GLUE_VERSION
 from cdc_lake.local.jars import installed_glue_version as _installed_glue_version
 from tests.support.aws import aws_client
-from tests.support.lake import GLUE_LAKE_BUCKET, GLUE_WAREHOUSE, Lake
+from tests.support.lake import GLUE_LAKE_BUCKET, GLUE_WAREHOUSE, LAKE_PATHS, Lake
 
 if TYPE_CHECKING:
     from cdc_lake.local.trino import TrinoServer
@@ -41,16 +42,54 @@ if NODE_BIN.is_dir() and not os.environ.get("PATH", "").startswith(str(NODE_BIN)
 _ONE_WORKER_SUITES = ("infra",)
 
 
+# A test written for both lake paths runs on each on the default runtime. On another (Glue 6.0) it runs on the
+# Glue catalog + S3 path alone: that is the path AWS runs, its catalog, FileIO and S3A jars are the ones each
+# runtime pins apart, and the engine code its Hadoop twin runs, it runs too (the paths differ below Iceberg's catalog
+# and FileIO interfaces and in where landed files are read from: S3 there, as deployed). The Hadoop catalog keeps
+# running on that runtime in every test written for one path. CDC_LAKE_BOTH_PATHS=1 runs both anyway.
+BOTH_PATHS_ENV = "CDC_LAKE_BOTH_PATHS"
+_HADOOP_TWINS_LEFT: list[str] = []
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests.support.source_tables import SUMMARIES  # filled by the real-source tests (tests/pg, tests/mariadb)
 
     for line in SUMMARIES:
         terminalreporter.write_line(f"real-source check: {line}")
+    if _HADOOP_TWINS_LEFT:
+        terminalreporter.write_line(
+            f"Glue {_installed_glue_version()}: {len(_HADOOP_TWINS_LEFT)} test(s) written for both lake paths ran on "
+            f"the Glue catalog + S3 path alone (their Hadoop twins run on Glue {GLUE_VERSION}; {BOTH_PATHS_ENV}=1 "
+            "runs both)"
+        )
+
+
+def hadoop_twins(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The Hadoop-path cases of tests that also have a Glue-path case with the same other parameters."""
+    cases = [(item, *_lake_path_case(item)) for item in items]
+    on_glue = {rest for _, path, rest in cases if path == "glue"}
+    return [item for item, path, rest in cases if path == "hadoop" and rest in on_glue]
+
+
+def _lake_path_case(item: pytest.Item) -> tuple[str | None, str]:
+    """The lake path a case runs on (None: not a parameter of its test, whatever its name), and the case named
+    without it."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    paths = [name for name, value in params.items() if isinstance(value, str) and value in LAKE_PATHS]
+    rest = sorted((name, repr(value)) for name, value in params.items() if name not in paths)
+    return (params[paths[0]] if len(paths) == 1 else None), f"{item.nodeid.split('[')[0]}{rest}"
 
 
 # Before pytest-xdist's own hook, which reads the xdist_group marks to name each test's group.
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _installed_glue_version() != GLUE_VERSION and os.environ.get(BOTH_PATHS_ENV) != "1":
+        twins = hadoop_twins(items)
+        if twins:
+            left = set(map(id, twins))
+            items[:] = [item for item in items if id(item) not in left]
+            config.hook.pytest_deselected(items=twins)
+            _HADOOP_TWINS_LEFT[:] = [item.nodeid for item in twins]
     tests = Path(__file__).parent
     for item in items:
         suite = item.path.relative_to(tests).parts[0]
