@@ -21,7 +21,7 @@ TEST_SCOPE := $(if $(filter 5.1,$(RUNTIME)),,--ignore=tests/infra)
 DRIFT_ROWS ?= 10000000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-config bench-drift synth clean
+.PHONY: help setup demo demo-aws docs check test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-config bench-drift synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -44,6 +44,14 @@ ifneq ($(RUNTIME),5.1)
 	@GLUE_VERSION=5.1 bash scripts/setup.sh
 endif
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(TEST_SCOPE)
+
+# The loop before each commit: what breaks most often, in about two minutes. `make test` before a push.
+CHECK_CASES := tests/unit tests/functional/test_replay_semantics.py::test_later_trigger_applies_earlier_files_and_repeats_change_nothing
+check: setup ## before each commit (about 2 minutes): lint and types, unit and property tests, one functional case on each lake path
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -n $(TEST_WORKERS) -q $(CHECK_CASES)
 
 test-unit: setup ## pure tests only (no Spark, no CDK)
 	$(BIN)/pytest tests/unit
