@@ -6,14 +6,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from tests.support.cli import cli
-
-if TYPE_CHECKING:
-    from cdc_lake.core.config import TableSpec
 
 
 @dataclass(frozen=True)
@@ -63,18 +60,30 @@ def config_from_source(capsys: pytest.CaptureFixture[str], source: str, out: Pat
     return out
 
 
-def check_written_shop(out: Path) -> TableSpec:
-    """The configuration ``config-from-source`` wrote to ``out`` from a source test's typed schema, ``shop``: its
-    orders and typed tables in that order (log has no key: only a comment lists it), orders with its key and NOT NULL
-    columns as the source declares them. Returns typed, whose types each source maps its own way."""
+def check_written_shop(
+    capsys: pytest.CaptureFixture[str], source: str, out: Path, types: dict[str, str], notes: dict[str, str]
+) -> str:
+    """``config-from-source`` of a source test's typed schema, ``shop``, written to ``out``: its orders and typed
+    tables in that order (log has no key: only a comment lists it), orders with its key and NOT NULL columns as the
+    source declares them, typed with the ``types`` this source maps its columns to, and each column of ``notes``
+    commented with its note. Returns the file's text."""
     from cdc_lake.core.config import load_config
 
+    code, printed = cli(capsys, "config-from-source", "--source", source, "--schema", "shop", "-o", out)
+    assert code == 0, printed
+    assert f"{out}: 2 table(s); 1 without a primary key listed in a comment" in printed
     config = load_config(out)
     assert [t.name for t in config.tables] == ["shop.orders", "shop.typed"]
     orders, typed = config.tables
     assert orders.primary_key == ["order_id", "line"]
     assert [(c.name, c.nullable) for c in orders.columns] == [("order_id", False), ("line", False), ("qty", False)]
-    return typed
+    assert {c.name: c.type for c in typed.columns} == types
+    text = out.read_text()
+    for name, note in notes.items():
+        [line] = [line for line in text.splitlines() if f'"name": "{name}"' in line]
+        assert note in line.split("#", 1)[1], line
+    assert "#   shop.log" in text
+    return text
 
 
 def check_source_differences(
