@@ -57,7 +57,7 @@ class Replayed:
     oracle: Path
     work: Path
 
-    def rows(self) -> list[dict[str, Any]]:
+    def oracle_rows(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.lines()]
 
     def lines(self) -> list[str]:
@@ -109,7 +109,7 @@ def test_replayed_table_matches_its_oracle(spark, replayed):
 
 
 def test_doctored_extract_counts_and_names_each_difference(spark, replayed):
-    rows = replayed.rows()
+    rows = replayed.oracle_rows()
     removed = [rows.pop(0), rows.pop(0)]  # in the lake, not expected: extra keys, first in key order
     added = {**rows[0], "order_id": 10**15}  # expected, not in the lake: a missing key
     renamed = next(r for r in rows[5:] if r["sku"] is not None)
@@ -142,7 +142,7 @@ def test_doctored_extract_counts_and_names_each_difference(spark, replayed):
 
 
 def test_example_limit(spark, replayed):
-    rows = replayed.rows()
+    rows = replayed.oracle_rows()
     report = replayed.reconcile(spark, replayed.write(rows[3:]), limit=2)
     assert report.extra_keys == 3
     assert report.examples == [f"extra key {where(r)}" for r in rows[:2]]
@@ -152,7 +152,7 @@ def test_checksum_tells_which_column_is_null(spark, replayed):
     """A row of NULLs but one value must hash differently depending on which column holds the value."""
     checksums = set()
     for column in ("sku", "notes"):
-        rows = replayed.rows()
+        rows = replayed.oracle_rows()
         empty = next(r for r in rows if all(r[c] is None for c in replayed.table.value_columns))
         empty[column] = "v"
         report = replayed.reconcile(spark, replayed.write(rows))
@@ -162,7 +162,7 @@ def test_checksum_tells_which_column_is_null(spark, replayed):
 
 
 def test_csv_and_parquet_extracts_match(spark, replayed):
-    rows = replayed.rows()
+    rows = replayed.oracle_rows()
     csv_path = replayed.work / "extract.csv"
     write_csv(csv_path, replayed.table, rows)
     parquet_dir = replayed.work / "extract-parquet"
@@ -174,7 +174,7 @@ def test_csv_and_parquet_extracts_match(spark, replayed):
 
 
 def test_csv_null_convention_unquoted_empty_is_null_quoted_empty_is_empty(spark, replayed):
-    rows = replayed.rows()
+    rows = replayed.oracle_rows()
     blanked = next(r for r in rows if r["notes"] is None)
     blanked["notes"] = ""
     path = replayed.work / "blanked.csv"
@@ -193,7 +193,7 @@ def test_shuffled_lines_still_match(spark, replayed):
 
 
 def test_unparsable_value_names_file_column_and_value(spark, replayed):
-    rows = replayed.rows()
+    rows = replayed.oracle_rows()
     rows[4]["unit_price"] = "12.3x"
     path = replayed.write(rows)
     with pytest.raises(CdcLakeError, match=r"column unit_price: cannot parse '12\.3x' as decimal\(10,2\)") as error:
@@ -205,14 +205,14 @@ def test_unparsable_value_names_file_column_and_value(spark, replayed):
 
 def test_values_that_would_be_rounded_or_truncated_are_refused(spark, replayed):
     for column, value in (("unit_price", "1.005"), ("line_no", "1.5"), ("quantity", 40_000), ("ship_on", "2025-02-30")):
-        rows = replayed.rows()
+        rows = replayed.oracle_rows()
         rows[0][column] = value
         with pytest.raises(CdcLakeError, match=f"column {column}: cannot parse"):
             read_expected(spark, replayed.table, replayed.write(rows))
 
 
 def test_missing_column_and_malformed_line_are_errors(spark, replayed):
-    rows = replayed.rows()
+    rows = replayed.oracle_rows()
     for row in rows:
         del row["notes"]
     with pytest.raises(CdcLakeError, match="lacks column"):

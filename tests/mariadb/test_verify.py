@@ -1,5 +1,5 @@
 """``cdc-lake verify`` against a real MariaDB: each kind of drift found, key by key, reading a small part of the
-table from the source, and changes in flight under load never reported (tests/verify_cases.py)."""
+table from the source, and changes in flight under load never reported (tests/support/verify_cases.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cdc_lake.jobs.entry import JobClients, job_context
 from cdc_lake.local.mysql_capture import MysqlCapture
 from cdc_lake.local.session import LOCAL_CATALOG
 from tests.mariadb.server import Server, create_database, execute, source_rows
-from tests.verify_cases import (
+from tests.support.verify_cases import (
     PERCENT_ROWS,
     ROWS,
     Source,

@@ -1,5 +1,5 @@
 """``cdc-lake verify`` against a real PostgreSQL: each kind of drift found, key by key, reading a small part of
-the table from the source, and changes in flight under load never reported (tests/verify_cases.py)."""
+the table from the source, and changes in flight under load never reported (tests/support/verify_cases.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cdc_lake.core.config import PipelineConfig
 from cdc_lake.local.pg_capture import PgCapture
 from tests.pg.cluster import Cluster, create_database
 from tests.support.source_tables import source_rows
-from tests.verify_cases import (
+from tests.support.verify_cases import (
     PERCENT_ROWS,
     ROWS,
     Source,
