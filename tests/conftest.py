@@ -16,7 +16,7 @@ import pytest
 from cdc_lake.core.names import GLUE_VERSION
 from cdc_lake.local.jars import installed_glue_version as _installed_glue_version
 from tests.support.aws import aws_client
-from tests.support.lake import GLUE_LAKE_BUCKET, GLUE_WAREHOUSE, LAKE_PATHS, Lake
+from tests.support.lake import GLUE_LAKE_BUCKET, GLUE_WAREHOUSE, Lake, hadoop_twins
 
 if TYPE_CHECKING:
     from cdc_lake.local.trino import TrinoServer
@@ -62,22 +62,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"the Glue catalog + S3 path alone (their Hadoop twins run on Glue {GLUE_VERSION}; {BOTH_PATHS_ENV}=1 "
             "runs both)"
         )
-
-
-def hadoop_twins(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The Hadoop-path cases of tests that also have a Glue-path case with the same other parameters."""
-    cases = [(item, *_lake_path_case(item)) for item in items]
-    on_glue = {rest for _, path, rest in cases if path == "glue"}
-    return [item for item, path, rest in cases if path == "hadoop" and rest in on_glue]
-
-
-def _lake_path_case(item: pytest.Item) -> tuple[str | None, str]:
-    """The lake path a case runs on (None: not a parameter of its test, whatever its name), and the case named
-    without it."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    paths = [name for name, value in params.items() if isinstance(value, str) and value in LAKE_PATHS]
-    rest = sorted((name, repr(value)) for name, value in params.items() if name not in paths)
-    return (params[paths[0]] if len(paths) == 1 else None), f"{item.nodeid.split('[')[0]}{rest}"
 
 
 # Before pytest-xdist's own hook, which reads the xdist_group marks to name each test's group.

@@ -25,6 +25,22 @@ LAKE_PATHS = ("hadoop", "glue")
 on_both_paths = pytest.mark.parametrize("lake", LAKE_PATHS, indirect=True)
 
 
+def hadoop_twins(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The Hadoop-path cases of tests that also have a Glue-path case with the same other parameters."""
+    cases = [(item, *_lake_path_case(item)) for item in items]
+    on_glue = {rest for _, path, rest in cases if path == "glue"}
+    return [item for item, path, rest in cases if path == "hadoop" and rest in on_glue]
+
+
+def _lake_path_case(item: pytest.Item) -> tuple[str | None, str]:
+    """The lake path a case runs on (None: not a parameter of its test, whatever its name), and the case named
+    without it."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    paths = [name for name, value in params.items() if isinstance(value, str) and value in LAKE_PATHS]
+    rest = sorted((name, repr(value)) for name, value in params.items() if name not in paths)
+    return (params[paths[0]] if len(paths) == 1 else None), f"{item.nodeid.split('[')[0]}{rest}"
+
+
 def write_file(landing: Path, key: str, text: str, modified: dt.datetime | None = None) -> str:
     """Land a DMS file with exactly this text (and this LastModified, as DMS wrote it then); returns its key."""
     path = landing / key
