@@ -48,7 +48,10 @@ _ONE_WORKER_SUITES = ("infra",)
 # and FileIO interfaces and in where landed files are read from: S3 there, as deployed). The Hadoop catalog keeps
 # running on that runtime in every test written for one path. CDC_LAKE_BOTH_PATHS=1 runs both anyway.
 BOTH_PATHS_ENV = "CDC_LAKE_BOTH_PATHS"
-_HADOOP_TWINS_LEFT: list[str] = []
+# How many were left, by each process that collected (pytest-xdist's workers send theirs to the controller, which
+# reports).
+_HADOOP_TWINS_LEFT: list[int] = []
+_TWINS_OUTPUT = "cdc_lake_hadoop_twins_left"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -56,12 +59,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
     for line in SUMMARIES:
         terminalreporter.write_line(f"real-source check: {line}")
-    if _HADOOP_TWINS_LEFT:
+    if any(_HADOOP_TWINS_LEFT):
         terminalreporter.write_line(
-            f"Glue {_installed_glue_version()}: {len(_HADOOP_TWINS_LEFT)} test(s) written for both lake paths ran on "
+            f"Glue {_installed_glue_version()}: {max(_HADOOP_TWINS_LEFT)} test(s) written for both lake paths ran on "
             f"the Glue catalog + S3 path alone (their Hadoop twins run on Glue {GLUE_VERSION}; {BOTH_PATHS_ENV}=1 "
             "runs both)"
         )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """A pytest-xdist worker's count of the Hadoop twins it left, for the controller's summary."""
+    _HADOOP_TWINS_LEFT.append(getattr(node, "workeroutput", {}).get(_TWINS_OUTPUT, 0))
 
 
 # Before pytest-xdist's own hook, which reads the xdist_group marks to name each test's group.
@@ -73,7 +82,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             left = set(map(id, twins))
             items[:] = [item for item in items if id(item) not in left]
             config.hook.pytest_deselected(items=twins)
-            _HADOOP_TWINS_LEFT[:] = [item.nodeid for item in twins]
+            _HADOOP_TWINS_LEFT.append(len(twins))
+            if hasattr(config, "workeroutput"):
+                config.workeroutput[_TWINS_OUTPUT] = len(twins)
     tests = Path(__file__).parent
     for item in items:
         suite = item.path.relative_to(tests).parts[0]
