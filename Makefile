@@ -45,9 +45,9 @@ ifneq ($(RUNTIME),5.1)
 endif
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(TEST_SCOPE)
 
-# The loop before each commit: what breaks most often, in about two minutes. `make test` before a push.
+# The loop before each commit: what breaks most often, in about a minute. `make test` before a push.
 CHECK_CASES := tests/unit tests/functional/test_replay_semantics.py::test_later_trigger_applies_earlier_files_and_repeats_change_nothing
-check: setup ## before each commit (about 2 minutes): lint and types, unit and property tests, one functional case on each lake path
+check: setup ## before each commit (about a minute): lint and types, unit and property tests, one functional case on each lake path
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
