@@ -272,8 +272,8 @@ def _library_logs_kept() -> Iterator[None]:
     """The deployed handler makes cdc_lake's loggers write its JSON lines (for the function's own log); in this
     process they are the CLI's too, whose later warnings (a Trino retry) must stay plain lines for people."""
     library = logging.getLogger("cdc_lake")
-    saved = library.handlers[:], library.propagate, library.level
+    handlers, propagate, level = library.handlers[:], library.propagate, library.level
     try:
         yield
     finally:
-        library.handlers, library.propagate, library.level = saved[0], saved[1], saved[2]
+        library.handlers, library.propagate, library.level = handlers, propagate, level
