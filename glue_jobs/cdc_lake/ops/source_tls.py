@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from cdc_lake.core.exceptions import CdcLakeError
 
@@ -60,12 +62,37 @@ class SourceTls:
 CHECKED = SourceTls()
 
 
+# A conninfo's ``keyword=value`` pairs, the value quoted or up to the next space.
+_CONNINFO_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
+
+
 @dataclass(frozen=True)
 class SourceAddress:
-    """A source database's URL (libpq URL or conninfo, or ``mysql://``) and how its TLS is checked."""
+    """A source database's URL (libpq URL or conninfo, or ``mysql://``) and how its TLS is checked. Its repr (and
+    str) names the host and the database only: the URL may hold the password."""
 
-    url: str
+    url: str = field(repr=False)
     tls: SourceTls = CHECKED
+
+    def __repr__(self) -> str:
+        host, database = _host_and_database(self.url)
+        return f"SourceAddress(host={host!r}, database={database!r}, tls={self.tls!r})"
+
+
+def _host_and_database(url: str) -> tuple[str | None, str | None]:
+    """The host and database ``url`` names, read from it with its password masked first (``masked`` finds the
+    password by the widest reading, so no piece of a malformed URL's password is taken for a host or a path)."""
+    from cdc_lake.ops.source_catalog import masked
+
+    shown = masked(url)
+    if "://" not in shown:
+        pairs = {key: value.strip("'") for key, value in _CONNINFO_PAIR.findall(shown)}
+        return pairs.get("host") or pairs.get("hostaddr"), pairs.get("dbname")
+    try:
+        parts = urlsplit(shown)
+        return parts.hostname, unquote(parts.path.lstrip("/")) or None
+    except ValueError:  # a malformed URL: say nothing of it
+        return None, None
 
 
 def postgres_conninfo(url: str, tls: SourceTls, where: str) -> str:
