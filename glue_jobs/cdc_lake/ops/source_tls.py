@@ -9,9 +9,11 @@ in the stack), and each such connection is logged as a warning.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
@@ -135,11 +137,17 @@ def explained(reason: str, tls: SourceTls) -> str:
 
 
 def bundled_ca_file() -> str | None:
-    """The packaged CA bundle as a file the drivers can open (the library runs from a zip), if packaged."""
+    """The packaged CA bundle as a file the drivers can open, if packaged. From the library's zip (as the Glue jobs
+    run it) it is copied into a new folder only this user can enter, with a name nobody can guess (``mkdtemp``)
+    and removed at exit: a fixed path in the shared temporary folder could be planted first by another user."""
     packaged = resources.files(__package__ or "cdc_lake.ops").joinpath(BUNDLED_CA)
     if not packaged.is_file():
         return None
-    target = Path(tempfile.gettempdir()) / f"cdc-lake-{BUNDLED_CA}"
+    if isinstance(packaged, Path):  # the library unpacked: the file itself
+        return str(packaged)
+    folder = tempfile.mkdtemp(prefix="cdc-lake-ca-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    target = Path(folder) / BUNDLED_CA
     target.write_bytes(packaged.read_bytes())
     return str(target)
 
