@@ -1,18 +1,21 @@
 """The capture alone, without Spark: test_decoding lines parsed exactly, DMS's CSV written from a real database,
-and unchanged TOAST values refused under the default REPLICA IDENTITY, taken from the old row under FULL."""
+unchanged TOAST values refused under the default REPLICA IDENTITY, taken from the old row under FULL, and both its
+connections made over checked TLS, as every connection to a source is."""
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from cdc_lake.core.config import parse_config
-from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
+from cdc_lake.core.exceptions import CaptureError, CdcLakeError, UnchangedToastError
 from cdc_lake.local.pg_capture import (
     UNCHANGED_TOAST,
     PgCapture,
@@ -20,7 +23,9 @@ from cdc_lake.local.pg_capture import (
     run_capture,
     table_entry,
 )
+from cdc_lake.ops.source_tls import SourceTls
 from tests.pg.cluster import Cluster
+from tests.support.tls import make_authority
 
 pytestmark = pytest.mark.pg
 
@@ -165,3 +170,59 @@ def test_truncate_is_refused(postgres: Cluster, tmp_path: Path) -> None:
             capture.capture()
     finally:
         capture.close(drop_slot=True)
+
+
+def _unchecked(postgres: Cluster, conninfo: str) -> str:
+    """``conninfo`` without the TLS settings the test cluster's carries: libpq alone would fall back to ``prefer``."""
+    return conninfo.replace(f" sslmode=verify-full sslrootcert={postgres.authority.ca}", "")
+
+
+def test_both_connections_check_the_certificate_and_name_whatever_the_url_leaves_out(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    conninfo = _database(postgres, "capture_tls", DOCS)
+    with psycopg.connect(conninfo) as connection:
+        config = parse_config({"tables": [table_entry(connection, "public.docs")]})
+    opened: list[tuple[str | None, str | None, bool]] = []
+
+    def connect(conninfo: str, **options: Any) -> Any:  # psycopg's, noting how each connection was made
+        connection = psycopg.connect(conninfo, **options)
+        used = conninfo_to_dict(connection.info.dsn)
+        opened.append((options.get("replication"), used.get("sslmode"), connection.pgconn.ssl_in_use))
+        return connection
+
+    ca = SourceTls(ca_file=str(postgres.authority.ca))
+    capture = PgCapture(_unchecked(postgres, conninfo), config, tmp_path, slot="capture_tls", tls=ca, connect=connect)
+    try:
+        assert capture.start() == ["public/docs/LOAD00000001.csv"]
+    finally:
+        capture.close(drop_slot=True)
+    assert {replication for replication, _, _ in opened} == {None, "database"}  # the session's and the slot's
+    assert {(mode, encrypted) for _, mode, encrypted in opened} == {("verify-full", True)}
+
+
+def test_a_certificate_another_ca_signed_or_a_weaker_mode_is_refused(postgres: Cluster, tmp_path: Path) -> None:
+    conninfo = _database(postgres, "capture_refused", DOCS)
+    with psycopg.connect(conninfo) as connection:
+        config = parse_config({"tables": [table_entry(connection, "public.docs")]})
+    other = make_authority(tmp_path / "other", "another CA")
+    address = _unchecked(postgres, conninfo)
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        PgCapture(f"{address} sslrootcert={other.ca}", config, tmp_path)  # libpq's prefer would have connected
+    with pytest.raises(CdcLakeError, match="sslmode=prefer falls back to plaintext"):
+        PgCapture(f"{address} sslmode=prefer", config, tmp_path)
+
+
+def test_a_source_without_tls_is_captured_only_when_allowed_and_announced(
+    postgres: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    conninfo = _database(postgres, "capture_plain", DOCS)
+    with psycopg.connect(conninfo) as connection:
+        config = parse_config({"tables": [table_entry(connection, "public.docs")]})
+    caplog.set_level(logging.WARNING, logger="cdc_lake.ops.source_tls")
+    capture = PgCapture(f"{_unchecked(postgres, conninfo)} sslmode=disable", config, tmp_path, tls=SourceTls(False))
+    try:
+        assert not capture._session.pgconn.ssl_in_use
+    finally:
+        capture.close()
+    assert "dbname=capture_plain sslmode=disable: the source's certificate is not checked" in caplog.text

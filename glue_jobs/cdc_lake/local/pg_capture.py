@@ -32,7 +32,8 @@ from typing import Any, TypedDict, Unpack
 from cdc_lake.core.config import DECIMAL_TYPE, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
 from cdc_lake.local.capture_files import CaptureBase, CaptureStats, FileOptions, RowChange, Shape, SourceColumn
-from cdc_lake.ops.source_catalog import EXACT_TYPES, read_catalog
+from cdc_lake.ops.source_catalog import EXACT_TYPES, masked, read_catalog
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, postgres_conninfo
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +205,11 @@ def commit_time(text: str) -> dt.datetime:
 
 class CaptureOptions(FileOptions, total=False):
     """PgCapture's options: how it writes files (``FileOptions``), its replication ``slot`` (default
-    ``cdc_lake_capture``), and for tests ``connect`` (``psycopg.connect``)."""
+    ``cdc_lake_capture``), the ``tls`` its connections are checked with (default: ``sslmode=verify-full``,
+    ``source_tls``), and for tests ``connect`` (``psycopg.connect``)."""
 
     slot: str
+    tls: SourceTls
     connect: Callable[..., Any]
 
 
@@ -214,7 +217,9 @@ class PgCapture(CaptureBase):
     """DMS's full load and change capture for the configured tables of one PostgreSQL database.
 
     ``config`` may be replaced between rounds (a user adding an ALTERed column to the configuration).
-    ``connect`` builds psycopg connections (``psycopg.connect`` by default) from ``conninfo``.
+    ``connect`` builds psycopg connections (``psycopg.connect`` by default) from ``conninfo``; both the session's
+    and the replication connection check the server's certificate and name as every source connection does
+    (``source_tls.postgres_conninfo``), unless ``tls`` allows less.
     """
 
     def __init__(
@@ -230,7 +235,7 @@ class PgCapture(CaptureBase):
             import psycopg
 
             connect = psycopg.connect
-        self.conninfo = conninfo
+        self.conninfo = postgres_conninfo(conninfo, options.get("tls", CHECKED), masked(conninfo))
         self.slot = slot
         self._connect = connect
         self._session = self._open()
@@ -441,11 +446,12 @@ def _unquote_table(printed: str) -> str:
 
 
 class RunCaptureOptions(TypedDict, total=False):
-    """run_capture's options: the replication ``slot``, ``interval_s`` between rounds (default the configured
-    CdcMaxBatchInterval), how many ``rounds`` (default: until interrupted), ``on_files`` told the keys each round
-    wrote, and ``sleep`` (for tests)."""
+    """run_capture's options: the replication ``slot``, the ``tls`` its connections are checked with (PgCapture's),
+    ``interval_s`` between rounds (default the configured CdcMaxBatchInterval), how many ``rounds`` (default: until
+    interrupted), ``on_files`` told the keys each round wrote, and ``sleep`` (for tests)."""
 
     slot: str
+    tls: SourceTls
     interval_s: float | None
     rounds: int | None
     on_files: Callable[[list[str]], None] | None
@@ -462,7 +468,7 @@ def run_capture(
     slot, rounds, on_files = options.get("slot", DEFAULT_SLOT), options.get("rounds"), options.get("on_files")
     interval_s = options.get("interval_s")
     pause = options.get("sleep") or time.sleep
-    capture = PgCapture(conninfo, config, landing, slot=slot)
+    capture = PgCapture(conninfo, config, landing, slot=slot, tls=options.get("tls", CHECKED))
     try:
         if capture.slot_exists():
             capture.resume()
