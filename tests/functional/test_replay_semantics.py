@@ -254,6 +254,9 @@ def test_values_that_would_be_rounded_or_overflow_are_refused(spark, lake, landi
     assert f"{key}: row 2, column price: cannot parse as decimal(6,2) (value '1.005')" in message
     assert f"{key}: row 3, column id: cannot parse as smallint (value '40000')" in message
     assert f"{key}: row 4, column price: cannot parse as decimal(6,2) (value '12345.67')" in message
+    kept = raised.value.without_values()  # what the lake table's refused property holds: no value of the data
+    assert f"{key}: row 3, column id: cannot parse as smallint (value withheld)" in kept
+    assert not [value for value in ("1.005", "40000", "12345.67") if value in kept]
 
 
 def test_a_non_ascii_value_in_a_number_or_time_column_is_refused_and_shown_as_written(spark, lake, landing):

@@ -6,12 +6,18 @@ importing each other.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 
 class CdcLakeError(Exception):
     """Base class of every error this library raises on purpose."""
+
+    def without_values(self) -> str:
+        """The message without any value of the data, for places more people read than may read the data (a table
+        property, which Lake Formation's column filters do not hide): the message itself unless it quotes one."""
+        return str(self)
 
 
 class ConfigError(CdcLakeError):
@@ -33,25 +39,48 @@ class OutsideDmsFolderError(NotADmsFileError):
 class DmsInputError(CdcLakeError):
     """Raised when a DMS file holds rows that cannot be applied; the table is left untouched."""
 
+    # How a bad row's line ends (engine.changes.describe_problems): `` (value <its text as Python's repr>)``, a
+    # quoted string with every quote and line break inside escaped, or `` (value NULL)`` for none.
+    ROW_VALUE = re.compile(r""" \(value ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|NULL)\)""")
+    VALUE_MARK = " (value "
+    WITHHELD = " (value withheld)"
+
     def __init__(
         self, table: str, problems: list[str], total: int | None = None, *, quarantinable: bool = True
     ) -> None:
         self.table = table
         self.problems = problems
         self.total = total if total is not None else len(problems)
+        self.quarantinable = quarantinable
+        super().__init__(self._message(problems))
+
+    def without_values(self) -> str:
+        """The message with each bad row's value withheld: its file, row, column and fault kept."""
+        return self._message([self._without_value(problem) for problem in self.problems])
+
+    def _message(self, problems: list[str]) -> str:
         shown = "\n  ".join(problems)
         more = f"\n  … and {self.total - len(problems)} more" if self.total > len(problems) else ""
         why = (
             ""
-            if quarantinable
+            if self.quarantinable
             else "These rows cannot be quarantined: their key or their place in DMS order is not known, or they "
             "move a quarantined key. "
         )
-        super().__init__(
-            f"{table}: refused {self.total} bad row(s); nothing was applied and no file was removed:\n  {shown}{more}\n"
-            f"{why}Fix the file(s) in place (or have DMS write them again) and trigger the run again; the table stays "
-            "at its previous snapshot until then (docs/bad-input.md)"
+        return (
+            f"{self.table}: refused {self.total} bad row(s); nothing was applied and no file was removed:\n  {shown}"
+            f"{more}\n{why}Fix the file(s) in place (or have DMS write them again) and trigger the run again; the "
+            "table stays at its previous snapshot until then (docs/bad-input.md)"
         )
+
+    @classmethod
+    def _without_value(cls, problem: str) -> str:
+        """A bad row's line with its value withheld (NULL, no value, is kept); a line of another shape that names
+        a value loses everything from it on."""
+        shown, found = cls.ROW_VALUE.subn(lambda m: m[0] if m[1] == "NULL" else cls.WITHHELD, problem)
+        if found or cls.VALUE_MARK not in problem:
+            return shown
+        return problem.partition(cls.VALUE_MARK)[0] + cls.WITHHELD
 
 
 class UnreadableFileError(CdcLakeError):
