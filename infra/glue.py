@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,8 @@ class JobDefinition:
     role: iam.IRole
     arguments: dict[str, str]
     connection: str | None = None  # a Glue connection's name: the job runs in its network
+    # Arguments no run can change (Glue's NonOverridableArguments, which win over a run's own Arguments).
+    locked: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -365,6 +367,7 @@ class GlueJobs(Construct):
             connections=connections,
             security_configuration=self.security_configuration.ref,
             default_arguments=definition.arguments,
+            non_overridable_arguments=definition.locked or None,
         )
 
     def job_arn(self, job: glue.CfnJob) -> str:

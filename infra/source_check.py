@@ -102,7 +102,13 @@ class SourceCheck(Construct):
         }
         script = jobs.scripts["source_check"]
         definition = JobDefinition(
-            f"{prefix}-source-check", script, SOURCE_CHECK_SIZING, self.role, arguments, self.connection.ref
+            f"{prefix}-source-check",
+            script,
+            SOURCE_CHECK_SIZING,
+            self.role,
+            arguments,
+            self.connection.ref,
+            locked_source_arguments(settings),
         )
         self.job = jobs.job(self, "Job", definition)
         self.job.node.add_dependency(self.policy)
@@ -201,6 +207,7 @@ class SourceCheck(Construct):
             role,
             arguments,
             self.connection.ref,
+            locked_source_arguments(settings),
         )
         job = jobs.job(self, f"{name}Job", definition)
         job.node.add_dependency(access, lake)
@@ -209,13 +216,17 @@ class SourceCheck(Construct):
 
 def source_arguments(settings: DeploySettings) -> dict[str, str]:
     """The job arguments naming the source (as ``SourceArguments`` declares them): the DMS endpoint's secret, its
-    engine, its database if given, and whether it may be reached without checked TLS (sourceWithoutTls)."""
+    engine, and its database if given."""
     arguments = {"source_secret": settings.source_secret_arn, "source_engine": settings.source_engine}
     if settings.source_database:
         arguments["source_database"] = settings.source_database
-    if settings.source_without_tls:
-        arguments["source_without_tls"] = "true"
     return declared_flags(SourceArguments, arguments)
+
+
+def locked_source_arguments(settings: DeploySettings) -> dict[str, str]:
+    """The source jobs' arguments no run may change: whether the source may be reached without checked TLS, the
+    stack's sourceWithoutTls, set either way, so that whoever may start a run cannot turn the check off for it."""
+    return declared_flags(SourceArguments, {"source_without_tls": str(settings.source_without_tls).lower()})
 
 
 def source_access_statements(

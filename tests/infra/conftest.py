@@ -15,11 +15,12 @@ import pytest
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
-from aws_cdk import Stack
+from aws_cdk import Stack, Stage
 from aws_cdk.assertions import Template
 
 from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.names import GLUE_VERSION_ENV
+from cdc_lake.local.deployed import DeployedStack
 from infra.app import cdk_json_context, create_app
 from infra.packaging import REPO_ROOT, SourceLayout
 from infra.pipeline_stack import PipelineStack
@@ -105,6 +106,26 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 def parquet(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """Parquet + gzip + date folders + AR_H_CHANGE_SEQ, PostgreSQL source, DMS Serverless, weekly maintenance."""
     return synthesize(tmp_path_factory.mktemp("parquet"), PARQUET_CONTEXT)
+
+
+def assembly_dir(synth: Synthesized) -> Path:
+    """The app's outdir, holding the cloud assembly ``Template.from_stack`` wrote (written now if it did not)."""
+    stage = Stage.of(synth.stack)
+    assert stage is not None
+    outdir = Path(stage.outdir)
+    if not (outdir / synth.stack.template_file).is_file():
+        stage.synth(force=True)
+    return outdir
+
+
+@pytest.fixture(scope="session")
+def demo_stack(demo: Synthesized) -> DeployedStack:
+    return DeployedStack.load(assembly_dir(demo))
+
+
+@pytest.fixture(scope="session")
+def parquet_stack(parquet: Synthesized) -> DeployedStack:
+    return DeployedStack.load(assembly_dir(parquet), "SalesLake")
 
 
 def render(value: Any) -> Any:

@@ -13,7 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import aws_cdk as cdk
 import boto3
 import pytest
 from botocore.exceptions import ClientError
@@ -42,26 +41,6 @@ ASSETS_BUCKET = f"cdk-hnb659fds-assets-{ACCOUNT}-{REGION}"
 # at both ends.
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 VARIANTS = ("demo", "parquet")
-
-
-def assembly_dir(synth: Synthesized) -> Path:
-    """The app's outdir, holding the cloud assembly ``Template.from_stack`` wrote (written now if it did not)."""
-    stage = cdk.Stage.of(synth.stack)
-    assert stage is not None
-    outdir = Path(stage.outdir)
-    if not (outdir / synth.stack.template_file).is_file():
-        stage.synth(force=True)
-    return outdir
-
-
-@pytest.fixture(scope="session")
-def demo_stack(demo: Synthesized) -> DeployedStack:
-    return DeployedStack.load(assembly_dir(demo))
-
-
-@pytest.fixture(scope="session")
-def parquet_stack(parquet: Synthesized) -> DeployedStack:
-    return DeployedStack.load(assembly_dir(parquet), "SalesLake")
 
 
 @pytest.fixture(params=VARIANTS)
@@ -255,7 +234,9 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         # The jobs in the source's network have roles of their own.
         role = {"source_check": "SourceCheckRole", "drift": "SourceCheckDriftRole"}.get(job.kind, "GlueJobRole")
         assert re.fullmatch(rf"arn:aws:iam::{ACCOUNT}:role/{stack.stack_name}-{role}[0-9A-F]{{8}}", job.role)
-        assert job.non_overridable_arguments == {}
+        # The source's jobs hold sourceWithoutTls where no run can change it; the lake jobs lock nothing.
+        locked = {"--source_without_tls": "false"} if GLUE_JOBS[job.kind].network == "source" else {}
+        assert job.non_overridable_arguments == locked
         assert stack.job(job.name) is job
         assert stack.job(job.logical_id) is job
     maintenance = stack.jobs["maintenance"]
@@ -435,7 +416,7 @@ def test_provision_creates_what_the_pipeline_reads_and_can_run_twice(demo_stack:
             assert (created["WorkerType"], created["NumberOfWorkers"]) == (job.worker_type, job.number_of_workers)
             assert created["ExecutionProperty"] == {"MaxConcurrentRuns": job.max_concurrent_runs}
             assert (created["Timeout"], created["MaxRetries"]) == (job.timeout, job.max_retries)
-            assert "NonOverridableArguments" not in created or created["NonOverridableArguments"] == {}
+            assert (created.get("NonOverridableArguments") or {}) == dict(job.non_overridable_arguments)
 
 
 class GlueThatHasEverything:

@@ -1,6 +1,7 @@
 """Checked TLS to the source, as deployed: DMS's source endpoint verifies the certificate and host name against
 a DMS certificate made from the CA bundle the Glue jobs carry in their library (Amazon RDS's from the pinned npm
-package, or the file sourceCaFile names); sourceWithoutTls=true, and only it, turns that off, and the synth says so."""
+package, or the file sourceCaFile names); sourceWithoutTls=true, and only it, turns that off, and the synth says so.
+The jobs get the setting as an argument no run can change, whichever way it is set."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
+from cdc_lake.core.job_arguments import SourceArguments
+from cdc_lake.local.deployed import DeployedStack
 from infra.packaging import SOURCE_CA_ARCNAME, source_ca_bundle
 from tests.infra.conftest import Synthesized, only, resources_of_type, synthesize
 from tests.support.tls import make_authority
@@ -25,9 +28,19 @@ def without_tls(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize(tmp_path_factory.mktemp("without-tls"), {"sourceWithoutTls": "true"})
 
 
-def _arguments(synth: Synthesized, job: str) -> dict[str, str]:
+def _arguments(synth: Synthesized, job: str, kind: str = "DefaultArguments") -> dict[str, str]:
     construct = getattr(synth.stack.source_check, job)
-    return synth.json["Resources"][synth.logical_id(construct)]["Properties"]["DefaultArguments"]
+    return synth.json["Resources"][synth.logical_id(construct)]["Properties"].get(kind, {})
+
+
+def _assert_locked(synth: Synthesized, without_tls: str) -> None:
+    """Each source job's sourceWithoutTls is a NonOverridableArguments entry (Glue lets a run's Arguments change
+    DefaultArguments, never these), and nowhere a run could change it."""
+    for job in SOURCE_JOBS:
+        assert _arguments(synth, job, "NonOverridableArguments") == {"--source_without_tls": without_tls}
+        assert "--source_without_tls" not in _arguments(synth, job)
+    for _, trigger in resources_of_type(synth, "AWS::Glue::Trigger").items():
+        assert all("--source_without_tls" not in a.get("Arguments", {}) for a in trigger["Properties"]["Actions"])
 
 
 def _packaged_ca(synth: Synthesized) -> str:
@@ -50,8 +63,7 @@ def test_dms_checks_the_source_certificate_against_the_rds_bundle_the_jobs_carry
         },
     )
     assert _packaged_ca(demo) == bundle
-    for job in SOURCE_JOBS:
-        assert "--source_without_tls" not in _arguments(demo, job)
+    _assert_locked(demo, "false")
     assert not Annotations.from_stack(demo.stack).find_warning("*", Match.string_like_regexp("sourceWithoutTls"))
 
 
@@ -84,7 +96,18 @@ def test_source_without_tls_turns_every_check_off_and_says_so(without_tls: Synth
     without_tls.template.has_resource_properties(
         "AWS::DMS::Endpoint", {"EndpointType": "source", "SslMode": "none", "CertificateArn": Match.absent()}
     )
-    for job in SOURCE_JOBS:
-        assert _arguments(without_tls, job)["--source_without_tls"] == "true"
+    _assert_locked(without_tls, "true")
     warnings = Annotations.from_stack(without_tls.stack).find_warning("*", Match.string_like_regexp("sourceWithoutTls"))
     assert len(warnings) == 1
+
+
+def test_a_run_cannot_turn_the_check_off(demo: Synthesized, demo_stack: DeployedStack) -> None:
+    """As Glue runs the deployed jobs (``DeployedJob.arguments``: defaults, the run's, then the locked ones), read
+    by the jobs' own argument declarations."""
+    for kind in ("source_check", "drift"):
+        arguments = demo_stack.job_arguments(kind, {"--source_without_tls": "true"})
+        assert arguments["--source_without_tls"] == "false"
+        assert SourceArguments.from_options(arguments).source_without_tls is False
+    demo.template.has_resource_properties(
+        "AWS::Glue::Job", {"Name": "cdclake-repair", "NonOverridableArguments": {"--source_without_tls": "false"}}
+    )
