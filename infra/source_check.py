@@ -37,6 +37,8 @@ from infra.settings import DRIFT_SECRET_ARN, SOURCE_SECRET_ARN, DeploySettings
 from infra.storage import Storage
 
 SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
+# The tag key Glue puts on the network interfaces it makes for a job in a VPC (AWS's AWSGlueServiceRole policy).
+GLUE_INTERFACE_TAG = "aws-glue-service-resource"
 # The warning that the drift and repair jobs read DMS's secret, for lack of a drift secret of their own.
 SHARED_SECRET_WARNING = "cdc-lake:sharedSourceSecret"
 
@@ -280,8 +282,13 @@ def source_access_statements(
                 stack.format_arn(service="ec2", resource="subnet", resource_name=s) for s in settings.subnet_ids
             ],
         ),
+        # Glue marks the interfaces it makes with one tag key; only that key may be set or removed (as
+        # AWSGlueServiceRole grants it), so the role cannot retag other interfaces of the account.
         iam.PolicyStatement(
-            sid="WorkerNetworkInterfaceTags", actions=["ec2:CreateTags", "ec2:DeleteTags"], resources=[network]
+            sid="WorkerNetworkInterfaceTags",
+            actions=["ec2:CreateTags", "ec2:DeleteTags"],
+            resources=[network],
+            conditions={"ForAllValues:StringEquals": {"aws:TagKeys": [GLUE_INTERFACE_TAG]}},
         ),
     ]
     if settings.source_secret_kms_key_arn:

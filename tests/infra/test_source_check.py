@@ -86,6 +86,22 @@ def test_the_role_reads_the_secret_and_nothing_of_the_lake(demo: Synthesized) ->
     assert raw not in text and lake not in text and "glue:GetTable" not in text
 
 
+def test_the_jobs_tag_only_the_network_interfaces_glue_marks(demo: Synthesized) -> None:
+    """Every grant of ec2:CreateTags and DeleteTags (the source check's, the drift and the repair job's) is held to
+    the one tag key Glue marks its workers' interfaces with, as AWS's AWSGlueServiceRole grants it."""
+    tagging = [
+        statement
+        for policy in resources_of_type(demo, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if {"ec2:CreateTags", "ec2:DeleteTags"} & set(statement["Action"])
+    ]
+    assert len(tagging) == 3
+    for statement in tagging:
+        assert statement["Action"] == ["ec2:CreateTags", "ec2:DeleteTags"]
+        assert statement["Condition"] == {"ForAllValues:StringEquals": {"aws:TagKeys": ["aws-glue-service-resource"]}}
+        assert render(statement["Resource"]).endswith(":network-interface/*")
+
+
 def test_postgres_sources_get_their_driver_database_and_key(parquet: Synthesized) -> None:
     arguments = render(properties(parquet, parquet.stack.source_check.job)["DefaultArguments"])
     assert (arguments["--source_engine"], arguments["--source_database"]) == ("postgres", "sales")
