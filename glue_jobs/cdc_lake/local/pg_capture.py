@@ -32,8 +32,8 @@ from typing import Any, TypedDict, Unpack
 from cdc_lake.core.config import DECIMAL_TYPE, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import CaptureError, UnchangedToastError
 from cdc_lake.local.capture_files import CaptureBase, CaptureStats, FileOptions, RowChange, Shape, SourceColumn
-from cdc_lake.ops.source_catalog import EXACT_TYPES, masked, read_catalog
-from cdc_lake.ops.source_tls import CHECKED, SourceTls, postgres_conninfo
+from cdc_lake.ops.source_catalog import EXACT_TYPES, read_catalog
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, masked, postgres_conninfo
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.formats import FORMATS, FormatName
-from cdc_lake.ops.source_catalog import MAX_DECIMAL_PRECISION, CatalogColumn, CatalogTable, masked, redacted
-from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, mysql_ssl
+from cdc_lake.ops.source_catalog import MAX_DECIMAL_PRECISION, CatalogColumn, CatalogTable
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, masked, mysql_ssl, redacted
 
 SCHEMES = ("mysql", "mariadb")
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")

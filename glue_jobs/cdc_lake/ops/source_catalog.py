@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -24,7 +23,7 @@ from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.formats import FORMATS, FormatName
 from cdc_lake.core.identifiers import lake_name
-from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, postgres_conninfo
+from cdc_lake.ops.source_tls import CHECKED, SourceTls, explained, masked, postgres_conninfo, redacted
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 MAX_DECIMAL_PRECISION = 38  # Iceberg's and DMS's NUMERIC limit: above it DMS writes the value as text
@@ -107,43 +106,6 @@ class CatalogTable:
 def _lake_name(source: str) -> dict[str, str]:
     lake = lake_name(source)
     return {} if lake == source else {"lake_name": lake}
-
-
-# A conninfo's password: quoted (spaces allowed) or up to the next keyword, so a value with an unquoted space is
-# masked whole, not only to its first word.
-_CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|\s*$)")
-
-
-def _secret(url: str) -> str:
-    """The password part of a source URL or conninfo, as written (empty: none), found by the widest reading, since
-    libpq, PyMySQL and ``urlsplit`` split a malformed URL differently: everything after the first ``:`` of the
-    user part, which ends at the URL's last ``@``."""
-    found = _CONNINFO_PASSWORD.search(url)
-    if found:
-        return found.group(2)
-    _, scheme_found, rest = url.partition("://")
-    user, at, _ = rest.rpartition("@")
-    return user.partition(":")[2] if scheme_found and at else ""
-
-
-def masked(url: str) -> str:
-    """The source URL with its password, if any, replaced: fit for messages and the generated file."""
-    secret = _secret(url)
-    return url.replace(secret, "***") if secret else url
-
-
-def redacted(text: str, url: str) -> str:
-    """``text`` (a driver's error about ``url``) without any fragment of the URL's password: libpq and the
-    drivers quote the part of a malformed URL they stumbled on, which may be a piece of it."""
-    secret = _secret(url)
-    if not secret:
-        return text
-
-    def hide(match: re.Match[str]) -> str:
-        token = match.group(0).strip("'\"")
-        return "***" if len(token) >= 2 and (token in secret or secret in token) else match.group(0)
-
-    return re.sub(r"'[^']*'|\"[^\"]*\"|[^\s'\"]+", hide, text.replace(secret, "***"))
 
 
 def connect(url: str, tls: SourceTls = CHECKED) -> Any:

@@ -5,6 +5,9 @@ PostgreSQL connects with ``sslmode=verify-full`` (a URL naming a weaker mode is 
 PyMySQL's TLS, a CA (``ssl_ca``) and a host-name check. A source without TLS, or with a certificate nobody can
 check, is reached only when a setting says so (``--source-without-tls`` on the command line, ``sourceWithoutTls``
 in the stack), and each such connection is logged as a warning.
+
+The source's password reaches no message: ``masked`` and ``redacted`` take it out of what is shown, and a
+``SourceAddress`` prints its host and database only.
 """
 
 from __future__ import annotations
@@ -64,6 +67,43 @@ class SourceTls:
 CHECKED = SourceTls()
 
 
+# A conninfo's password: quoted (spaces allowed) or up to the next keyword, so a value with an unquoted space is
+# masked whole, not only to its first word.
+_CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|\s*$)")
+
+
+def _secret(url: str) -> str:
+    """The password part of a source URL or conninfo, as written (empty: none), found by the widest reading, since
+    libpq, PyMySQL and ``urlsplit`` split a malformed URL differently: everything after the first ``:`` of the
+    user part, which ends at the URL's last ``@``."""
+    found = _CONNINFO_PASSWORD.search(url)
+    if found:
+        return found.group(2)
+    _, scheme_found, rest = url.partition("://")
+    user, at, _ = rest.rpartition("@")
+    return user.partition(":")[2] if scheme_found and at else ""
+
+
+def masked(url: str) -> str:
+    """The source URL with its password, if any, replaced: fit for messages and the generated file."""
+    secret = _secret(url)
+    return url.replace(secret, "***") if secret else url
+
+
+def redacted(text: str, url: str) -> str:
+    """``text`` (a driver's error about ``url``) without any fragment of the URL's password: libpq and the
+    drivers quote the part of a malformed URL they stumbled on, which may be a piece of it."""
+    secret = _secret(url)
+    if not secret:
+        return text
+
+    def hide(match: re.Match[str]) -> str:
+        token = match.group(0).strip("'\"")
+        return "***" if len(token) >= 2 and (token in secret or secret in token) else match.group(0)
+
+    return re.sub(r"'[^']*'|\"[^\"]*\"|[^\s'\"]+", hide, text.replace(secret, "***"))
+
+
 # A conninfo's ``keyword=value`` pairs, the value quoted or up to the next space.
 _CONNINFO_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
 
@@ -84,8 +124,6 @@ class SourceAddress:
 def _host_and_database(url: str) -> tuple[str | None, str | None]:
     """The host and database ``url`` names, read from it with its password masked first (``masked`` finds the
     password by the widest reading, so no piece of a malformed URL's password is taken for a host or a path)."""
-    from cdc_lake.ops.source_catalog import masked
-
     shown = masked(url)
     if "://" not in shown:
         pairs = {key: value.strip("'") for key, value in _CONNINFO_PAIR.findall(shown)}
