@@ -26,7 +26,7 @@ from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine import drain as drain_module
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, drain
+from cdc_lake.engine.drain import Budget, ListingLog, drain
 from cdc_lake.engine.replay import RunResult
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.events import s3_object_created_event
@@ -217,10 +217,12 @@ class ModelGlue:
 
 @pytest.fixture(autouse=True)
 def batches_without_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """drain applies each table's batch through the world that runs it (see World.batch)."""
+    """drain applies each table's batch through the world that runs it (see World.batch), the store drain keeps its
+    listings with (``ListingLog``) in front of it."""
 
     def batch(context: ReplayContext, table: TableSpec, landed: LandedFiles | None = None) -> RunResult:
-        world = context.store
+        assert isinstance(context.store, ListingLog)
+        world = context.store.store
         assert isinstance(world, World)
         return world.batch(context, table, landed)
 

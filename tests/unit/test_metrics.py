@@ -1,12 +1,16 @@
-"""The jobs' one metrics publisher: what each put carries, and which failed puts fail the run."""
+"""The jobs' one metrics publisher: what each put carries, and which failed puts fail the run; how long landed
+files have waited, put only when every table a run saw was told."""
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 from typing import Any
 
 import pytest
 
-from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, SOURCE_DIFFERENCES_METRIC
+from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, OLDEST_WAITING_METRIC, SOURCE_DIFFERENCES_METRIC
+from cdc_lake.engine.drain import Waiting
 from cdc_lake.engine.metrics import CloudWatchPublisher
 
 
@@ -41,3 +45,44 @@ def test_a_failed_put_fails_a_source_job_but_not_a_committed_run(caplog: pytest.
     for put in (publisher.drifted_keys, publisher.source_differences):
         with pytest.raises(RuntimeError, match="throttled"):
             put(2)
+
+
+NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def test_how_long_files_waited_is_told_only_over_tables_seen_and_all_told() -> None:
+    days_ago = NOW - dt.timedelta(days=3)
+    assert Waiting().seconds(NOW) is None  # no table seen: nothing to tell
+    assert Waiting({"shop.items": None, "shop.tags": None}).seconds(NOW) == 0.0
+    assert Waiting({"shop.items": None, "shop.tags": days_ago}).seconds(NOW) == 3 * 86400
+    # One table that could not be told: a figure over the others could hide its files.
+    assert Waiting({"shop.items": None}, {"shop.tags": "AccessDeniedError: ..."}).seconds(NOW) is None
+
+
+def test_the_oldest_waiting_file_is_put_in_seconds_or_not_at_all(caplog: pytest.LogCaptureFixture) -> None:
+    client = FakeCloudWatch()
+    publisher = CloudWatchPublisher(client, "shop_lake")
+    waited = publisher.oldest_waiting(Waiting({"shop.items": dt.datetime.now(dt.UTC) - dt.timedelta(days=2)}))
+    [request] = client.puts
+    [datum] = request["MetricData"]
+    assert (datum["MetricName"], datum["Unit"], datum["Value"]) == (OLDEST_WAITING_METRIC, "Seconds", waited)
+    assert waited == pytest.approx(2 * 86400, abs=60)
+
+    assert publisher.oldest_waiting(Waiting()) is None  # a run that saw no table says nothing
+    assert len(client.puts) == 1 and not caplog.records
+
+    told = Waiting({"shop.items": None}, {"shop.tags": "AccessDeniedError: s3:ListBucket"})
+    assert publisher.oldest_waiting(told) is None
+    assert len(client.puts) == 1
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == (
+        f"{OLDEST_WAITING_METRIC} not put: could not tell which landed files wait unapplied in shop.tags"
+    )
+
+
+def test_a_failed_put_of_the_oldest_waiting_file_is_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    publisher = CloudWatchPublisher(FakeCloudWatch(RuntimeError("throttled")), "shop_lake")
+    assert publisher.oldest_waiting(Waiting({"shop.items": None})) == 0.0  # told, but not put: the alarm's missing data
+    [record] = [r for r in caplog.records if "could not put" in r.getMessage()]
+    assert record.levelno == logging.ERROR

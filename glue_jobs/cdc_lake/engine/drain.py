@@ -8,16 +8,24 @@ last batch saw. A table's batch is ``replay.replay`` of everything landed: one c
 keeps going while files land, up to its time budget, so Glue's start-up and minimum billing are paid once
 per busy period. A table whose batch is refused (bad input, broken order) is left for the rest of the run,
 with its files in place; the other tables go on, and the run reports the failure at its end.
+
+At its end a run also tells how long the landed files it saw have waited unapplied (``Waiting``): none for a
+table it applied up to the newest file its listings showed, the oldest unapplied file of a refused one. It tells
+that from the listings it made anyway (``ListingLog``), not from listings of its own.
 """
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import datetime as dt
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
@@ -37,6 +45,28 @@ log = logging.getLogger(__name__)
 LISTING_THREADS = 16
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """How long landed files have waited unapplied, over the tables a run (or the maintenance's scan) saw:
+    ``landed``, per table, when its oldest unapplied file landed (None: none waits); ``unmeasured``, per table
+    whose files could not be told, why."""
+
+    landed: Mapping[str, dt.datetime | None] = field(default_factory=dict)
+    unmeasured: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def oldest(self) -> dt.datetime | None:
+        return min((moment for moment in self.landed.values() if moment is not None), default=None)
+
+    def seconds(self, now: dt.datetime) -> float | None:
+        """How long the oldest unapplied file has waited at ``now`` (0: none waits); None when no table was seen,
+        or one could not be told: a figure over the others could hide its files."""
+        if self.unmeasured or not self.landed:
+            return None
+        oldest = self.oldest
+        return max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+
+
 @dataclass
 class DrainResult:
     """What one run did: a result per table batch (no-op checks included), the failed tables, and its rounds."""
@@ -46,6 +76,7 @@ class DrainResult:
     rounds: int = 0
     seconds: float = 0.0
     surveyed: list[Notice] = field(default_factory=list)  # what the run found beside its tables' folders
+    waiting: Waiting = field(default_factory=Waiting)  # what the run saw still waiting at its end
 
     @property
     def notices(self) -> list[Notice]:
@@ -97,11 +128,14 @@ def drain(
     The first round takes every configured table (``first``, the trigger's table, before the others); later
     rounds only the tables whose listing shows a file newer than their last batch saw. ``on_batch`` sees
     every committed batch (the Glue job publishes its metrics from it); ``on_round(round, commits)`` sees
-    every finished round.
+    every finished round. The result's ``waiting`` tells what the run saw still waiting at its end.
     """
+    listings = ListingLog(context.store)
+    context = dataclasses.replace(context, store=listings)
     config, store, clock = context.config, context.store, budget.clock
     started = clock()
     result = DrainResult()
+    seen: dict[str, RunResult | None] = {}  # per table: its last batch's result, None when it was refused
     newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
     starts: dict[str, str | None] = {}  # per table: where its listing may start
     last_work = started
@@ -126,6 +160,8 @@ def drain(
             for batch in done:
                 starts[batch.table] = batch.listing_start
                 newest[batch.table] = batch.trigger
+                seen[batch.table] = batch
+            seen |= dict.fromkeys(result.failures)
             commits = sum(1 for batch in done if not batch.already_applied)
             result.rounds += 1
             if on_round:
@@ -142,6 +178,7 @@ def drain(
                 break
             budget.sleep(budget.poll_seconds)
     result.seconds = clock() - started
+    result.waiting = still_waiting(context, listings, seen)
     return result
 
 
@@ -233,17 +270,184 @@ def waiting_files(
     return [plan.objects[f.key] for f in plan.pending], None
 
 
-def oldest_waiting(context: ReplayContext, tables: Sequence[TableSpec] | None = None) -> dt.datetime | None:
-    """When the oldest landed file no table has applied landed (None: none waits), over ``tables`` (default: every
-    configured one). A table whose record is lost counts every file it has landed."""
-    landed: list[dt.datetime] = []
-    for table in tables or context.config.tables:
-        state: ReplayState | None = None
-        if table_exists(context, table):
-            try:
-                state = table_record(context, table.lake_table).state
-            except RecordLostError:
-                state = None
-        waiting, _ = waiting_files(context, table, state)
-        landed += [o.last_modified for o in waiting if o.last_modified is not None]
-    return min(landed, default=None)
+def waiting_in(context: ReplayContext, tables: Sequence[TableSpec] | None = None) -> Waiting:
+    """What waits unapplied in ``tables`` (default: every configured one), each from its record and one listing of
+    it (``waiting_files``); a table whose record is lost counts every file it has landed. A table that cannot be
+    told is ``unmeasured``, its error logged; the others are still told."""
+    landed: dict[str, dt.datetime | None] = {}
+    unmeasured: dict[str, str] = {}
+    for table in context.config.tables if tables is None else tables:
+        try:
+            landed[table.name] = _oldest_unapplied(context, table)
+        except Exception as error:  # told, not raised: the caller puts no figure that could hide this table
+            unmeasured[table.name] = _unmeasured(table, error)
+    return Waiting(landed, unmeasured)
+
+
+def still_waiting(context: ReplayContext, listings: ListingLog, seen: Mapping[str, RunResult | None]) -> Waiting:
+    """What a run saw still waiting at its end, per table in ``seen``. A table its last batch applied up to the
+    batch's trigger (its result): the data files its newest listing holds after the trigger, which a coalesced
+    run's batch takes as the newest file of its own listing, so these landed after it. A refused table (None):
+    its record read again, and every landed file it has not applied. The listings are the run's own
+    (``listings``): telling this lists nothing again, unless a table was never listed (counted and logged)."""
+    recorded = RecordedListings(listings)
+    context = dataclasses.replace(context, store=recorded)
+    landed: dict[str, dt.datetime | None] = {}
+    unmeasured: dict[str, str] = {}
+    for name, result in seen.items():
+        if result is None:
+            continue
+        table = context.config.table(name)
+        try:
+            landed[name] = _first_landed(_after(context, listings, table, result))
+        except Exception as error:  # told, not raised: the run's batches are committed
+            unmeasured[name] = _unmeasured(table, error)
+    refused = waiting_in(context, [context.config.table(name) for name, result in seen.items() if result is None])
+    log.info(
+        "landed files waiting after the run, in %d table(s): told from the run's listings, %d request(s) more",
+        len(seen),
+        recorded.requests,
+    )
+    return Waiting({**landed, **refused.landed}, {**unmeasured, **refused.unmeasured})
+
+
+def _after(context: ReplayContext, listings: ListingLog, table: TableSpec, result: RunResult) -> list[StoredObject]:
+    """The data files of the table's newest listing that sort after ``result``'s trigger (every one without)."""
+    trigger, prefix = result.trigger, context.config.table_prefix(table)
+    newest = listings.newest(prefix)
+    start = result.listing_start
+    if newest is not None and (newest[0] is None or (trigger is not None and newest[0] < trigger.key)):
+        start = newest[0]  # it holds every file after the trigger, and is the freshest look at them
+    landed = list_landed(context.store, context.config, table, start)
+    return [landed.objects[f.key] for f in landed.files if trigger is None or f.order_key > trigger.order_key]
+
+
+def _oldest_unapplied(context: ReplayContext, table: TableSpec) -> dt.datetime | None:
+    state: ReplayState | None = None
+    if table_exists(context, table):
+        try:
+            state = table_record(context, table.lake_table).state
+        except RecordLostError:
+            state = None
+    waiting, _ = waiting_files(context, table, state)
+    return _first_landed(waiting)
+
+
+def _first_landed(objects: Sequence[StoredObject]) -> dt.datetime | None:
+    return min((o.last_modified for o in objects if o.last_modified is not None), default=None)
+
+
+def _unmeasured(table: TableSpec, error: Exception) -> str:
+    reason = f"{type(error).__name__}: {error}"[:300]
+    log.error("%s: could not tell which of its landed files wait unapplied: %s", table.name, reason)
+    return reason
+
+
+def _covers(start_after: str | None, other: str | None) -> bool:
+    """Whether a listing from ``start_after`` holds everything a listing from ``other`` would."""
+    return start_after is None or (other is not None and start_after <= other)
+
+
+class ListingLog:
+    """An object store that keeps each folder's listings as it returns them, and the heads of objects it reads, so
+    that a run can look at what it listed again without asking S3 (``RecordedListings``). Everything else, and
+    every listing, goes to ``store`` (any operation the store has, named here or not); runs' threads share it."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._listings: dict[str, list[tuple[str | None, list[StoredObject]]]] = {}  # per folder, oldest first
+        self._heads: dict[tuple[str, int], bytes] = {}
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
+        listed = self.store.list(prefix, start_after)
+        with self._lock:
+            # A newer listing that starts no later holds all an older one does: the older is dropped.
+            kept = [(s, o) for s, o in self._listings.get(prefix, []) if not _covers(start_after, s)]
+            self._listings[prefix] = [*kept, (start_after, listed)]
+        return listed
+
+    def uri(self, key: str) -> str:
+        return self.store.uri(key)
+
+    def read_head(self, key: str, size: int) -> bytes:
+        data = self.store.read_head(key, size)
+        with self._lock:
+            self._heads[(key, size)] = data
+        return data
+
+    def folders(self, prefix: str) -> builtins.list[str]:
+        return self.store.folders(prefix)
+
+    def mark_applied(self, keys: Sequence[str]) -> None:
+        self.store.mark_applied(keys)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other operation of ``store``, as it is."""
+        if name.startswith("_") or name == "store":
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def newest(self, prefix: str) -> tuple[str | None, builtins.list[StoredObject]] | None:
+        """The folder's newest listing, and where it started; None when the folder was not listed."""
+        with self._lock:
+            found = self._listings.get(prefix)
+            return found[-1] if found else None
+
+    def covering(self, prefix: str, start_after: str | None) -> builtins.list[StoredObject] | None:
+        """What the folder's newest listing that holds everything from ``start_after`` returned, from there on."""
+        with self._lock:
+            found = [o for s, o in reversed(self._listings.get(prefix, [])) if _covers(s, start_after)]
+        if not found:
+            return None
+        return [o for o in found[0] if start_after is None or o.key > start_after]
+
+    def head(self, key: str, size: int) -> bytes | None:
+        with self._lock:
+            return self._heads.get((key, size))
+
+
+class RecordedListings:
+    """An object store that answers from a ``ListingLog``: a listing from the newest recorded one of the folder that
+    covers it, a head from those read. What was not recorded is asked of the store itself, counted in
+    ``requests``."""
+
+    def __init__(self, listings: ListingLog) -> None:
+        self._listings = listings
+        self.requests = 0
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
+        found = self._listings.covering(prefix, start_after)
+        if found is not None:
+            return found
+        self.requests += 1
+        return self._listings.store.list(prefix, start_after)
+
+    def uri(self, key: str) -> str:
+        return self._listings.uri(key)
+
+    def read_head(self, key: str, size: int) -> bytes:
+        data = self._listings.head(key, size)
+        if data is not None:
+            return data
+        self.requests += 1
+        return self._listings.store.read_head(key, size)
+
+    def folders(self, prefix: str) -> builtins.list[str]:
+        self.requests += 1
+        return self._listings.store.folders(prefix)
+
+    def mark_applied(self, keys: Sequence[str]) -> None:
+        self._listings.store.mark_applied(keys)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other operation of the store, asked of it and counted in ``requests``."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        operation = getattr(self._listings.store, name)
+
+        def asked(*args: Any, **kwargs: Any) -> Any:
+            self.requests += 1
+            return operation(*args, **kwargs)
+
+        return asked if callable(operation) else operation

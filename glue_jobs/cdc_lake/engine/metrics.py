@@ -1,8 +1,9 @@
 """CloudWatch metrics of the Glue jobs: each commit's freshness and batch, the tables a run left, the oldest
 landed file waiting, and what the source check and the drift job found.
 
-The stack alarms on them (lag above ``runs.lag_alarm_seconds``, any table failure, any difference or drifted key).
-The only dimension is the pipeline (the lake database): see ``cdc_lake.core.names``.
+The stack alarms on them (lag above ``runs.lag_alarm_seconds``, any table failure, any difference or drifted key, a
+landed file waiting too long, or no run telling how long files wait). The only dimension is the pipeline (the lake
+database): see ``cdc_lake.core.names``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cdc_lake.core.names import (
     SOURCE_DIFFERENCES_METRIC,
     TABLE_FAILURES_METRIC,
 )
+from cdc_lake.engine.drain import Waiting
 from cdc_lake.engine.replay import RunResult
 
 log = logging.getLogger(__name__)
@@ -45,9 +47,26 @@ class CloudWatchPublisher:
         ]
         self._put(data)
 
-    def oldest_waiting(self, seconds: float) -> None:
-        self._put([{"MetricName": OLDEST_WAITING_METRIC, "Dimensions": self._dimensions,
-                    "Timestamp": dt.datetime.now(dt.UTC), "Value": float(seconds), "Unit": "Seconds"}])  # fmt: skip
+    def oldest_waiting(self, waiting: Waiting) -> float | None:
+        """Put how long the oldest landed file no table applied has waited (0: none waits), over the tables a run saw;
+        returns it. Nothing is put when the run saw no table, or could not tell one's files (an error logged): a
+        figure over the others could hide them, and the stack's alarm reads a missing datum as breaching where a
+        scheduled run is due to put one. A failed put is logged as an error too, for the same alarm."""
+        now = dt.datetime.now(dt.UTC)
+        seconds = waiting.seconds(now)
+        if seconds is None:
+            if waiting.unmeasured:
+                log.error(
+                    "%s not put: could not tell which landed files wait unapplied in %s",
+                    OLDEST_WAITING_METRIC,
+                    ", ".join(sorted(waiting.unmeasured)),
+                )
+            return None
+        oldest = f"waiting {seconds:.0f} s" if waiting.oldest is not None else "none"
+        log.info("oldest landed file no table applied, over %d table(s): %s", len(waiting.landed), oldest)
+        self._put([{"MetricName": OLDEST_WAITING_METRIC, "Dimensions": self._dimensions, "Timestamp": now,
+                    "Value": seconds, "Unit": "Seconds"}], level=logging.ERROR)  # fmt: skip
+        return seconds
 
     def table_failures(self, count: int) -> None:
         self._count(TABLE_FAILURES_METRIC, count)
@@ -76,7 +95,7 @@ class CloudWatchPublisher:
             required=required,
         )
 
-    def _put(self, data: list[dict[str, Any]], *, required: bool = False) -> None:
+    def _put(self, data: list[dict[str, Any]], *, required: bool = False, level: int = logging.WARNING) -> None:
         if not data:
             return
         try:
@@ -84,4 +103,4 @@ class CloudWatchPublisher:
         except Exception as error:  # metrics must not fail a committed run, unless they are all the run leaves
             if required:
                 raise
-            log.warning("could not put %d metric(s) to CloudWatch: %s", len(data), error)
+            log.log(level, "could not put %d metric(s) to CloudWatch: %s", len(data), error)

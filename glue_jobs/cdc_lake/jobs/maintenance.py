@@ -4,14 +4,13 @@ rejects."""
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Literal
 
 from cdc_lake.core.job_arguments import MaintenanceArguments
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import oldest_waiting
+from cdc_lake.engine.drain import waiting_in
 from cdc_lake.engine.maintenance import MaintenanceResult, Retention, maintain
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.rejects_replay import replay_rejects
@@ -93,23 +92,18 @@ def describe_reload(result: ReloadResult) -> str:
 
 
 def publish_oldest_waiting(context: ReplayContext, publisher: CloudWatchPublisher) -> float | None:
-    """Put the seconds the oldest unapplied landed file has waited (0: none waits); None, and a warning, when the
-    raw bucket cannot be read (the maintenance itself is done)."""
-    try:
-        oldest = oldest_waiting(context)
-    except Exception as error:  # the tables are maintained: only the look at the raw bucket is lost
-        log.warning("could not look for landed files waiting: %s", str(error)[:300])
-        return None
-    seconds = (dt.datetime.now(dt.UTC) - oldest).total_seconds() if oldest is not None else 0.0
-    log.info("oldest landed file no table applied: %s", f"waiting {seconds:.0f} s" if oldest else "none")
-    publisher.oldest_waiting(seconds)
-    return seconds
+    """Put the seconds the oldest unapplied landed file of any configured table has waited (0: none waits), from
+    each table's record and one listing of it (every table, those no replay run reached too); returns it. None,
+    nothing put and an error logged, when a table's files cannot be told (the maintenance itself is done): the
+    stack's alarm then reads the missing datum as breaching once none comes for its period."""
+    return publisher.oldest_waiting(waiting_in(context))
 
 
 def run(options: MaintenanceOptions, context: ReplayContext, clients: JobClients) -> list[MaintenanceResult]:
     """The maintenance job's Glue run. The scheduled run (``--action all``) also puts how long the oldest landed
     file no table applied has waited (``OLDEST_WAITING_METRIC``; 0 when none waits), which the stack alarms on
-    long before the raw bucket's lifecycle could expire it."""
+    long before the raw bucket's lifecycle could expire it, and expects once per schedule; every replay run puts it
+    too, for the tables it saw."""
     results = run_maintenance(options, context)
     if options.action == "all" and options.bucket:
         publish_oldest_waiting(context, clients.metrics)

@@ -1,11 +1,13 @@
 """The replay jobs: ``full_load``, started for LOAD files, and ``cdc_replay``, started for CDC files.
 
 Coalesced (the default), a run of either applies every landed file of every table (``drain``); per file, the
-table's pending files up to the triggering one. Either way each job recovers from the other's lost events.
+table's pending files up to the triggering one. Either way each job recovers from the other's lost events, and
+puts how long the landed files it saw have waited unapplied (``OLDEST_WAITING_METRIC``), which the stack alarms on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
 from cdc_lake.core.job_arguments import ReplayArguments
 from cdc_lake.core.names import TriggeredJob
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, DrainResult, drain
+from cdc_lake.engine.drain import Budget, DrainResult, ListingLog, drain, still_waiting
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 
@@ -40,7 +42,9 @@ def run_job(
 
     ``runs.mode: coalesced``: every table's landed files, the file's table first, round after round up to
     the time budget (``drain``). ``per_file``: the file's table's pending files up to the file. A table
-    whose batch is refused is reported in the result's ``failures``; the caller fails the run.
+    whose batch is refused is reported in the result's ``failures``; the caller fails the run. The result's
+    ``waiting`` tells what the run saw still waiting: every table a coalesced run, the file's table a per-file run
+    that committed (one that found its file applied tells nothing: later files may be applied or not).
     """
     config = context.config
     dms_file = parse_key(options.key, config)
@@ -52,10 +56,13 @@ def run_job(
         budget = Budget.of(config, idle_seconds=options.idle_seconds)
         outcome = drain(context, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round)
     else:
-        single = replay(context, dms_file)
+        listings = ListingLog(context.store)
+        single = replay(dataclasses.replace(context, store=listings), dms_file)
         if on_batch and not single.already_applied:
             on_batch(single)
-        outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds)
+        seen = {} if single.already_applied else {single.table: single}
+        waiting = still_waiting(context, listings, seen)
+        outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds, waiting=waiting)
     for result in outcome.results:
         if not result.already_applied:
             log.info(
@@ -89,9 +96,11 @@ def run_job(
 
 
 def run(kind: TriggeredJob, options: ReplayOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
-    """The replay job's Glue run: apply, putting each commit's metrics; fails the run (after every other table was
-    applied) when a table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
+    """The replay job's Glue run: apply, putting each commit's metrics and then how long the landed files the run
+    saw have waited unapplied (a refused table's too); fails the run (after every other table was applied) when a
+    table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
     outcome = run_job(kind, options, context, on_batch=clients.metrics.batch)
+    clients.metrics.oldest_waiting(outcome.waiting)
     if outcome.notices:
         clients.metrics.notices(len(outcome.notices))
     if outcome.failures:
