@@ -4,9 +4,12 @@ batch a replay run refused; and a dashboard of the pipeline at a glance, drawn f
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+import re
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Annotations, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_events as events
@@ -37,9 +40,14 @@ from cdc_lake.core.names import (
     UNKNOWN_TABLE_OBJECTS_METRIC,
 )
 from infra.deployment import Deployment, stack_output
+from infra.settings import MAINTENANCE_ENABLED, MAINTENANCE_SCHEDULE, DeploySettings
 
 FAILED_GLUE_STATES = ["FAILED", "TIMEOUT", "ERROR"]
 ALARM_PERIOD = Duration.minutes(5)
+# CloudWatch evaluates an alarm of periods of an hour or more over seven days at most (Period x EvaluationPeriods,
+# PutMetricAlarm): a datum due less often than that cannot be expected by an alarm.
+LONGEST_EXPECTED_DAYS = 7
+OLDEST_WAITING_WARNING = "cdc-lake:oldestWaitingFileAlarm"
 
 
 @dataclass(frozen=True)
@@ -99,19 +107,39 @@ class Monitoring(Construct):
             threshold=config.runs.lag_alarm_seconds,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
-        # Put once a day by the scheduled maintenance run; a file no table applied is kept by the raw bucket's
-        # catch-all rule (rawUnappliedRetentionDays), so this fires long before anything could expire.
+        # Put by every replay run (the tables it saw) and by the scheduled maintenance run (every table). A file no
+        # table applied is kept by the raw bucket's catch-all rule (rawUnappliedRetentionDays), so this fires long
+        # before anything could expire. Where the schedule is due, a period without any datum breaches too.
         settings = deployment.settings
         waited_days = max(1, settings.raw_retention_days // 2)
-        self.oldest_waiting_alarm = self._alarm(
-            "OldestWaitingFile",
+        expected = expected_every_days(settings)
+        description = (
             f"A landed DMS file has waited {waited_days} days or more without any table applying it (a refused "
             f"table, replay runs failing or not started). It is kept until {settings.raw_unapplied_retention_days} "
-            "days after it landed, then expired unapplied: `cdc-lake status` names the table and why "
-            "(docs/deploy.md#when-something-fails)",
-            _pipeline_metric(config, OLDEST_WAITING_METRIC, "Maximum", period=Duration.days(1)),
-            threshold=waited_days * 86400,
+            "days after it landed, then expired unapplied: `cdc-lake status` names the table and why"
         )
+        if expected is not None:
+            description += (
+                f"; or no run has put {OLDEST_WAITING_METRIC} for more than {expected} day(s): the scheduled "
+                "maintenance run failed, did not start, or could not tell a table's waiting files (its log names the "
+                "table and the error; a new stack waits for its first run)"
+            )
+        # Not through _alarm: the one alarm that may read a missing datum as breaching, where a datum is due.
+        self.oldest_waiting_alarm = cloudwatch.Alarm(
+            self,
+            "OldestWaitingFile",
+            alarm_description=description + " (docs/deploy.md#when-something-fails)",
+            metric=_pipeline_metric(config, OLDEST_WAITING_METRIC, "Maximum", period=Duration.days(expected or 1)),
+            threshold=waited_days * 86400,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            # Without a datum due, no datum is no news: the alarm keeps the state the last datum set.
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING
+            if expected
+            else cloudwatch.TreatMissingData.IGNORE,
+        )
+        if expected is None:
+            Annotations.of(self).add_warning_v2(OLDEST_WAITING_WARNING, _unexpected_reason(settings))
         self.table_failures_alarm = self._alarm(
             "TableFailures",
             "A cdc-lake replay run refused a table's batch (bad input); the table's files stay "
@@ -277,6 +305,86 @@ class Monitoring(Construct):
             comparison_operator=comparison,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+
+
+def expected_every_days(settings: DeploySettings) -> int | None:
+    """The days within which the scheduled maintenance run puts the oldest waiting file's metric again: the longest
+    gap between the days its schedule runs on. None when no datum can be expected: maintenance is off, or its
+    schedule leaves more than ``LONGEST_EXPECTED_DAYS`` between runs, or uses what ``schedule_gap_days`` does not
+    read."""
+    if not settings.maintenance_enabled:
+        return None
+    gap = schedule_gap_days(settings.maintenance_schedule)
+    return gap if gap is not None and gap <= LONGEST_EXPECTED_DAYS else None
+
+
+def _unexpected_reason(settings: DeploySettings) -> str:
+    if not settings.maintenance_enabled:
+        why = f"{MAINTENANCE_ENABLED}=false: no scheduled run puts {OLDEST_WAITING_METRIC}"
+    else:
+        why = (
+            f"{MAINTENANCE_SCHEDULE} {settings.maintenance_schedule} runs less often than every "
+            f"{LONGEST_EXPECTED_DAYS} days, or in a way this stack does not read (L, W, #, a year): no alarm can "
+            f"expect {OLDEST_WAITING_METRIC} from it"
+        )
+    return (
+        f"{why}, so the OldestWaitingFile alarm relies on replay runs alone. It sees a file waiting only while replay "
+        "runs happen (they measure the tables they reach), and a day without runs is no alarm, whatever waits. "
+        "Schedule the maintenance job yourself, or look with `cdc-lake status` (docs/deploy.md#when-something-fails)"
+    )
+
+
+# Glue's cron (UTC): Minutes Hours Day-of-month Month Day-of-week Year; days of the week 1-7 are SUN-SAT.
+_CRON = re.compile(r"^cron\((\S+) (\S+) (\S+) (\S+) (\S+) (\S+)\)$")
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_FIELD_ITEM = re.compile(r"^(\*|[0-9A-Z]+(?:-[0-9A-Z]+)?)(?:/([0-9]+))?$")
+# Four years from a leap year: every month length and weekday of every day of the month.
+_CALENDAR_START, _CALENDAR_DAYS = dt.date(2024, 1, 1), 4 * 365 + 1
+
+
+def schedule_gap_days(cron: str) -> int | None:
+    """The longest gap, in days, between the days a Glue schedule runs on (1: every day), read over four years of
+    calendar; None when it runs on fewer than two days, or uses what this does not read: L, W, #, a year."""
+    found = _CRON.match(cron.strip())
+    if found is None:
+        return None
+    _minutes, _hours, day_of_month, month, day_of_week, year = found.groups()
+    days = _cron_values(day_of_month, 1, 31)
+    months = _cron_values(month, 1, 12, _MONTHS)
+    weekdays = _cron_values(day_of_week, 1, 7, _WEEKDAYS)
+    if year != "*" or days is None or months is None or weekdays is None:
+        return None
+    calendar = (_CALENDAR_START + dt.timedelta(days=n) for n in range(_CALENDAR_DAYS))
+    # isoweekday(): Monday 1 .. Sunday 7; Glue's day of the week: Sunday 1 .. Saturday 7.
+    running = [d for d in calendar if d.day in days and d.month in months and d.isoweekday() % 7 + 1 in weekdays]
+    return max(((later - earlier).days for earlier, later in itertools.pairwise(running)), default=None)
+
+
+def _cron_values(field: str, low: int, high: int, names: tuple[str, ...] = ()) -> set[int] | None:
+    """The values a cron field takes (``?`` and ``*``: every one), None when it uses what this does not read."""
+    if field == "?":
+        return set(range(low, high + 1))
+    values: set[int] = set()
+    for item in field.upper().split(","):
+        found = _FIELD_ITEM.match(item)
+        if found is None:
+            return None
+        span, step = found.group(1), found.group(2)
+        ends = [low, high] if span == "*" else [_cron_value(end, names) for end in span.split("-")]
+        first, last = ends[0], ends[-1]
+        if len(ends) == 1 and step is not None:
+            last = high  # "n/step": from n on
+        if first is None or last is None or not low <= first <= last <= high or step == "0":
+            return None
+        values.update(range(first, last + 1, int(step or 1)))
+    return values
+
+
+def _cron_value(text: str, names: tuple[str, ...]) -> int | None:
+    if text.isdigit():
+        return int(text)
+    return names.index(text) + 1 if text in names else None
 
 
 def _pipeline_metric(

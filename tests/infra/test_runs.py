@@ -17,7 +17,6 @@ from cdc_lake.core.names import (
     INPUT_NOTICES_METRIC,
     LANDED_LAG_METRIC,
     METRICS_NAMESPACE,
-    OLDEST_WAITING_METRIC,
     PIPELINE_DIMENSION,
     TABLE_FAILURES_METRIC,
     UNKNOWN_TABLE_OBJECTS_METRIC,
@@ -211,17 +210,6 @@ def test_landed_lag_alarm_uses_the_configured_threshold_and_database(
     assert alarm["TreatMissingData"] == "notBreaching"
     assert alarm["AlarmActions"] == [{"Ref": synth.logical_id(synth.stack.monitoring.topic)}]
     assert "behind" in alarm["AlarmDescription"]
-
-
-def test_a_file_waiting_half_the_retention_alarms_long_before_it_could_expire(demo: Synthesized) -> None:
-    """The scheduled maintenance run puts the oldest unapplied file's wait once a day; an unapplied file is kept
-    for rawUnappliedRetentionDays (365), so half of rawRetentionDays (30) is long before."""
-    alarm = alarm_on(demo, OLDEST_WAITING_METRIC)
-    assert alarm["Dimensions"] == [{"Name": PIPELINE_DIMENSION, "Value": demo.config.lake.database}]
-    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Maximum", 86400, 15 * 86400)
-    assert alarm["Threshold"] < demo.stack.settings.raw_unapplied_retention_days * 86400 / 10
-    assert alarm["AlarmActions"] == [{"Ref": demo.logical_id(demo.stack.monitoring.topic)}]
-    assert "cdc-lake status" in alarm["AlarmDescription"]
 
 
 def test_tuned_lag_alarm_threshold_and_dimension_are_the_configured_ones(tuned: Synthesized) -> None:
