@@ -17,17 +17,31 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cdc_lake.core.config import glue_version, load_config
+from cdc_lake.core.config import PipelineConfig, glue_version, load_config
+from cdc_lake.core.exceptions import SettingsError
 from infra.deployment import Deployment
 from infra.packaging import REPO_ROOT, SourceLayout, build_assets
 from infra.pipeline_stack import PipelineStack
-from infra.settings import DeploySettings, example_values_message
+from infra.settings import RAW_RETENTION_DAYS, DeploySettings, example_values_message
 from infra.source_check import SHARED_SECRET_WARNING
 
 
 def cdk_json_context() -> dict[str, Any]:
     """The context ``cdk.json`` gives every synth (feature flags and deployment defaults)."""
     return dict(json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"])
+
+
+def refuse_rollback_past_landing(settings: DeploySettings, config: PipelineConfig) -> None:
+    """Snapshots kept as long as the raw files would offer rollbacks the landing can no longer replay (each one then
+    refused by ``cdc-lake rollback``): refused at synth instead."""
+    keep_days = config.lake.upkeep.keep_days
+    if keep_days >= settings.raw_retention_days:
+        raise SettingsError(
+            f"lake.upkeep.keep_days ({keep_days}) in {settings.table_config} must be below {RAW_RETENTION_DAYS} "
+            f"({settings.raw_retention_days}): a rollback re-applies the DMS files after the change it returns to, "
+            "and the raw bucket's lifecycle expires applied files after rawRetentionDays. Lower keep_days or raise "
+            f"{RAW_RETENTION_DAYS} (docs/deploy.md#table-maintenance)"
+        )
 
 
 def create_app(
@@ -47,6 +61,7 @@ def create_app(
     if not config_path.is_absolute():
         config_path = REPO_ROOT / config_path
     config = load_config(config_path)
+    refuse_rollback_past_landing(settings, config)
     assets = build_assets(config, asset_dir, sources=sources, source_ca_file=settings.source_ca_file)
     deployment = Deployment(settings, config, assets, glue_version(config))
     stack = PipelineStack(app, settings.stack_name, deployment=deployment)

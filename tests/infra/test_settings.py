@@ -139,3 +139,14 @@ def test_example_values_must_be_a_boolean_and_do_not_hide_invalid_values() -> No
         DeploySettings.from_context(FakeNode({"exampleValues": "sure"}))
     with pytest.raises(SettingsError, match=re.escape("vpcId='vpc-1' is not valid")):
         DeploySettings.from_context(FakeNode({"exampleValues": "true", "vpcId": "vpc-1"}))
+
+
+def test_snapshots_kept_as_long_as_the_raw_files_are_refused_at_synth() -> None:
+    from cdc_lake.core.config import parse_config
+    from infra.app import refuse_rollback_past_landing
+    from tests.support.configs import items_config_data
+
+    config = parse_config({**items_config_data(), "lake": {"upkeep": {"keep_days": 30}}})
+    with pytest.raises(SettingsError, match=r"lake.upkeep.keep_days \(30\) .* must be below rawRetentionDays \(30\)"):
+        refuse_rollback_past_landing(settings(), config)
+    refuse_rollback_past_landing(settings(rawRetentionDays=31), config)
