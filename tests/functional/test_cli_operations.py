@@ -44,7 +44,7 @@ def test_operations_round_trip(spark, warehouse, database, tmp_path, capsys):
     assert re.search(r"v1\s+I\s+2025-03-01 12:00:00 \.\. 2025-03-01 12:01:00\s+label='one'", out), out
     assert re.search(r"v2\s+U\s+2025-03-01 12:01:00 \.\. \(open\)\s+current label='uno'", out), out
 
-    code, out = cli(capsys, "rollback", "-t", "shop.items", "--to", replays[0][0], *lake)
+    code, out = cli(capsys, "rollback", "-t", "shop.items", "--to", replays[0][0], "-l", landing, *lake)
     assert code == 0, out
     assert "2 later file(s) will be applied again" in out
     code, out = cli(capsys, "export", "-o", tmp_path / "rolled", *lake)
@@ -70,5 +70,5 @@ def test_operations_round_trip(spark, warehouse, database, tmp_path, capsys):
     assert code == 0, out
     assert f"{database}.shop_items: compact" in out and f"{database}.shop_items_history: expire" in out
 
-    code, out = cli(capsys, "rollback", "-t", "shop.items", "--to", "12345", *lake)
+    code, out = cli(capsys, "rollback", "-t", "shop.items", "--to", "12345", "-l", landing, *lake)
     assert code == 2 and "not a change of the table's current lineage" in out

@@ -23,7 +23,7 @@ from cdc_lake.core.names import (
 )
 from cdc_lake.core.storage import LocalFolderStore
 from cdc_lake.engine.drain import Budget, drain
-from cdc_lake.engine.record import APPLIED, FRESHNESS, snapshot_summaries
+from cdc_lake.engine.record import FRESHNESS, applied_files, snapshot_summaries
 from cdc_lake.jobs.entry import glue_entry, job_context
 from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order
@@ -52,13 +52,11 @@ def landed_source(config: PipelineConfig, tmp_path: Path):  # type: ignore[no-un
 
 def applied_records(spark: SparkSession, pipeline: LocalPipeline) -> list[str]:
     """Every file named in any commit's applied-files record, over all tables (duplicates kept)."""
-    import json
 
     keys: list[str] = []
     for table in pipeline.config.tables:
         for snapshot in snapshot_summaries(pipeline.context, table):
-            record = (snapshot["summary"] or {}).get(APPLIED)
-            keys.extend(item["key"] for item in json.loads(record or "[]"))
+            keys.extend(applied_files(snapshot["summary"] or {}).keys)
     return keys
 
 

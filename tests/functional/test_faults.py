@@ -79,6 +79,9 @@ class HookedStore:
     def mark_applied(self, keys: Sequence[str]) -> None:
         self.inner.mark_applied(keys)
 
+    def is_applied(self, key: str) -> bool:
+        return self.inner.is_applied(key)
+
 
 def remove(lake: Lake, key: str) -> None:
     """Delete a landed object where the lake path reads it from."""

@@ -194,7 +194,7 @@ def test_accepting_the_loss_drops_the_bad_rows_and_applies_the_held_ones(spark, 
     # A rollback past the accept freezes the keys again; accepting again ends where it did.
     changes = list_changes(lake, cfg.tables[0])
     assert [c.kind for c in changes[-2:]] == ["replay", "rejects"]
-    rollback(lake, cfg.tables[0], changes[-2].snapshot_id)
+    rollback(lake.context(cfg), cfg.tables[0], changes[-2].snapshot_id)
     assert _rows(lake)[:2] == [(1, "n1", 10), (2, "n2", 20)]
     assert diverged(lake, cfg.tables[0]) == {
         "rejected": 2,

@@ -168,7 +168,7 @@ def test_rewritten_load_file_is_refused(spark, lake, landing):
     load = write_file(landing, T + "LOAD00000001.csv", "1,a\n")
     lake.apply(cfg, load)
     write_file(landing, T + "LOAD00000001.csv", "1,reloaded\n")
-    with pytest.raises(ReplayOrderError, match="changed since it was applied"):
+    with pytest.raises(ReplayOrderError, match="its LOAD files changed since they were applied"):
         lake.apply(cfg, load)
 
 

@@ -91,6 +91,14 @@ class Lake:
             (self.landing / key).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(folder / key, self.landing / key)
 
+    def expire(self, *keys: str) -> None:
+        """Remove landed files as the raw bucket's lifecycle expires them (from the bucket too, on the Glue path)."""
+        for key in keys:
+            (self.landing / key).unlink()
+            if self.path == "glue" and self._put is not None:
+                aws_client(self.endpoint, "s3").delete_object(Bucket=self.bucket, Key=key)
+                self._put.pop(key, None)
+
     def store(self) -> Any:
         """Where the lake path reads DMS files from, holding every file landed so far."""
         from cdc_lake.core.storage import LocalFolderStore, S3Store

@@ -79,7 +79,8 @@ def test_folder_emptied_first_and_no_cdc_file_yet_records_the_load_by_name():
     plan = plan_reload(CONFIG, TABLE, listed, base_snapshot_id=3)
     assert plan.cdc_files == [] and plan.skipped_cdc_files == []
     state = ReplayState.from_json(plan.next_state.to_json(), snapshot_id=4)
-    assert not state.cdc_started and state.load_files == {P + "LOAD00000001.csv": ("new1", 10)}
+    assert not state.cdc_started and state.load_runs == ((P + "LOAD00000001.csv", P + "LOAD00000001.csv"),)
+    assert state.load_count == 1 and state.holds_load(P + "LOAD00000001.csv")
     later = [*listed, obj("20250301-110100000.csv")]
     trigger = parse_key(P + "20250301-110100000.csv", CONFIG)
     assert [f.name for f in plan_run(CONFIG, trigger, later, state, 4).pending] == ["20250301-110100000.csv"]
@@ -157,13 +158,13 @@ def test_margin_grows_with_the_cdc_batch_interval():
 
 
 def test_reload_refusal_before_cdc_names_the_command():
-    state = ReplayState(load_files={P + "LOAD00000001.csv": ("old", 10)}, load_count=1)
-    listed = [obj("LOAD00000001.csv", "new")]
     trigger = parse_key(P + "LOAD00000001.csv", CONFIG)
+    state = plan_run(CONFIG, trigger, [obj("LOAD00000001.csv", "old")], ReplayState(), 1).next_state
+    listed = [obj("LOAD00000001.csv", "new")]
     with pytest.raises(ReplayOrderError) as refused:
         plan_run(CONFIG, trigger, listed, state, 1)
     message = str(refused.value)
-    assert "changed since it was applied" in message and "DMS reloaded shop.items" in message
+    assert "its LOAD files changed since they were applied (1 applied, 1 now listed): DMS reloaded the table" in message
     assert COMMAND in message and "--table shop.items (docs/deploy.md#reload)" in message
 
 

@@ -99,6 +99,17 @@ def order_key_for(file_name: str) -> tuple[int, str, str] | None:
     return None
 
 
+def load_counter(key: str) -> tuple[str, int] | None:
+    """A LOAD file's key with its counter left out, and the counter (None: not a LOAD file's key). One load writes
+    files whose keys differ only in consecutive counters."""
+    folder, _, name = key.rpartition("/")
+    load = _LOAD_NAME.match(name)
+    if load is None:
+        return None
+    start, end = load.span("counter")
+    return f"{folder}/{name[:start]}*{name[end:]}", int(load["counter"], 16)
+
+
 def parse_key(key: str, config: PipelineConfig) -> DmsFile:
     """Interpret a decoded object key; raises NotADmsFileError or UnknownTableError with the reason."""
     relative = key

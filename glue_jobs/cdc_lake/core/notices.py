@@ -21,6 +21,7 @@ NoticeKind = Literal[
     "unknown-table",  # files of a table the configuration lacks: not applied
     "not-a-dms-file",  # an object in a table's folder whose name is no DMS data file: not applied
     "rows-quarantined",  # on_bad_rows: quarantine kept bad rows, and later changes of their keys, out of the table
+    "history-rebuilt",  # a lake table gone (dropped, target changed) built again from a landing still whole
 ]
 
 

@@ -13,11 +13,19 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
-from cdc_lake.core.dms_files import DATE_FOLDER_PARTS, DmsFile, date_folder, landed_files, order_key_for, parse_key
+from cdc_lake.core.dms_files import (
+    DATE_FOLDER_PARTS,
+    DmsFile,
+    date_folder,
+    landed_files,
+    load_counter,
+    order_key_for,
+    parse_key,
+)
 from cdc_lake.core.exceptions import JobArgumentError, ReplayOrderError
 from cdc_lake.core.storage import StoredObject
 
@@ -44,12 +52,14 @@ def reload_hint(table_name: str) -> str:
 class ReplayState:
     """Which of a table's DMS files its current snapshot holds.
 
-    LOAD files are kept by name until CDC starts; from then on only their count, digest and newest write
-    time (the table's metadata must not grow with every commit), which still reveal a reload. CDC files are
-    applied strictly in order, so the last one names them all.
+    LOAD files are kept as runs of consecutive counters until CDC starts (one entry for a load's 10,000 files);
+    from then on only their count, digest and newest write time (the table's metadata must not grow with every
+    commit or with the load's file count), which still reveal a reload. CDC files are applied strictly in order, so
+    the last one names them all.
     """
 
-    load_files: Mapping[str, tuple[str | None, int]] = field(default_factory=dict)
+    # The applied LOAD files before CDC starts: (first key, last key) of each run of consecutive counters.
+    load_runs: tuple[tuple[str, str], ...] = ()
     load_count: int = 0
     load_digest: str = ""
     load_written: str | None = None  # ISO 8601 UTC: the newest LastModified among the applied LOAD files
@@ -68,12 +78,26 @@ class ReplayState:
     def cdc_started(self) -> bool:
         return self.cdc_last is not None
 
+    @property
+    def applied_nothing(self) -> bool:
+        return not self.cdc_started and self.load_count == 0
+
+    def holds_load(self, key: str) -> bool:
+        """Whether LOAD file ``key`` is applied: every listed one is once CDC started, else those in the runs."""
+        if self.cdc_started:
+            return True
+        position = load_counter(key)
+        if position is None:
+            return False
+        stem, counter = position
+        return any(stem == s and lo <= counter <= hi for s, lo, hi in _run_bounds(self.load_runs))
+
     def to_json(self) -> str:
         load: dict[str, Any] = {"count": self.load_count, "digest": self.load_digest}
         if self.load_written is not None:
             load["written"] = self.load_written
         if not self.cdc_started:
-            load["files"] = {k: [etag, size] for k, (etag, size) in sorted(self.load_files.items())}
+            load["runs"] = [list(run) for run in self.load_runs]
         cdc: dict[str, Any] = {"last": self.cdc_last, "count": self.cdc_count}
         if self.cdc_from is not None:
             cdc |= {"from": self.cdc_from, "before": self.cdc_before}
@@ -87,9 +111,10 @@ class ReplayState:
         if data.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported replay state version {data.get('v')!r}")
         load = data["load"]
-        files = {k: (v[0], int(v[1])) for k, v in (load.get("files") or {}).items()}
+        # Written before runs: every applied LOAD file by name (the digest checks their content).
+        runs = tuple((a, b) for a, b in load.get("runs") or merged_load_runs((), load.get("files") or {}))
         return cls(
-            load_files=files,
+            load_runs=runs,
             load_count=int(load["count"]),
             load_digest=load["digest"],
             load_written=load.get("written"),
@@ -100,6 +125,41 @@ class ReplayState:
             cdc_written=data["cdc"].get("written"),
             snapshot_id=snapshot_id,
         )
+
+
+def _run_bounds(runs: Iterable[tuple[str, str]]) -> Iterable[tuple[str, int, int]]:
+    for first, last in runs:
+        (stem, lo), (_, hi) = load_counter(first) or ("", 0), load_counter(last) or ("", -1)
+        yield stem, lo, hi
+
+
+def merged_load_runs(runs: Iterable[tuple[str, str]], keys: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``runs`` with the LOAD files ``keys`` added, consecutive counters of one key stem joined into one run."""
+    spans: dict[str, list[tuple[int, int, str, str]]] = {}
+    for first, last in runs:
+        (stem, lo), (_, hi) = load_counter(first) or ("", 0), load_counter(last) or ("", 0)
+        spans.setdefault(stem, []).append((lo, hi, first, last))
+    for key in keys:
+        stem, counter = load_counter(key) or ("", 0)
+        spans.setdefault(stem, []).append((counter, counter, key, key))
+    merged: list[tuple[str, str]] = []
+    for stem in sorted(spans):
+        current: list[Any] | None = None
+        for lo, hi, first, last in sorted(spans[stem]):
+            if current is not None and lo <= current[1] + 1:
+                if hi > current[1]:
+                    current[1], current[3] = hi, last
+                continue
+            if current is not None:
+                merged.append((current[2], current[3]))
+            current = [lo, hi, first, last]
+        if current is not None:
+            merged.append((current[2], current[3]))
+    return tuple(merged)
+
+
+def load_run_count(runs: Iterable[tuple[str, str]]) -> int:
+    return sum(hi - lo + 1 for _, lo, hi in _run_bounds(runs))
 
 
 def newest_write(objects: Iterable[StoredObject]) -> str | None:
@@ -136,25 +196,16 @@ def plan_run(
     objects, files = dict(landed.objects), landed.files
     if trigger.key not in objects:
         raise ReplayOrderError(f"{trigger.key}: not found in the landing bucket (removed, or empty?)")
-    load_objects = [objects[f.key] for f in files if f.is_full_load]
+    # Every listed LOAD file once CDC started (checked as a whole below), else those the state's runs hold.
+    load_objects = [objects[f.key] for f in files if f.is_full_load and state.holds_load(f.key)]
     watermark = parse_key(state.cdc_last, config).order_key if state.cdc_last is not None else None
     pending: list[DmsFile] = []
     for dms_file in files:
         if dms_file.order_key > trigger.order_key:
             break
-        stored = objects[dms_file.key]
         if dms_file.is_full_load:
-            if state.cdc_started:
+            if state.holds_load(dms_file.key):
                 continue  # checked as a whole below
-            applied = state.load_files.get(dms_file.key)
-            if applied is not None:
-                if applied != (stored.etag, stored.size):
-                    raise ReplayOrderError(
-                        f"{dms_file.key}: changed since it was applied (ETag/size {applied} -> "
-                        f"{(stored.etag, stored.size)}): DMS reloaded {table.name} or restarted with a full load. "
-                        + reload_hint(table.name)
-                    )
-                continue
         elif watermark is not None and dms_file.order_key <= watermark:
             continue
         pending.append(dms_file)
@@ -162,20 +213,63 @@ def plan_run(
         _refuse_late_files(table, state, files, objects, watermark)
     # Lifecycle rules may expire LOAD files; the same number with other content means a reload, and so do
     # fewer written after the applied ones (a reload into an emptied folder that needed fewer files).
-    if state.cdc_started and (
+    if state.load_count and (
         len(load_objects) > state.load_count
         or (len(load_objects) == state.load_count and load_digest(load_objects) != state.load_digest)
         or (len(load_objects) < state.load_count and _written_after(load_objects, state.load_written))
     ):
         rewritten = [o.key for o in load_objects if _written_after([o], state.load_written)]
         named = f" ({', '.join(rewritten)} written since)" if rewritten else ""
+        since = "after CDC files were applied" if state.cdc_started else "since they were applied"
         raise ReplayOrderError(
-            f"{table.name}: its LOAD files changed after CDC files were applied ({state.load_count} applied, "
+            f"{table.name}: its LOAD files changed {since} ({state.load_count} applied, "
             f"{len(load_objects)} now listed{named}): DMS reloaded the table or restarted with a full load. Nothing "
             "was applied and no file was removed. " + reload_hint(table.name)
         )
     next_state = _next_state(state, pending, objects, _advance_window(config, state, files, pending))
     return RunPlan(table, trigger, pending, objects, next_state, base_snapshot_id)
+
+
+def unapplied_files(
+    config: PipelineConfig, table: TableSpec, listed: Sequence[StoredObject], state: ReplayState
+) -> list[StoredObject]:
+    """The listed files of ``table`` that ``state`` does not hold: LOAD files outside its runs (before CDC), CDC
+    files after its last one, and CDC files before it written after the newest it applied (late ones)."""
+    landed = landed_files(listed, table, config)
+    watermark = parse_key(state.cdc_last, config).order_key if state.cdc_last is not None else None
+    unapplied = []
+    for dms_file in landed.files:
+        stored = landed.objects[dms_file.key]
+        if dms_file.is_full_load:
+            if not state.holds_load(dms_file.key):
+                unapplied.append(stored)
+        elif watermark is None or dms_file.order_key > watermark or _written_after([stored], state.cdc_written):
+            unapplied.append(stored)
+    return unapplied
+
+
+def missing_to_reapply(
+    config: PipelineConfig, table: TableSpec, listed: Sequence[StoredObject], since: ReplayState, until: ReplayState
+) -> str | None:
+    """What the landing lacks to apply again the files ``until`` holds beyond ``since`` (a rollback from ``until``
+    back to ``since``), said for a person; None when every one of them is still listed."""
+    landed = landed_files(listed, table, config)
+    files = landed.files
+    missing = []
+    if not since.cdc_started:
+        loads = [f for f in files if f.is_full_load and until.holds_load(f.key) and not since.holds_load(f.key)]
+        needed = until.load_count - since.load_count
+        if len(loads) < needed:
+            missing.append(f"{needed - len(loads)} of the {needed} LOAD files")
+    if until.cdc_last is not None:
+        low = parse_key(since.cdc_last, config).order_key if since.cdc_last is not None else None
+        high = parse_key(until.cdc_last, config).order_key
+        cdc = [f for f in files if not f.is_full_load and f.order_key <= high and (low is None or f.order_key > low)]
+        needed = until.cdc_count - since.cdc_count
+        if len(cdc) < needed:
+            first = f" (the oldest left: {cdc[0].key})" if cdc else ""
+            missing.append(f"{needed - len(cdc)} of the {needed} CDC files{first}")
+    return " and ".join(missing) if missing else None
 
 
 def _refuse_late_files(
@@ -279,19 +373,18 @@ def _written_after(objects: Sequence[StoredObject], written: str | None) -> bool
 def _next_state(
     state: ReplayState, pending: list[DmsFile], objects: dict[str, StoredObject], window: tuple[str | None, int]
 ) -> ReplayState:
-    load_files = dict(state.load_files)
-    for dms_file in pending:
-        if dms_file.is_full_load:
-            load_files[dms_file.key] = (objects[dms_file.key].etag, objects[dms_file.key].size)
+    runs = state.load_runs
     cdc = [f for f in pending if not f.is_full_load]
     cdc_written = [w for w in (state.cdc_written, newest_write(objects[f.key] for f in cdc)) if w is not None]
-    applied_loads = [objects[k] for k in load_files if k in objects]
     if state.cdc_started:
         load_count, digest, written = state.load_count, state.load_digest, state.load_written
     else:
-        load_count, digest, written = len(load_files), load_digest(applied_loads), newest_write(applied_loads)
+        runs = merged_load_runs(runs, [f.key for f in pending if f.is_full_load])
+        held = ReplayState(load_runs=runs)
+        applied_loads = [o for k, o in objects.items() if load_counter(k) is not None and held.holds_load(k)]
+        load_count, digest, written = load_run_count(runs), load_digest(applied_loads), newest_write(applied_loads)
     return ReplayState(
-        load_files=load_files,
+        load_runs=runs,
         load_count=load_count,
         load_digest=digest,
         load_written=written,
@@ -419,7 +512,7 @@ def plan_reload(
     skipped_cdc = [f for f in cdc if f.order_key[1] < boundary]
     load_objects = [objects[f.key] for f in loads]
     state = ReplayState(
-        load_files={o.key: (o.etag, o.size) for o in load_objects},
+        load_runs=merged_load_runs((), [o.key for o in load_objects]),
         load_count=len(load_objects),
         load_digest=load_digest(load_objects),
         load_written=newest_write(load_objects),

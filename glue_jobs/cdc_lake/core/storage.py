@@ -54,6 +54,10 @@ class ObjectStore(Protocol):
         skipped."""
         ...
 
+    def is_applied(self, key: str) -> bool:
+        """Whether the object carries ``APPLIED_TAG`` (one request); False when it is gone."""
+        ...
+
 
 def changed_since_listed(
     store: ObjectStore, prefix: str, listed: Sequence[StoredObject]
@@ -145,6 +149,15 @@ class S3Store:
                 Bucket=self.bucket, Key=key, Tagging={"TagSet": [*kept, {"Key": name, "Value": value}]}
             )
 
+    def is_applied(self, key: str) -> bool:
+        name, value = APPLIED_TAG
+        with self._denied(key, "s3:GetObjectTagging"):
+            try:
+                tags = self._client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
+            except self._client.exceptions.NoSuchKey:
+                return False
+        return {"Key": name, "Value": value} in tags
+
     def read_head(self, key: str, size: int) -> bytes:
         with self._denied(key, "s3:GetObject"):
             try:
@@ -171,7 +184,11 @@ class LocalFolderStore:
 
     ETags are MD5 digests of the content, as S3 gives for single-part uploads, cached for the process by path,
     size and mtime: S3 lists them for free, so a run should not pay for reading a large LOAD file again.
+    A file has no tags: the files marked applied are kept for the process, by path, with their size and mtime, so
+    that, as on S3, writing a file again drops its mark.
     """
+
+    _applied: ClassVar[dict[str, tuple[int, int]]] = {}
 
     _etags: ClassVar[dict[tuple[str, int, int], str]] = {}
 
@@ -180,8 +197,6 @@ class LocalFolderStore:
         # What listing would cost on S3: requests, and objects returned (benchmarks read these).
         self.listings = 0
         self.listed_objects = 0
-        # A folder has no tags: the objects marked applied, as S3 would have tagged them (two requests each).
-        self.marked: set[str] = set()
         self._count = threading.Lock()
 
     def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
@@ -227,7 +242,27 @@ class LocalFolderStore:
 
     def mark_applied(self, keys: Sequence[str]) -> None:
         with self._count:
-            self.marked.update(k for k in keys if (self.root / k).is_file())
+            for key in keys:
+                identity = self._identity(key)
+                if identity is not None:
+                    self._applied[str(self.root / key)] = identity
+
+    def is_applied(self, key: str) -> bool:
+        identity = self._identity(key)
+        return identity is not None and self._applied.get(str(self.root / key)) == identity
+
+    @property
+    def marked(self) -> set[str]:
+        """The objects of this folder marked applied, as S3 would have tagged them (two requests each)."""
+        root = f"{self.root}{os.sep}"
+        return {Path(p).relative_to(self.root).as_posix() for p in list(self._applied) if p.startswith(root)}
+
+    def _identity(self, key: str) -> tuple[int, int] | None:
+        try:
+            info = (self.root / key).stat()
+        except FileNotFoundError:
+            return None
+        return info.st_size, info.st_mtime_ns
 
     def folders(self, prefix: str) -> builtins.list[str]:
         base = self.root / prefix if prefix else self.root

@@ -139,6 +139,7 @@ class LineageStart:
     snapshot_ids: frozenset[int]
     complete: bool
     oldest_sequence: int | None
+    oldest_parent: int | None = None  # the parent id of its oldest snapshot left (expired), when not complete
 
 
 class Metadata:
@@ -149,19 +150,20 @@ class Metadata:
         self._spark = spark
         self._metadata = _load(spark, dotted_name).operations().current()
 
-    def lineage(self, branch: str = "main") -> Iterator[tuple[int, Mapping[str, str]]]:
-        """``branch_lineage`` in this version."""
-        for snapshot in self._snapshots(branch):
+    def lineage(self, branch: str = "main", at: int | None = None) -> Iterator[tuple[int, Mapping[str, str]]]:
+        """``branch_lineage`` in this version; from snapshot ``at`` instead of the branch's head when given."""
+        for snapshot in self._snapshots(branch, at):
             yield int(snapshot.snapshotId()), snapshot.summary()
 
-    def start(self, branch: str = "main") -> LineageStart:
+    def start(self, branch: str = "main", at: int | None = None) -> LineageStart:
         ids: set[int] = set()
-        oldest, complete = None, True
-        for snapshot in self._snapshots(branch):
+        oldest, complete, parent = None, True, None
+        for snapshot in self._snapshots(branch, at):
             ids.add(int(snapshot.snapshotId()))
             oldest = int(snapshot.sequenceNumber())
-            complete = snapshot.parentId() is None
-        return LineageStart(frozenset(ids), complete, oldest)
+            parent = snapshot.parentId()
+            complete = parent is None
+        return LineageStart(frozenset(ids), complete, oldest, int(parent) if parent is not None else None)
 
     def has_snapshot(self, snapshot_id: int) -> bool:
         return self._metadata.snapshot(snapshot_id) is not None
@@ -199,9 +201,10 @@ class Metadata:
         head = next(self._snapshots(branch), None)
         return int(head.sequenceNumber()) if head is not None else 0
 
-    def _snapshots(self, branch: str) -> Iterator[Any]:
+    def _snapshots(self, branch: str, at: int | None = None) -> Iterator[Any]:
         ref = self._metadata.ref(branch)
-        snapshot = self._metadata.snapshot(ref.snapshotId()) if ref is not None else None
+        head = at if at is not None else (ref.snapshotId() if ref is not None else None)
+        snapshot = self._metadata.snapshot(head) if head is not None else None
         while snapshot is not None:
             yield snapshot
             parent = snapshot.parentId()
@@ -319,15 +322,41 @@ def fast_forward(
     _commit_refs(spark, dotted_name, change, as_kept=True)
 
 
-def set_head_properties(
-    spark: SparkSession, dotted_name: str, properties: Callable[[int, int], Mapping[str, str]]
+def move_main(
+    spark: SparkSession,
+    dotted_name: str,
+    expected_main: int,
+    snapshot_id: int,
+    properties: Callable[[int, int], Mapping[str, str]],
 ) -> None:
-    """Set table properties that describe main's head, given its id and sequence number: made anew from the
-    current metadata at every try, so they always describe the head they land with."""
+    """Set main from ``expected_main`` back to ``snapshot_id``, with the table properties ``properties`` gives for
+    it (its id and sequence number), in one metadata commit: a stop can leave either both or neither. Raises
+    TableMovedError when main is no longer at ``expected_main``."""
 
     def change(base: Any, builder: Any) -> Any:
         main = base.ref("main")
-        if main is None:
+        if main is None or int(main.snapshotId()) != expected_main:
+            raise TableMovedError(f"{dotted_name}: main moved on since snapshot {expected_main}")
+        snapshot = base.snapshot(snapshot_id)
+        values = properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))
+        return builder.setBranchSnapshot(snapshot_id, "main").setProperties(_java_map(spark, values))
+
+    _commit_refs(spark, dotted_name, change)
+
+
+def set_head_properties(
+    spark: SparkSession,
+    dotted_name: str,
+    properties: Callable[[int, int], Mapping[str, str]],
+    expected_head: int | None = None,
+) -> None:
+    """Set table properties that describe main's head, given its id and sequence number: made anew from the
+    current metadata at every try, so they always describe the head they land with; only while main is at
+    ``expected_head`` when given (a commit that moved it on set its own)."""
+
+    def change(base: Any, builder: Any) -> Any:
+        main = base.ref("main")
+        if main is None or (expected_head is not None and int(main.snapshotId()) != expected_head):
             return None
         snapshot = base.snapshot(main.snapshotId())
         values = properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))

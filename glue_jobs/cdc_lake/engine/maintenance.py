@@ -29,7 +29,7 @@ from cdc_lake.engine.iceberg_java import (
     set_table_properties,
     set_table_property,
 )
-from cdc_lake.engine.record import RECORD, STATE
+from cdc_lake.engine.record import RECORD, STATE, keep_record
 from cdc_lake.engine.tables import (
     PINNED_WRITE_MODE,
     REJECTS_OF,
@@ -106,6 +106,7 @@ def compact(lake: Lake, name: str, *, thorough: bool = True) -> dict[str, int]:
         "options => map('min-input-files', '2'))"
     ).first()
     manifests = lake.spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => {target})").first()
+    keep_record(lake, name)  # describes the compaction's head, so that another tool's expiry after it keeps it
     return {
         "rewritten_data_files": int(data["rewritten_data_files_count"]) if data else 0,
         "added_data_files": int(data["added_data_files_count"]) if data else 0,

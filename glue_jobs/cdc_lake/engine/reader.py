@@ -176,6 +176,8 @@ def read_changes(
         for group in group_by_layout(files, layouts)
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
+    if len(files) > LOOKUP_BY_JOIN:
+        return _placed_by_join(context.spark, frame, files)
     # Each file's place in the batch and its key, looked up by name in two arrays: the batch's file names and keys
     # are text of DMS's making, each array one JSON string literal (sql_string escapes it).
     names, keys = (sql_string(json.dumps(values)) for values in ([f.name for f in files], [f.key for f in files]))
@@ -188,6 +190,30 @@ def read_changes(
             f"element_at(from_json({keys}, 'array<string>'), {place}) AS {FILE}",
         ],
     )
+
+
+# The arrays above are parsed for every row: a cost of files × rows, nothing for a small batch, but a catch-up of
+# 100,000 one-row files would parse 10^10 names. Beyond this many files, the places come from a broadcast table.
+LOOKUP_BY_JOIN = 1000
+_PLACED_NAME = "_placed_name"
+
+
+def _placed_by_join(spark: SparkSession, frame: DataFrame, files: Sequence[DmsFile]) -> DataFrame:
+    """``frame`` with each row's file place and key joined by file name (the first file of a name, as above)."""
+    first: dict[str, tuple[str, int, str]] = {}
+    for place, dms_file in enumerate(files):
+        first.setdefault(dms_file.name, (dms_file.name, place, dms_file.key))
+    schema = T.StructType(
+        [
+            T.StructField(_PLACED_NAME, T.StringType()),
+            T.StructField(FILE_SEQ, T.IntegerType()),
+            T.StructField(FILE, T.StringType()),
+        ]
+    )
+    places = F.broadcast(spark.createDataFrame(list(first.values()), schema))
+    # A broadcast join keeps each part's rows where and as they are, so ``_row`` still orders them.
+    joined = frame.join(places, frame["_metadata.file_name"] == places[_PLACED_NAME], "left")
+    return joined.drop(_PLACED_NAME)
 
 
 def file_layouts(context: ReplayContext, files: Sequence[DmsFile], table: TableSpec) -> dict[str, FileLayout]:

@@ -20,7 +20,7 @@ from typing import Any
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import RecordLostError
 from cdc_lake.core.notices import Notice, notices_json
-from cdc_lake.core.plan import ReplayState, RunPlan
+from cdc_lake.core.plan import ReplayState, RunPlan, load_digest
 from cdc_lake.engine.changes import ChangeCounts
 from cdc_lake.engine.iceberg_java import Metadata, set_head_properties
 from cdc_lake.engine.tables import Lake
@@ -83,12 +83,58 @@ def _dms_time(text: str | None) -> dt.datetime | None:
         return None  # not DMS's yyyy-MM-dd HH:mm:ss.SSSSSS: no lag rather than a failed run
 
 
+# A commit's summary names the files it applied up to this many; a larger batch (a catch-up of 100,000 files) is
+# named by its count, bytes, first and last key and a digest, so metadata.json, which every commit rewrites with up
+# to keep_snapshots summaries, stays the size of the table's history, not of its largest batch. Exactly-once does
+# not read this list: the state (``STATE``) decides what is applied.
+APPLIED_NAMED = 100
+
+
+@dataclass(frozen=True)
+class AppliedFiles:
+    """What a commit's ``APPLIED`` summary says it applied: ``count`` files, of which ``keys`` are named (all of
+    them unless the batch had more than ``APPLIED_NAMED``: then the first and the last)."""
+
+    count: int
+    keys: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return len(self.keys) == self.count
+
+
+def applied_json(plan: RunPlan) -> str:
+    """``APPLIED`` of a commit applying ``plan``: each file named with its ETag and size, or for a batch larger than
+    ``APPLIED_NAMED``, its count, bytes, first and last file and a digest of them all (``load_digest``'s)."""
+    objects = [plan.objects[f.key] for f in plan.pending]
+    if len(objects) <= APPLIED_NAMED:
+        applied: object = [{"key": o.key, "etag": o.etag, "size": o.size} for o in objects]
+    else:
+        applied = {
+            "count": len(objects),
+            "bytes": sum(o.size for o in objects),
+            "first": objects[0].key,
+            "last": objects[-1].key,
+            "digest": load_digest(objects),
+        }
+    return json.dumps(applied, separators=(",", ":"))
+
+
+def applied_files(summary: Mapping[str, str]) -> AppliedFiles:
+    """The files a snapshot's summary says its commit applied (none for a snapshot cdc-lake did not commit)."""
+    if APPLIED not in summary:
+        return AppliedFiles(0, ())
+    value = json.loads(summary[APPLIED])
+    if isinstance(value, list):
+        return AppliedFiles(len(value), tuple(entry["key"] for entry in value))
+    return AppliedFiles(int(value["count"]), (value["first"], value["last"]))
+
+
 def run_properties(plan: RunPlan, changes: Mapping[str, int] | None) -> dict[str, str]:
     """The record of one run's commit: the state after it, the files it applied, its trigger and counts."""
-    applied = [{"key": f.key, "etag": plan.objects[f.key].etag, "size": plan.objects[f.key].size} for f in plan.pending]
     properties = {
         STATE: plan.next_state.to_json(),
-        APPLIED: json.dumps(applied, separators=(",", ":")),
+        APPLIED: applied_json(plan),
         TRIGGER: plan.trigger.key,
     }
     if changes is not None:
@@ -155,12 +201,13 @@ def table_record(lake: Lake, table_name: str) -> TableRecord:
     return record_in(Metadata(lake.spark, dotted), dotted)
 
 
-def record_in(metadata: Metadata, dotted: str) -> TableRecord:
-    """``table_record`` of table ``dotted`` in one version of its metadata."""
+def record_in(metadata: Metadata, dotted: str, at: int | None = None) -> TableRecord:
+    """``table_record`` of table ``dotted`` in one version of its metadata; of its snapshot ``at`` (an ancestor of
+    main) instead of main's head when given."""
     head: int | None = None
     state: ReplayState | None = None
     decided, mark = False, None
-    for snapshot_id, summary in metadata.lineage():
+    for snapshot_id, summary in metadata.lineage(at=at):
         head = snapshot_id if head is None else head
         if not decided:
             decided, mark = divergence_mark(summary)
@@ -169,7 +216,7 @@ def record_in(metadata: Metadata, dotted: str) -> TableRecord:
             break
     if state is not None or head is None:
         return TableRecord(head, state or ReplayState(), mark)
-    start = metadata.start()
+    start = metadata.start(at=at)
     if start.complete:  # back to its first snapshot: no commit applied anything on this lineage
         return TableRecord(head, ReplayState(), mark)
     kept = metadata.properties().get(RECORD)
@@ -177,18 +224,15 @@ def record_in(metadata: Metadata, dotted: str) -> TableRecord:
     if kept is not None:
         value = json.loads(kept)
         snapshot_id, sequence = int(value["snapshot"]), int(value["sequence"])
-        # Expired and older than all main holds: main descends from it, unless something set main back to an
-        # older snapshot than it without cdc-lake (docs/deploy.md#table-maintenance).
-        expired_ancestor = (
-            start.oldest_sequence is not None
-            and sequence < start.oldest_sequence
-            and not metadata.has_snapshot(snapshot_id)
-        )
+        # Expired, and the parent of main's oldest snapshot left: main descends from it. Any other expired snapshot
+        # may be one main was set back from (Iceberg's own rollback, then another tool's compaction and expiry):
+        # the metadata left is the same either way, so it is not trusted (docs/deploy.md#table-maintenance).
+        expired_parent = snapshot_id == start.oldest_parent and not metadata.has_snapshot(snapshot_id)
         described = (
             f" (it describes snapshot {snapshot_id} of sequence number {sequence}; main's oldest snapshot left has "
-            f"{start.oldest_sequence})"
+            f"{start.oldest_sequence}, and its parent, expired, was {start.oldest_parent})"
         )
-        if snapshot_id in start.snapshot_ids or expired_ancestor:
+        if snapshot_id in start.snapshot_ids or expired_parent:
             state = ReplayState.from_json(value["state"], snapshot_id)
             return TableRecord(head, state, mark if decided else value.get("diverged"))
     raise RecordLostError(
@@ -197,7 +241,8 @@ def record_in(metadata: Metadata, dotted: str) -> TableRecord:
         + (
             "is missing (the table was last written before cdc-lake kept it there, or it was removed by hand)"
             if kept is None
-            else f"describes a snapshot that is not an ancestor of main (main was set back){described}"
+            else "describes a snapshot that cannot be shown to be an ancestor of main (main was set back, or "
+            f"maintenance by other tools made more than one snapshot since cdc-lake last wrote it){described}"
         )
         + ". Nothing was applied and no file was removed. Rebuild the table from its landed files with "
         "`cdc-lake reload` locally or the maintenance job's --action reload (docs/deploy.md#reload); "
@@ -206,10 +251,19 @@ def record_in(metadata: Metadata, dotted: str) -> TableRecord:
 
 
 def keep_record(lake: Lake, table_name: str) -> None:
-    """Set ``RECORD`` to describe main's head as it is now: after main was moved by other means than a commit
-    (a rollback), so the record never describes a snapshot main has left."""
-    record = table_record(lake, table_name)
-    set_head_properties(lake.spark, lake.location.dotted(table_name), record.properties)
+    """Set ``RECORD`` to describe main's head as it is now, if main is still there when it lands: after cdc-lake's
+    own maintenance made snapshots, so that another tool's maintenance and expiry after it leave main's oldest
+    snapshot a child of the one it describes. Only on a table that keeps the record already."""
+    dotted = lake.location.dotted(table_name)
+    metadata = Metadata(lake.spark, dotted)
+    if RECORD not in metadata.properties():
+        return
+    try:
+        record = record_in(metadata, dotted)
+    except RecordLostError:
+        return  # the next run refuses the table and says why
+    if record.head is not None:
+        set_head_properties(lake.spark, dotted, record.properties, expected_head=record.head)
 
 
 def read_state(lake: Lake, table_name: str) -> ReplayState:

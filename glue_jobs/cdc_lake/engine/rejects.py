@@ -100,7 +100,7 @@ class Quarantined:
 def applied(dms_file: DmsFile, state: ReplayState, config: PipelineConfig) -> bool:
     """Whether the table's recorded ``state`` holds ``dms_file``."""
     if dms_file.is_full_load:
-        return state.cdc_started or dms_file.key in state.load_files
+        return state.holds_load(dms_file.key)
     return state.cdc_last is not None and dms_file.order_key <= parse_key(state.cdc_last, config).order_key
 
 

@@ -41,7 +41,7 @@ from cdc_lake.engine.history import versions_update
 from cdc_lake.engine.reader import file_layouts, read_changes
 from cdc_lake.engine.record import HISTORY_SNAPSHOT, RELOAD, run_properties
 from cdc_lake.engine.rejects import resolve_rejects
-from cdc_lake.engine.replay import committed_with_retries
+from cdc_lake.engine.replay import committed_with_retries, record_refusal
 from cdc_lake.engine.schema import align_lake_table, lake_fields, plan_schema
 from cdc_lake.engine.spark_types import lake_type
 from cdc_lake.engine.tables import Lake, history_name, quarantines
@@ -81,6 +81,7 @@ def reload_table(context: ReplayContext, table: TableSpec, *, since: str | None 
     """
     started = time.monotonic()
     result, attempts = committed_with_retries(context, table, lambda: _attempt(context, table, since))
+    record_refusal(context, table, None)  # the rebuild is the repair every refusal of a hole names
     return replace(result, attempts=attempts, seconds=time.monotonic() - started)
 
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -70,6 +70,7 @@ from cdc_lake.engine.commit import (
     rewritten_whole,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
+from cdc_lake.engine.continuity import check_waiting_file, first_batch_notices, waiting_mark
 from cdc_lake.engine.history import commit_history, ensure_history_table
 from cdc_lake.engine.iceberg_java import (
     Metadata,
@@ -82,7 +83,7 @@ from cdc_lake.engine.iceberg_java import (
 from cdc_lake.engine.load_append import LoadAppend, appendable_loads
 from cdc_lake.engine.maintenance import MaintenanceResult, upkeep
 from cdc_lake.engine.reader import file_layouts, read_changes, unreadable
-from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, record_in
+from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, read_state, record_in
 from cdc_lake.engine.rejects import (
     REJECTED,
     Quarantined,
@@ -157,6 +158,7 @@ class Recorded:
     fields: tuple[T.StructField, ...]  # the table's columns, and the base's summary, in the same version
     base_summary: Mapping[str, str]
     history: Recorded | None = None
+    refused: Mapping[str, Any] | None = None  # the table's standing refusal (``REFUSED``), if any
 
     @property
     def states(self) -> list[ReplayState]:
@@ -270,19 +272,29 @@ def _upkeep(context: ReplayContext, table: TableSpec) -> list[MaintenanceResult]
 
 def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError | None) -> None:
     """Keep the table's refusal on the lake table (``REFUSED``, a table property: the table's data and record stay
-    as they were), for ``cdc-lake status``; with None, clear it once a run of the table commits."""
+    as they were), for ``cdc-lake status``; with None, clear it once a run of the table commits. The refusal names
+    the table's oldest-landed file not applied (``continuity.waiting_mark``); a later refusal keeps the first one
+    named, which no commit has applied since."""
     spark, dotted = context.spark, context.location.dotted(table.lake_table)
     try:
         if error is not None and not table_exists(context, table):
             return
         # Read as this run last saw the table: just asked whether it exists, or committed to it.
-        recorded = REFUSED in table_properties(spark, dotted, as_kept=True)
-        if error is None and recorded:
+        kept = table_properties(spark, dotted, as_kept=True).get(REFUSED)
+        if error is None and kept is not None:
             set_table_property(spark, dotted, REFUSED, None)
         elif error is not None:
-            refusal = {"at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "message": str(error)[:4000]}
+            waiting = json.loads(kept).get("waiting") if kept is not None else None
+            if waiting is None:
+                landed = list_landed(context.store, context.config, table)
+                waiting = waiting_mark(context.config, table, landed, read_state(context, table.lake_table))
+            refusal = {
+                "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "message": error.without_values()[:4000],
+                "waiting": waiting,
+            }
             set_table_property(spark, dotted, REFUSED, json.dumps(refusal, separators=(",", ":")))
-    except (Py4JJavaError, PySparkException) as failure:  # the run's own outcome comes first
+    except (Py4JJavaError, PySparkException, CdcLakeError) as failure:  # the run's own outcome comes first
         log.warning("%s: could not record the refusal on the table: %s", table.name, str(failure)[:300])
 
 
@@ -296,6 +308,7 @@ def _attempt(
         start = None  # an old file named by hand or by a late event: list all, and the plan says it is applied
     if landed is None or not landed.covers(start):
         landed = list_landed(context.store, context.config, table, start)
+    check_waiting_file(context.store, table, recorded.refused, landed)
     notices = landed.notices()
     if trigger is not None and trigger.key in landed.empty:  # an empty object's event: apply what precedes it
         earlier = [f for f in landed.files if f.order_key <= trigger.order_key]
@@ -307,6 +320,8 @@ def _attempt(
     if batch.nothing_pending:
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
         return RunResult(table.name, trigger, listing_start=batch.next_listing_start, notices=notices)
+    if recorded.state.applied_nothing and batch.plan.pending:
+        notices = [*notices, *first_batch_notices(context.store, context.config, batch.plan)]
     try:
         with conflicts_raised():
             return apply_batch(context, batch, notices)
@@ -404,13 +419,19 @@ def read_files(
     return BatchRead(table, load, merged, _checked_changes(context, table, merged, layouts))
 
 
+# A task keeps each file it read open until it ends (Spark closes a file's stream at task completion): one task
+# reading a catch-up of 100,000 one-row files ran out of a 4 GB heap. Beyond this many, the batch is read in parallel.
+SMALL_BATCH_FILES = 1000
+
+
 def _small(context: ReplayContext, batch: Batch, merged: list[DmsFile]) -> bool:
     """Whether the batch's change rows are reduced in one task (``lake.small_batch_mb``). History, when kept, must
     have the same files pending (it is behind only after a run stopped between its commits): the pass then checks
     every row history reads too, before history is written."""
     size = sum(batch.landed.objects[f.key].size for f in merged)
     in_step = batch.history_plan is None or batch.history_plan.pending == batch.plan.pending
-    return in_step and size <= context.config.lake.small_batch_mb * 1024 * 1024
+    small = size <= context.config.lake.small_batch_mb * 1024 * 1024 and len(merged) <= SMALL_BATCH_FILES
+    return in_step and small
 
 
 def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Reduced:
@@ -658,7 +679,14 @@ def _recorded_of(context: ReplayContext, table_name: str) -> Recorded:
         metadata = Metadata(context.spark, dotted)
         record = record_in(metadata, dotted)
     fields = tuple(metadata.spark_fields())
-    return Recorded(record.head, record.state, fields, metadata.summary(record.head))
+    refused = metadata.properties().get(REFUSED)
+    return Recorded(
+        record.head,
+        record.state,
+        fields,
+        metadata.summary(record.head),
+        refused=json.loads(refused) if refused is not None else None,
+    )
 
 
 def _common_start(config: PipelineConfig, table: TableSpec, states: Sequence[ReplayState]) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import os
 import time
@@ -28,6 +27,7 @@ from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.core.plan import ReplayState
 from cdc_lake.local.deployed import DeployedStack, TriggerFunction, provision
 
 if TYPE_CHECKING:
@@ -181,10 +181,11 @@ class DeployedPipeline:
         return LakeLocation(job.default_arguments.get("--catalog", GLUE_CATALOG), self.stack.database.name)
 
     def unapplied(self, keys: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
-        """Per table, the landed DMS files no commit of its lake table records; and the keys of no table."""
+        """Per table, the landed DMS files its lake table's record does not hold; and the keys of no table."""
         from pyspark.sql import SparkSession
 
-        from cdc_lake.engine.record import APPLIED, snapshot_summaries
+        from cdc_lake.engine.record import read_state
+        from cdc_lake.engine.rejects import applied
         from cdc_lake.engine.tables import Lake, table_exists
 
         by_table: dict[str, list[str]] = {}
@@ -201,12 +202,8 @@ class DeployedPipeline:
         missing: dict[str, list[str]] = {}
         for name, table_keys in by_table.items():
             table = self.config.table(name)
-            applied: set[str] = set()
-            if table_exists(lake, table):
-                for snapshot in snapshot_summaries(lake, table):
-                    recorded = (snapshot["summary"] or {}).get(APPLIED)
-                    applied |= {entry["key"] for entry in json.loads(recorded)} if recorded else set()
-            missing[name] = [key for key in table_keys if key not in applied]
+            state = read_state(lake, table.lake_table) if table_exists(lake, table) else ReplayState()
+            missing[name] = [key for key in table_keys if not applied(parse_key(key, self.config), state, self.config)]
         return missing, ignored
 
 

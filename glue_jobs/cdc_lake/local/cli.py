@@ -122,6 +122,13 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
 
     back = _table_command(commands, "rollback", "return a table (and its history) to an earlier change")
     back.add_argument("--to", type=int, required=True, metavar="CHANGE", help="snapshot id from `changes`")
+    back.add_argument(
+        "--landing",
+        "-l",
+        type=Path,
+        required=True,
+        help="the landed DMS files (a rollback they cannot replay is refused)",
+    )
 
     again = commands.add_parser("reapply", help="apply every landed file of a table not applied yet, in order")
     _add_config(again)
@@ -561,12 +568,13 @@ def cmd_changes(args: argparse.Namespace) -> int:
         counts, fresh = change.counts, change.freshness
         when = change.made_current_at.strftime("%Y-%m-%d %H:%M:%S")
         print(
-            f"{change.snapshot_id:<21} {when:<20} {change.kind:<12} {len(change.files):>5} {counts.get('I', ''):>6} "
+            f"{change.snapshot_id:<21} {when:<20} {change.kind:<12} {change.file_count:>5} {counts.get('I', ''):>6} "
             f"{counts.get('U', ''):>6} {counts.get('D', ''):>6} {counts.get('keys', ''):>6} "
             f"{_shown(fresh.get('bytes')):>9} {_shown(fresh.get('seconds')):>7} "
             f"{_shown(fresh.get('change_lag_s')):>8} {_shown(fresh.get('landed_lag_s')):>8}"
         )
-        for key in change.files:
+        named = change.files if len(change.files) == change.file_count else [change.files[0], "…", change.files[-1]]
+        for key in named:
             print(f"{'':<21}   {key}")
         for notice in change.notices:
             print(f"{'':<21}   NOTICE {notice}")
@@ -619,7 +627,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from cdc_lake.ops.operations import rollback
 
     config = _config(args)
-    done = rollback(_lake(args, config), config.table(args.table), args.to)
+    done = rollback(_landed(_lake(args, config), args.landing), config.table(args.table), args.to)
     history = f" (history at {done.history_snapshot_id})" if done.history_snapshot_id else ""
     print(
         f"{done.table}: now at change {done.snapshot_id}{history}; {done.files_to_reapply} later file(s) will be "

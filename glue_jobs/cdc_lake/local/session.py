@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.core.catalogs import endpoint_conf, glue_catalogs
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.engine.session import CODING_ERRORS_REPLACED, import_pyspark_short_names
+from cdc_lake.engine.session import CODING_ERRORS_REPLACED, LISTING_TASKS, import_pyspark_short_names
 from cdc_lake.local.aws_endpoint import aws_region
 from cdc_lake.local.jars import installed_glue_version, spark_jars
 
@@ -88,6 +88,7 @@ def local_spark_session(warehouse: str | Path | None = None, **options: Unpack[S
         "spark.driver.extraJavaOptions": f"-XX:ReservedCodeCacheSize=512m {_log4j2_configuration_option()}",
         "spark.sql.ansi.enabled": "false",
         CODING_ERRORS_REPLACED: "true",
+        LISTING_TASKS[0]: LISTING_TASKS[1],
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
     }
     if warehouse_uri is not None:

@@ -16,10 +16,10 @@ from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import list_landed
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.notices import Notice, notices_from_json
-from cdc_lake.core.sql import quote, sql_string
+from cdc_lake.core.plan import ReplayState, missing_to_reapply
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.iceberg_java import Metadata, move_main
 from cdc_lake.engine.record import (
-    APPLIED,
     CHANGES,
     DIVERGED,
     FRESHNESS,
@@ -29,7 +29,8 @@ from cdc_lake.engine.record import (
     RELOAD,
     STATE,
     TRIGGER,
-    keep_record,
+    applied_files,
+    record_in,
     snapshot_summaries,
 )
 from cdc_lake.engine.rejects import reopen_rejects
@@ -47,7 +48,10 @@ class Change:
     made_current_at: Any
     operation: str
     kind: str  # "replay", "reload", "rejects" (a replay or accept of quarantined rows), "maintenance" or "created"
-    files: list[str] = field(default_factory=list)
+    files: list[str] = field(
+        default_factory=list
+    )  # the files it applied; of a batch over APPLIED_NAMED, the first and last
+    file_count: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     trigger: str | None = None
     history_snapshot: int | None = None
@@ -55,6 +59,7 @@ class Change:
     notices: list[Notice] = field(default_factory=list)  # what the commit announced (core.notices)
     diverged: dict[str, Any] | None = None  # the outstanding quarantined rows after the commit (engine.rejects)
     rejects_replayed: dict[str, Any] | None = None  # what a rejects replay or accept applied and dropped
+    state: ReplayState | None = None  # the replay state its commit recorded (None: it recorded none)
 
 
 def list_changes(lake: Lake, table: TableSpec) -> list[Change]:
@@ -74,7 +79,7 @@ def list_changes(lake: Lake, table: TableSpec) -> list[Change]:
             kind = "created"
         else:
             kind = "maintenance"
-        files = [f["key"] for f in json.loads(summary[APPLIED])] if APPLIED in summary else []
+        applied = applied_files(summary)
         history = summary.get(HISTORY_SNAPSHOT)
         changes.append(
             Change(
@@ -82,7 +87,8 @@ def list_changes(lake: Lake, table: TableSpec) -> list[Change]:
                 made_current_at=snapshot["made_current_at"],
                 operation=snapshot["operation"],
                 kind=kind,
-                files=files,
+                files=list(applied.keys),
+                file_count=applied.count,
                 counts=json.loads(summary[CHANGES]) if CHANGES in summary else {},
                 trigger=summary.get(TRIGGER),
                 history_snapshot=int(history) if history else None,
@@ -90,6 +96,7 @@ def list_changes(lake: Lake, table: TableSpec) -> list[Change]:
                 notices=notices_from_json(summary[NOTICES]) if NOTICES in summary else [],
                 diverged=json.loads(summary[DIVERGED]) if DIVERGED in summary else None,
                 rejects_replayed=json.loads(summary[REJECTS_REPLAYED]) if REJECTS_REPLAYED in summary else None,
+                state=ReplayState.from_json(summary[STATE], int(snapshot["snapshot_id"])) if STATE in summary else None,
             )
         )
     return changes
@@ -103,29 +110,71 @@ class Rollback:
     files_to_reapply: int
 
 
-def rollback(lake: Lake, table: TableSpec, to_snapshot: int) -> Rollback:
-    """Return the table (and its history) to change ``to_snapshot`` with Iceberg's snapshot procedures; quarantined
-    rows that an undone rejects replay or reload resolved are outstanding again."""
-    changes = list_changes(lake, table)
+class RollbackRefusedError(CdcLakeError):
+    """A rollback the landing cannot replay: nothing was moved."""
+
+
+def rollback(context: ReplayContext, table: TableSpec, to_snapshot: int) -> Rollback:
+    """Return the table (and its history) to change ``to_snapshot``; quarantined rows that an undone rejects replay
+    or reload resolved are outstanding again. Refused before anything moves when the landing no longer holds every
+    file the rollback undoes (the re-apply would skip them). Each table moves with its record in one commit."""
+    changes = list_changes(context, table)
     position = next((i for i, c in enumerate(changes) if c.snapshot_id == to_snapshot), None)
     if position is None:
         raise CdcLakeError(
             f"{table.name}: {to_snapshot} is not a change of the table's current lineage; "
             "see `cdc-lake changes` for the ones you can roll back to"
         )
-    undone = sum(len(c.files) for c in changes[position + 1 :])
+    dotted = context.location.dotted(table.lake_table)
+    metadata = Metadata(context.spark, dotted)
+    head, target = record_in(metadata, dotted), record_in(metadata, dotted, at=to_snapshot)
+    _refuse_unreplayable(context, table, changes[position:], target.state, head.state)
+    undone = sum(c.file_count for c in changes[position + 1 :])
     history_target = None
-    if table.history and table_exists(lake, history_name(table)):
+    if table.history and table_exists(context, history_name(table)):
         # The history commit of the same run; before any replay, history's own first (empty) snapshot.
         recorded = [c.history_snapshot for c in changes[: position + 1] if c.history_snapshot is not None]
-        history_target = recorded[-1] if recorded else _first_snapshot(lake, history_name(table))
-        _set_current(lake, history_name(table), history_target)
-    _set_current(lake, table.lake_table, to_snapshot)
+        history_target = recorded[-1] if recorded else _first_snapshot(context, history_name(table))
+        # History first: a stop before main moves leaves history behind, and the next run applies it again.
+        _move(context, history_name(table), history_target)
+    if head.head != to_snapshot:
+        move_main(context.spark, dotted, head.head or 0, to_snapshot, target.properties)
     resolving = [c.made_current_at for c in changes[position + 1 :] if c.kind in {"rejects", "reload"}]
     if quarantines(table) and resolving:
-        reopen_rejects(lake, table, min(resolving))
+        reopen_rejects(context, table, min(resolving))
     log.info("%s: rolled back to %s; %d applied file(s) will be applied again", table.name, to_snapshot, undone)
     return Rollback(table.name, to_snapshot, history_target, undone)
+
+
+def _refuse_unreplayable(
+    context: ReplayContext,
+    table: TableSpec,
+    changes: list[Change],
+    target: ReplayState,
+    head: ReplayState,
+) -> None:
+    """Refuse the rollback to ``changes[0]`` when the landing lacks files it undoes, naming the oldest of the later
+    ``changes`` it can still reach."""
+    listed = list_landed(context.store, context.config, table).listed
+    missing = missing_to_reapply(context.config, table, listed, target, head)
+    if missing is None:
+        return
+    reachable = None
+    for change in changes[1:]:
+        if change.state is not None and missing_to_reapply(context.config, table, listed, change.state, head) is None:
+            reachable = change.snapshot_id
+            break
+    instead = (
+        f"Roll back to change {reachable} or later (the oldest the landing still covers), or rebuild"
+        if reachable is not None
+        else "Rebuild"
+    )
+    raise RollbackRefusedError(
+        f"{table.name}: rolling back to change {changes[0].snapshot_id} would undo files the landing no "
+        f"longer holds: {missing} applied since are gone (expired by the raw bucket's lifecycle after "
+        "rawRetentionDays, or removed), so the re-apply could not restore their changes. Nothing was moved. "
+        f"{instead} the table from its LOAD files with `cdc-lake reload -t {table.name}` (docs/deploy.md#reload)"
+    )
 
 
 def reapply(context: ReplayContext, table: TableSpec) -> RunResult | None:
@@ -136,11 +185,13 @@ def reapply(context: ReplayContext, table: TableSpec) -> RunResult | None:
     return replay(context, landed.newest, landed)
 
 
-def _set_current(lake: Lake, table_name: str, snapshot_id: int) -> None:
-    target = sql_string(f"{lake.location.database}.{table_name}")
-    procedure = f"{quote(lake.location.catalog)}.system.set_current_snapshot"
-    lake.spark.sql(f"CALL {procedure}(table => {target}, snapshot_id => {int(snapshot_id)})").collect()
-    keep_record(lake, table_name)  # the table property must not describe the undone commits
+def _move(context: ReplayContext, table_name: str, snapshot_id: int) -> None:
+    """Set the table's main back to ``snapshot_id`` with the record it holds there, in one commit."""
+    dotted = context.location.dotted(table_name)
+    metadata = Metadata(context.spark, dotted)
+    head, target = record_in(metadata, dotted), record_in(metadata, dotted, at=snapshot_id)
+    if head.head != snapshot_id:
+        move_main(context.spark, dotted, head.head or 0, snapshot_id, target.properties)
 
 
 def _first_snapshot(lake: Lake, table_name: str) -> int:

@@ -1,0 +1,132 @@
+"""Holes in a table's history: where the lake table and the raw landing disagree, a run refuses the table rather
+than apply the files after the hole.
+
+Two disagreements are caught here; a rollback the landing cannot replay is refused by ``ops.operations``, and a
+record main no longer descends from by ``record.record_in``.
+
+- **A lake table whose record holds nothing, built from what the landing still has** (the table was dropped, or
+  ``target`` changed). Its first file carries the ``cdc-lake:applied`` tag: a lake table applied it before. The
+  raw bucket's lifecycle expires applied files oldest first, so a table's history is still whole when its first
+  listed file is LOAD00000001 of an unbroken run of LOAD files: the run applies it and announces it. When the
+  first listed file is a CDC file (every LOAD file expired) or the LOAD files have gaps, it is refused. A first
+  file without the tag is a first replay, as a fresh pipeline or a CDC-only task has.
+- **A refused table whose waiting file left the landing unapplied** (the catch-all expiry, or removed by hand).
+  A refusal records the oldest-landed file the table had not applied (``waiting``); expiry is by age, so it goes
+  first. While the refusal stands, a run finds that file listed or refuses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, load_counter
+from cdc_lake.core.exceptions import ReplayOrderError
+from cdc_lake.core.notices import Notice
+from cdc_lake.core.plan import ReplayState, RunPlan, unapplied_files
+from cdc_lake.core.storage import ObjectStore, StoredObject
+
+
+class HistoryGapError(ReplayOrderError):
+    """The landing lacks files the lake table's history needs: applying what is left would skip their changes."""
+
+
+def _rebuild_hint(table: TableSpec) -> str:
+    return (
+        f"Nothing was applied and no file was removed. Reload the table in DMS (its LOAD files are written again), "
+        f"then run `cdc-lake reload -t {table.name}` or the maintenance job's --action reload --table {table.name} "
+        "(docs/deploy.md#reload)"
+    )
+
+
+def first_batch_notices(store: ObjectStore, config: PipelineConfig, plan: RunPlan) -> list[Notice]:
+    """Check a table's first batch (its record holds nothing) against what the landing's tags say: a notice when it
+    rebuilds a lake table from files another one applied, a ``HistoryGapError`` when what is left is not whole."""
+    first = plan.pending[0]
+    if not store.is_applied(first.key):
+        return []
+    table, prefix = plan.table, config.table_prefix(plan.table)
+    lake = f"{config.lake.database}.{table.lake_table}"
+    if not first.is_full_load:
+        raise HistoryGapError(
+            f"{table.name}: the lake table {lake} holds nothing yet, but its oldest landed file, {first.key}, was "
+            "applied before, to a lake table that is gone (dropped, or `target` changed), and no LOAD file is left "
+            "(the raw bucket's lifecycle expires applied files after rawRetentionDays). A table built from what is "
+            "left would lack every row the expired files held. If the earlier lake table still exists, point "
+            f"`target` back at it. {_rebuild_hint(table)}"
+        )
+    gap = _load_gap([f for f in plan.pending if f.is_full_load])
+    if gap is not None:
+        raise HistoryGapError(
+            f"{table.name}: the lake table {lake} holds nothing yet, and its LOAD files were applied before, to a lake "
+            f"table that is gone (dropped, or `target` changed), but {gap}: some expired or were removed. "
+            + _rebuild_hint(table)
+        )
+    return [
+        Notice(
+            "history-rebuilt",
+            prefix,
+            f"the lake table {lake} held nothing, and the landed files were applied before to a lake table that is "
+            f"gone (dropped, or `target` changed): rebuilt from every landed file since {first.key}, the landing "
+            "still holding the whole history",
+        )
+    ]
+
+
+def _load_gap(loads: Sequence[DmsFile]) -> str | None:
+    """What is missing from LOAD files that should be whole runs from counter 1, or None."""
+    counters: dict[str, list[int]] = {}
+    for dms_file in loads:
+        stem, counter = load_counter(dms_file.key) or (dms_file.key, 0)
+        counters.setdefault(stem, []).append(counter)
+    for stem, found in sorted(counters.items()):
+        expected = set(range(1, max(found) + 1))
+        missing = sorted(expected - set(found))
+        if missing:
+            name = stem.replace("*", f"{missing[0]:08X}")
+            return f"{len(missing)} of its {max(found)} LOAD files are not listed (the first: {name})"
+    return None
+
+
+def waiting_mark(
+    config: PipelineConfig, table: TableSpec, landed: LandedFiles, state: ReplayState
+) -> dict[str, Any] | None:
+    """What a refusal records of the table's oldest-landed file not applied (None: none waits)."""
+    waiting = [o for o in unapplied_files(config, table, landed.listed, state) if o.last_modified is not None]
+    if not waiting:
+        return None
+    oldest = min(waiting, key=lambda o: (o.last_modified or dt.datetime.min.replace(tzinfo=dt.UTC), o.key))
+    return {"key": oldest.key, "etag": oldest.etag, "landed": _iso(oldest)}
+
+
+def check_waiting_file(
+    store: ObjectStore, table: TableSpec, refused: Mapping[str, Any] | None, landed: LandedFiles
+) -> None:
+    """Refuse the table when its standing refusal's waiting file has left the landing without being applied."""
+    waiting = (refused or {}).get("waiting")
+    if not waiting:
+        return
+    key = waiting["key"]
+    if key in landed.objects or _still_listed(store, key):
+        return
+    raise HistoryGapError(
+        f"{table.name}: {key}, which had waited unapplied since {waiting.get('landed')} when the table was refused "
+        f"on {refused.get('at') if refused else '?'}, has left the landing without being applied (expired by the raw "
+        "bucket's catch-all rule after rawUnappliedRetentionDays, or removed): applying the files after it would "
+        f"skip its changes. The refusal was: {str((refused or {}).get('message', ''))[:300]}. " + _rebuild_hint(table)
+    )
+
+
+def _still_listed(store: ObjectStore, key: str) -> bool:
+    """Whether ``key`` is still there, asked of the store (one request) when the run's listing started after it."""
+    try:
+        store.read_head(key, 1)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _iso(item: StoredObject) -> str | None:
+    return item.last_modified.astimezone(dt.UTC).isoformat() if item.last_modified is not None else None
