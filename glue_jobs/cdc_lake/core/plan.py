@@ -491,7 +491,8 @@ def plan_reload(
     first_time = times[0]
     if first_time is not None:
         stale = [f for f, t in zip(loads, times, strict=True) if t is not None and t < first_time - margin]
-        current = [f for f in loads if f not in stale]
+        left_out = set(stale)
+        current = [f for f in loads if f not in left_out]
     if since is not None:
         boundary = parse_since(since)
         source = f"--since {since}"

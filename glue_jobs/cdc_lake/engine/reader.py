@@ -177,7 +177,7 @@ def read_changes(
     ]
     frame = functools.reduce(DataFrame.unionByName, parts)
     if len(files) > LOOKUP_BY_JOIN:
-        return _placed_by_join(context.spark, frame, files)
+        return _placed_by_join(context.spark, _fewer_tasks(context.spark, frame, len(files)), files)
     # Each file's place in the batch and its key, looked up by name in two arrays: the batch's file names and keys
     # are text of DMS's making, each array one JSON string literal (sql_string escapes it).
     names, keys = (sql_string(json.dumps(values)) for values in ([f.name for f in files], [f.key for f in files]))
@@ -196,6 +196,17 @@ def read_changes(
 # 100,000 one-row files would parse 10^10 names. Beyond this many files, the places come from a broadcast table.
 LOOKUP_BY_JOIN = 1000
 _PLACED_NAME = "_placed_name"
+
+
+# Spark packs small files about 32 to a read task: a catch-up of 100,000 files made 3,125 tasks, and every stage
+# after the read as many again (minutes of scheduling, no work). Many files are read this many to a task instead:
+# a task keeps each file it read open until it ends, so not all of them.
+FILES_PER_TASK = 500
+
+
+def _fewer_tasks(spark: SparkSession, frame: DataFrame, files: int) -> DataFrame:
+    tasks = max(spark.sparkContext.defaultParallelism * 4, -(-files // FILES_PER_TASK))
+    return frame.coalesce(tasks) if frame.rdd.getNumPartitions() > tasks else frame
 
 
 def _placed_by_join(spark: SparkSession, frame: DataFrame, files: Sequence[DmsFile]) -> DataFrame:

@@ -442,7 +442,8 @@ def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Red
     use_sequence = context.config.dms.change_sequence_column is not None
     if read.checked_in_reduce:
         return _reduced_in_one_task(context, batch, read, use_sequence)
-    changes = _only(read.changes, [f for f in batch.plan.pending if f in read.merged], read.merged)
+    merged = set(read.merged)  # a catch-up's 100,000 files: not a list searched once for each of them
+    changes = _only(read.changes, [f for f in batch.plan.pending if f in merged], read.merged)
     last_changes = last_change_per_key(changes, read.table, use_sequence).localCheckpoint(eager=True)
     keys = changed_keys(last_changes, read.table)
     log.info("%s: merging %d key(s) into %s", read.table.name, keys.count, read.table.lake_table)
