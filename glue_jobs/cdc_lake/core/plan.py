@@ -20,6 +20,7 @@ from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import (
     DATE_FOLDER_PARTS,
     DmsFile,
+    LandedFiles,
     date_folder,
     landed_files,
     load_counter,
@@ -90,7 +91,7 @@ class ReplayState:
         if position is None:
             return False
         stem, counter = position
-        return any(stem == s and lo <= counter <= hi for s, lo, hi in _run_bounds(self.load_runs))
+        return any(stem == s and lo <= counter <= hi for s, lo, hi, _, _ in _run_bounds(self.load_runs))
 
     def to_json(self) -> str:
         load: dict[str, Any] = {"count": self.load_count, "digest": self.load_digest}
@@ -127,17 +128,17 @@ class ReplayState:
         )
 
 
-def _run_bounds(runs: Iterable[tuple[str, str]]) -> Iterable[tuple[str, int, int]]:
+def _run_bounds(runs: Iterable[tuple[str, str]]) -> Iterable[tuple[str, int, int, str, str]]:
+    """Each run as its key stem, first and last counter, and first and last key."""
     for first, last in runs:
         (stem, lo), (_, hi) = load_counter(first) or ("", 0), load_counter(last) or ("", -1)
-        yield stem, lo, hi
+        yield stem, lo, hi, first, last
 
 
 def merged_load_runs(runs: Iterable[tuple[str, str]], keys: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """``runs`` with the LOAD files ``keys`` added, consecutive counters of one key stem joined into one run."""
     spans: dict[str, list[tuple[int, int, str, str]]] = {}
-    for first, last in runs:
-        (stem, lo), (_, hi) = load_counter(first) or ("", 0), load_counter(last) or ("", 0)
+    for stem, lo, hi, first, last in _run_bounds(runs):
         spans.setdefault(stem, []).append((lo, hi, first, last))
     for key in keys:
         stem, counter = load_counter(key) or ("", 0)
@@ -159,7 +160,7 @@ def merged_load_runs(runs: Iterable[tuple[str, str]], keys: Iterable[str]) -> tu
 
 
 def load_run_count(runs: Iterable[tuple[str, str]]) -> int:
-    return sum(hi - lo + 1 for _, lo, hi in _run_bounds(runs))
+    return sum(hi - lo + 1 for _, lo, hi, _, _ in _run_bounds(runs))
 
 
 def newest_write(objects: Iterable[StoredObject]) -> str | None:
@@ -230,30 +231,29 @@ def plan_run(
     return RunPlan(table, trigger, pending, objects, next_state, base_snapshot_id)
 
 
-def unapplied_files(
-    config: PipelineConfig, table: TableSpec, listed: Sequence[StoredObject], state: ReplayState
-) -> list[StoredObject]:
-    """The listed files of ``table`` that ``state`` does not hold: LOAD files outside its runs (before CDC), CDC
-    files after its last one, and CDC files before it written after the newest it applied (late ones)."""
-    landed = landed_files(listed, table, config)
-    watermark = parse_key(state.cdc_last, config).order_key if state.cdc_last is not None else None
-    unapplied = []
-    for dms_file in landed.files:
-        stored = landed.objects[dms_file.key]
-        if dms_file.is_full_load:
-            if not state.holds_load(dms_file.key):
-                unapplied.append(stored)
-        elif watermark is None or dms_file.order_key > watermark or _written_after([stored], state.cdc_written):
-            unapplied.append(stored)
-    return unapplied
+def applied(dms_file: DmsFile, state: ReplayState, config: PipelineConfig) -> bool:
+    """Whether the table's recorded ``state`` holds ``dms_file``."""
+    if dms_file.is_full_load:
+        return state.holds_load(dms_file.key)
+    return state.cdc_last is not None and dms_file.order_key <= parse_key(state.cdc_last, config).order_key
+
+
+def unapplied_files(config: PipelineConfig, landed: LandedFiles, state: ReplayState) -> list[StoredObject]:
+    """The landed files that ``state`` does not hold (``applied``), and CDC files it seems to hold but that were
+    written after the newest it applied (late ones)."""
+    return [
+        landed.objects[f.key]
+        for f in landed.files
+        if not applied(f, state, config)
+        or (not f.is_full_load and _written_after([landed.objects[f.key]], state.cdc_written))
+    ]
 
 
 def missing_to_reapply(
-    config: PipelineConfig, table: TableSpec, listed: Sequence[StoredObject], since: ReplayState, until: ReplayState
+    config: PipelineConfig, landed: LandedFiles, since: ReplayState, until: ReplayState
 ) -> str | None:
     """What the landing lacks to apply again the files ``until`` holds beyond ``since`` (a rollback from ``until``
     back to ``since``), said for a person; None when every one of them is still listed."""
-    landed = landed_files(listed, table, config)
     files = landed.files
     missing = []
     if not since.cdc_started:

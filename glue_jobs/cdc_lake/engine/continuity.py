@@ -90,11 +90,9 @@ def _load_gap(loads: Sequence[DmsFile]) -> str | None:
     return None
 
 
-def waiting_mark(
-    config: PipelineConfig, table: TableSpec, landed: LandedFiles, state: ReplayState
-) -> dict[str, Any] | None:
+def waiting_mark(config: PipelineConfig, landed: LandedFiles, state: ReplayState) -> dict[str, Any] | None:
     """What a refusal records of the table's oldest-landed file not applied (None: none waits)."""
-    waiting = [o for o in unapplied_files(config, table, landed.listed, state) if o.last_modified is not None]
+    waiting = [o for o in unapplied_files(config, landed, state) if o.last_modified is not None]
     if not waiting:
         return None
     oldest = min(waiting, key=lambda o: (o.last_modified or dt.datetime.min.replace(tzinfo=dt.UTC), o.key))
@@ -105,7 +103,8 @@ def check_waiting_file(
     store: ObjectStore, table: TableSpec, refused: Mapping[str, Any] | None, landed: LandedFiles
 ) -> None:
     """Refuse the table when its standing refusal's waiting file has left the landing without being applied."""
-    waiting = (refused or {}).get("waiting")
+    refused = refused or {}
+    waiting = refused.get("waiting")
     if not waiting:
         return
     key = waiting["key"]
@@ -113,9 +112,9 @@ def check_waiting_file(
         return
     raise HistoryGapError(
         f"{table.name}: {key}, which had waited unapplied since {waiting.get('landed')} when the table was refused "
-        f"on {refused.get('at') if refused else '?'}, has left the landing without being applied (expired by the raw "
+        f"on {refused.get('at')}, has left the landing without being applied (expired by the raw "
         "bucket's catch-all rule after rawUnappliedRetentionDays, or removed): applying the files after it would "
-        f"skip its changes. The refusal was: {str((refused or {}).get('message', ''))[:300]}. " + _rebuild_hint(table)
+        f"skip its changes. The refusal was: {str(refused.get('message', ''))[:300]}. " + _rebuild_hint(table)
     )
 
 

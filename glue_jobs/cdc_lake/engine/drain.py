@@ -31,11 +31,10 @@ from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
 from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError, RecordLostError
 from cdc_lake.core.notices import Notice, unique
-from cdc_lake.core.plan import ReplayState, listing_start, plan_run
+from cdc_lake.core.plan import ReplayState, applied, listing_start, plan_run
 from cdc_lake.core.storage import ObjectStore, StoredObject
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.record import table_record
-from cdc_lake.engine.rejects import applied
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.tables import table_exists
 

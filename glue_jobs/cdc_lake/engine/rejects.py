@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 from cdc_lake.core.config import DmsSettings, LakeSettings, PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, parse_key
 from cdc_lake.core.exceptions import DmsInputError
-from cdc_lake.core.plan import ReplayState
+from cdc_lake.core.plan import ReplayState, applied
 from cdc_lake.core.shapes import FILE, OP, PROBLEM, RAW, ROW, before_roles
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.changes import describe_problems, dms_order
@@ -95,13 +95,6 @@ class Quarantined:
     rejected: int = 0
     held: int = 0
     frozen: DataFrame | None = None  # the table's outstanding rejects rows the batch was checked against
-
-
-def applied(dms_file: DmsFile, state: ReplayState, config: PipelineConfig) -> bool:
-    """Whether the table's recorded ``state`` holds ``dms_file``."""
-    if dms_file.is_full_load:
-        return state.holds_load(dms_file.key)
-    return state.cdc_last is not None and dms_file.order_key <= parse_key(state.cdc_last, config).order_key
 
 
 def outstanding(context: LakeContext, table: TableSpec, state: ReplayState) -> DataFrame | None:

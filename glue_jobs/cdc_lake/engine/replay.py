@@ -287,7 +287,7 @@ def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError
             waiting = json.loads(kept).get("waiting") if kept is not None else None
             if waiting is None:
                 landed = list_landed(context.store, context.config, table)
-                waiting = waiting_mark(context.config, table, landed, read_state(context, table.lake_table))
+                waiting = waiting_mark(context.config, landed, read_state(context, table.lake_table))
             refusal = {
                 "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "message": error.without_values()[:4000],

@@ -184,8 +184,8 @@ class DeployedPipeline:
         """Per table, the landed DMS files its lake table's record does not hold; and the keys of no table."""
         from pyspark.sql import SparkSession
 
+        from cdc_lake.core.plan import applied
         from cdc_lake.engine.record import read_state
-        from cdc_lake.engine.rejects import applied
         from cdc_lake.engine.tables import Lake, table_exists
 
         by_table: dict[str, list[str]] = {}

@@ -29,6 +29,7 @@ from cdc_lake.engine.record import (
     RELOAD,
     STATE,
     TRIGGER,
+    TableRecord,
     applied_files,
     record_in,
     snapshot_summaries,
@@ -125,10 +126,8 @@ def rollback(context: ReplayContext, table: TableSpec, to_snapshot: int) -> Roll
             f"{table.name}: {to_snapshot} is not a change of the table's current lineage; "
             "see `cdc-lake changes` for the ones you can roll back to"
         )
-    dotted = context.location.dotted(table.lake_table)
-    metadata = Metadata(context.spark, dotted)
-    head, target = record_in(metadata, dotted), record_in(metadata, dotted, at=to_snapshot)
-    _refuse_unreplayable(context, table, changes[position:], target.state, head.state)
+    move = _Move.of(context, table.lake_table, to_snapshot)
+    _refuse_unreplayable(context, table, changes[position:], move.target.state, move.head.state)
     undone = sum(c.file_count for c in changes[position + 1 :])
     history_target = None
     if table.history and table_exists(context, history_name(table)):
@@ -136,9 +135,8 @@ def rollback(context: ReplayContext, table: TableSpec, to_snapshot: int) -> Roll
         recorded = [c.history_snapshot for c in changes[: position + 1] if c.history_snapshot is not None]
         history_target = recorded[-1] if recorded else _first_snapshot(context, history_name(table))
         # History first: a stop before main moves leaves history behind, and the next run applies it again.
-        _move(context, history_name(table), history_target)
-    if head.head != to_snapshot:
-        move_main(context.spark, dotted, head.head or 0, to_snapshot, target.properties)
+        _Move.of(context, history_name(table), history_target).commit(context)
+    move.commit(context)
     resolving = [c.made_current_at for c in changes[position + 1 :] if c.kind in {"rejects", "reload"}]
     if quarantines(table) and resolving:
         reopen_rejects(context, table, min(resolving))
@@ -155,13 +153,13 @@ def _refuse_unreplayable(
 ) -> None:
     """Refuse the rollback to ``changes[0]`` when the landing lacks files it undoes, naming the oldest of the later
     ``changes`` it can still reach."""
-    listed = list_landed(context.store, context.config, table).listed
-    missing = missing_to_reapply(context.config, table, listed, target, head)
+    landed = list_landed(context.store, context.config, table)
+    missing = missing_to_reapply(context.config, landed, target, head)
     if missing is None:
         return
     reachable = None
     for change in changes[1:]:
-        if change.state is not None and missing_to_reapply(context.config, table, listed, change.state, head) is None:
+        if change.state is not None and missing_to_reapply(context.config, landed, change.state, head) is None:
             reachable = change.snapshot_id
             break
     instead = (
@@ -185,13 +183,24 @@ def reapply(context: ReplayContext, table: TableSpec) -> RunResult | None:
     return replay(context, landed.newest, landed)
 
 
-def _move(context: ReplayContext, table_name: str, snapshot_id: int) -> None:
-    """Set the table's main back to ``snapshot_id`` with the record it holds there, in one commit."""
-    dotted = context.location.dotted(table_name)
-    metadata = Metadata(context.spark, dotted)
-    head, target = record_in(metadata, dotted), record_in(metadata, dotted, at=snapshot_id)
-    if head.head != snapshot_id:
-        move_main(context.spark, dotted, head.head or 0, snapshot_id, target.properties)
+@dataclass(frozen=True)
+class _Move:
+    """A lake table's main set back to ``target.head``: its record there and at main's head, read together."""
+
+    dotted: str
+    head: TableRecord
+    target: TableRecord
+
+    @classmethod
+    def of(cls, context: ReplayContext, table_name: str, snapshot_id: int) -> _Move:
+        dotted = context.location.dotted(table_name)
+        metadata = Metadata(context.spark, dotted)
+        return cls(dotted, record_in(metadata, dotted), record_in(metadata, dotted, at=snapshot_id))
+
+    def commit(self, context: ReplayContext) -> None:
+        """Main and the record it holds there, in one commit, from the head read (else TableMovedError)."""
+        if self.head.head != self.target.head:
+            move_main(context.spark, self.dotted, self.head.head or 0, self.target.head or 0, self.target.properties)
 
 
 def _first_snapshot(lake: Lake, table_name: str) -> int:
