@@ -113,6 +113,11 @@ class JobArgumentError(CdcLakeError):
     """Raised when a job run's arguments contradict each other (e.g. --table is not the table of --key)."""
 
 
+class UnreachableSourceError(CdcLakeError):
+    """Raised when a source URL or the stack's sourceEngine names an engine the source commands cannot reach
+    (Oracle, SQL Server: no real server runs in the tests, so no code for them ships; docs/sources.md)."""
+
+
 class ReplayOrderError(CdcLakeError):
     """Raised when applying the landed files would break DMS order (e.g. a file landed late or changed)."""
 

@@ -17,7 +17,7 @@ from cdc_lake.core.job_arguments import SourceCheckArguments
 from cdc_lake.jobs.arguments import SourceOptions
 from cdc_lake.jobs.entry import GlueJob, JobClients, configuration
 from cdc_lake.ops.source_catalog import Difference
-from cdc_lake.ops.source_check import check_source, secret_url
+from cdc_lake.ops.source_check import check_source, engine_scheme, secret_url
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,9 @@ class SourceCheckOptions(SourceCheckArguments):
 
 def source_url(source: SourceOptions, secrets: Any) -> str:
     """The source's URL from its secret, read with the Secrets Manager client ``secrets``. It holds the password:
-    never print it unmasked."""
+    never print it unmasked. An engine the jobs cannot reach (Oracle, SQL Server) is refused before the secret is
+    read."""
+    engine_scheme(source.engine)
     secret = json.loads(secrets.get_secret_value(SecretId=source.secret)["SecretString"])
     return secret_url(secret, source.engine, source.database)
 

@@ -201,7 +201,7 @@ def _add_operation_commands(commands: argparse._SubParsersAction) -> None:
 
 SOURCE_HELP = (
     "PostgreSQL: a libpq URL or conninfo (password: PGPASSWORD, .pgpass); MySQL/MariaDB: "
-    "mysql://user@host:port/database (password: MYSQL_PWD)"
+    "mysql://user@host:port/database (password: MYSQL_PWD); Oracle and SQL Server are refused (docs/sources.md)"
 )
 
 
@@ -222,8 +222,11 @@ def _source_tls(args: argparse.Namespace) -> Any:
 
 
 def _source(args: argparse.Namespace) -> Any:
+    """The source the command reaches; Oracle and SQL Server refused before anything else is done."""
+    from cdc_lake.ops.source_check import refuse_unreachable
     from cdc_lake.ops.source_tls import SourceAddress
 
+    refuse_unreachable(args.source)
     return SourceAddress(args.source, _source_tls(args))
 
 
@@ -443,10 +446,11 @@ def cmd_config_from_source(args: argparse.Namespace) -> int:
     from cdc_lake.ops.source_catalog import STACK_DMS, Origin, config_text, masked
     from cdc_lake.ops.source_check import dialect
 
+    address = _source(args)
     if args.output is not None and args.output.exists() and not args.force:
         raise CdcLakeError(f"{args.output} exists; give --force to overwrite it")
-    source = dialect(args.source)
-    with source.connect(args.source, _source_tls(args)) as connection:
+    source = dialect(address.url)
+    with source.connect(address.url, address.tls) as connection:
         tables = source.read_catalog(connection, args.schema, args.table, args.format)
     if not tables:
         where = f"schema(s) {', '.join(args.schema)}" if args.schema else "any schema"
@@ -511,8 +515,9 @@ def _write_config(output: Path | None, text: str, tables: Sequence[Any], keyless
 def cmd_config_check_source(args: argparse.Namespace) -> int:
     from cdc_lake.ops.source_check import check_source
 
+    source = _source(args)
     config = _config(args)
-    _, found = check_source(config, args.source, _source_tls(args))
+    _, found = check_source(config, source.url, source.tls)
     for difference in found:
         print(difference)
     print(f"{len(config.tables)} table(s) checked: {len(found)} difference(s)")
@@ -787,6 +792,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no table drifted, 1 when one did (2, as for every command, on an error)."""
     from cdc_lake.ops.verify import Settle, verify
 
+    source = _source(args)
     config = _config(args)
     lake = _lake(args, config)
     settle = None
@@ -795,7 +801,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         settle = Settle(_landed(lake, args.landing), interval, timeout_s=args.settle_timeout)
     elif not args.json:
         print("without --landing, a change still in flight shows as drift: verify when the lake has caught up")
-    results = verify(lake, _source(args), args.table, settle=settle)
+    results = verify(lake, source, args.table, settle=settle)
     for result in results:
         for drift in result.drift:
             if args.json:
@@ -826,10 +832,11 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from cdc_lake.ops.repair import repair
     from cdc_lake.ops.verify import Settle, verify
 
+    source = _source(args)
     config = _config(args)
     context = _landed(_lake(args, config), args.landing)
     settle = Settle(context, float(config.dms.cdc_max_batch_interval), timeout_s=args.settle_timeout)
-    results = repair(context, _source(args), args.table, settle=settle, dry_run=args.dry_run)
+    results = repair(context, source, args.table, settle=settle, dry_run=args.dry_run)
     for result in results:
         for drift in result.verified.drift:
             key = ", ".join(f"{k}={v!r}" for k, v in drift.key.items())
@@ -849,7 +856,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     repaired = [r.table for r in results if r.snapshot_id is not None]
     if not repaired:
         return 0
-    again = verify(context, _source(args), repaired, settle=settle)
+    again = verify(context, source, repaired, settle=settle)
     left = sum(len(v.drift) for v in again)
     print(f"verified again: {left} differing key(s) in {', '.join(repaired)}")
     return 1 if left else 0
