@@ -78,7 +78,7 @@ def test_an_unreachable_source_is_named_without_its_password(tmp_path: Path, cap
 def test_config_check_source_finds_each_difference(mariadb: Server, tmp_path: Path, capsys) -> None:
     url = _typed_source(mariadb, "check")
     out = config_from_source(capsys, url, tmp_path / "tables.yaml", "--schema", "check")
-    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", url)
+    code, printed = cli(capsys, "config-check-source", "-c", out, "--source", url.replace("mysql:", "mariadb:", 1))
     assert code == 0 and "2 table(s) checked: 0 difference(s)" in printed, printed
     execute(
         url,
@@ -151,7 +151,7 @@ def test_the_scheduled_check_reads_the_dms_secret_and_puts_the_differences(
         "GRANT SELECT ON nightly.* TO 'checker'@'127.0.0.1'",  # a catalog read needs no more
     )
     secret = {"host": "localhost", "port": mariadb.port, "username": "checker", "password": password}
-    clean = run_source_check_job(out, secret, "mysql", mariadb.authority.ca)
+    clean = run_source_check_job(out, secret, "mariadb", mariadb.authority.ca)
     assert (clean.differences, clean.metric) == ([], [0.0])
 
     execute(url, "ALTER TABLE typed ADD COLUMN note text", "ALTER TABLE orders DROP COLUMN qty")

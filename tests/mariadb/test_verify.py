@@ -78,7 +78,7 @@ def test_the_drift_job_repairs_from_the_dms_secret_and_puts_what_is_left(
         s3.put_object(Bucket="assets", Key="tables.yaml", Body=replicated.written.read_bytes())
         arn = secrets.create_secret(Name="cdc-lake/source", SecretString=json.dumps(secret))["ARN"]
         arguments = {
-            "--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": "mysql",
+            "--config_uri": "s3://assets/tables.yaml", "--source_secret": arn, "--source_engine": "mariadb",
             "--action": "repair", "--bucket": "raw", "--catalog": LOCAL_CATALOG, "--database": database,
             "--settle_timeout": "60", "--source_ca": str(mariadb.authority.ca),
         }  # fmt: skip

@@ -156,7 +156,8 @@ def test_the_scheduled_check_reaches_postgres_through_the_dms_secret(postgres: C
     assert run_source_check_job(out, secret, "postgres", postgres.authority.ca, "config_scheduled").metric == [0.0]
     with psycopg.connect(conninfo, autocommit=True) as connection:
         connection.execute("ALTER TABLE shop.orders ALTER COLUMN qty TYPE numeric(10,2)")
-    changed = run_source_check_job(out, secret, "postgres", postgres.authority.ca, "config_scheduled")
+    # The stack's aurora-postgresql reaches the same database as PostgreSQL and finds the same difference.
+    changed = run_source_check_job(out, secret, "aurora-postgresql", postgres.authority.ca, "config_scheduled")
     assert [str(d) for d in changed.differences] == [
         "shop.orders: type-changed: qty: source numeric(10,2) (decimal(10,2)), configured int"
     ]
