@@ -32,6 +32,7 @@ from cdc_lake.core.names import (
     RETAIN_DAYS,
     GlueVersion,
 )
+from cdc_lake.core.source_types import TYPED_ENGINES, accepts, source_type
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
@@ -75,7 +76,7 @@ DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 VARCHAR_TYPE = re.compile(r"^(?:var)?char\(\s*\d+\s*\)$")
 SIMPLE_TYPES = {
     "boolean", "tinyint", "smallint", "int", "integer", "bigint", "float", "double",
-    "string", "date", "timestamp", "timestamp_ntz", "timestamp_ltz", "binary",
+    "string", "date", "timestamp", "timestamp_ntz", "timestamp_ltz", "binary", "timestamp_offset",
 }  # fmt: skip
 PARTITION_TRANSFORM = re.compile(
     r"^(?:(?P<col>[A-Za-z_][A-Za-z0-9_$]*)"
@@ -132,6 +133,9 @@ class BeforeImage(_Model):
     )
 
 
+SourceEngine = Literal["mysql", "aurora", "mariadb", "postgres", "aurora-postgresql", "oracle", "sqlserver"]
+
+
 class DmsSettings(_Model):
     """How the DMS S3 target endpoint writes files; the CDK app sets the endpoint from these."""
 
@@ -157,6 +161,11 @@ class DmsSettings(_Model):
     )
     cdc_inserts_only: bool = Field(default=False, description="DMS CdcInsertsOnly: no UPDATEs or DELETEs captured")
     cdc_inserts_and_updates: bool = Field(default=False, description="DMS CdcInsertsAndUpdates: no DELETEs captured")
+    source_engine: SourceEngine | None = Field(
+        default=None,
+        description="The engine DMS reads from; with oracle or sqlserver, each column's source_type is checked "
+        "against DMS's type mapping (docs/source-types.md)",
+    )
     cdc_max_batch_interval: int = Field(default=60, ge=1)
     cdc_min_file_size: int = Field(default=32000, ge=1)
 
@@ -216,6 +225,9 @@ class ColumnSpec(_Model):
     dropped: bool = Field(
         default=False,
         description="The source dropped this column: files written after the drop lack it; the lake keeps it",
+    )
+    source_type: str | None = Field(
+        default=None, description="The column's type at the source, e.g. NUMBER(10,2) or DATETIMEOFFSET(7)"
     )
 
     @model_validator(mode="before")
@@ -517,7 +529,49 @@ class PipelineConfig(_Model):
             clash = reserved.union(self.dms.before_image_columns(table)).intersection(table.source_column_names)
             if clash:
                 raise ValueError(f"table {table.name}: column(s) {sorted(clash)} clash with the DMS extra columns")
+            self._check_source_types(table)
         return self
+
+    def source_type_notes(self, table: TableSpec) -> list[str]:
+        """What DMS does not carry exactly into ``table``'s columns, one line per column with a ``source_type`` whose
+        value arrives as NULL, cut, rounded or as DMS's text (``check-config`` shows them)."""
+        engine = self.dms.source_engine
+        if engine not in TYPED_ENGINES:
+            return []
+        notes = []
+        for column in table.columns:
+            mapped = source_type(str(engine), column.source_type) if column.source_type else None
+            if mapped is not None and mapped.note is not None:
+                notes.append(f"{column.source} ({column.source_type} -> {mapped.dms} -> {column.type}): {mapped.note}")
+        return notes
+
+    def _check_source_types(self, table: TableSpec) -> None:
+        """Each ``source_type`` of an Oracle or SQL Server source against what DMS writes for it."""
+        engine, file_format = self.dms.source_engine, self.dms.format
+        if engine not in TYPED_ENGINES:
+            return
+        for column in table.columns:
+            if column.source_type is None:
+                continue
+            where = f"table {table.name}, column {column.source} ({column.source_type})"
+            mapped = source_type(str(engine), column.source_type)
+            if mapped is None:
+                raise ValueError(
+                    f"{where}: not a {engine} type DMS's mapping names; write it as the source's catalog shows it "
+                    "(e.g. NUMBER(10,2)), or leave source_type out"
+                )
+            if mapped.fate == "unsupported":
+                raise ValueError(
+                    f"{where}: DMS does not replicate this type; leave the column out of the task "
+                    "(a table-mapping remove-column rule) and of this table"
+                )
+            if mapped.fate == "null" and not column.nullable:
+                raise ValueError(f"{where}: DMS replicates this type as NULL; the column cannot be nullable: false")
+            if not accepts(mapped, file_format, column.type):
+                raise ValueError(
+                    f"{where}: DMS writes it as {mapped.dms} to {file_format} files, which {column.type} does not "
+                    f"keep; configure type: {mapped.lake(file_format)}"
+                )
 
     @cached_property
     def _by_name(self) -> dict[str, TableSpec]:

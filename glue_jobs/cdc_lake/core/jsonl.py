@@ -25,7 +25,8 @@ def converter(column_type: str) -> Callable[[Any], Any]:
     match = DECIMAL_TYPE.match(column_type)
     if match:
         quantum = decimal.Decimal(1).scaleb(-int(match[2]))
-        return lambda value: format(decimal.Decimal(value).quantize(quantum), "f")
+        exact = decimal.Context(prec=int(match[1]) + 1)  # the default context's 28 digits cannot hold decimal(38,s)
+        return lambda value: format(decimal.Decimal(value).quantize(quantum, context=exact), "f")
     if column_type in ("timestamp", "timestamp_ltz"):
         return _timestamp
     if column_type == "date":

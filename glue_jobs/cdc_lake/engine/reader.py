@@ -449,7 +449,7 @@ def typed_changes(frame: DataFrame, table: TableSpec, dms: DmsSettings, full_loa
         *[(role, label, types[key]) for role, label, key in befores],
     ]:
         raw = quote(name)
-        if isinstance(parse_type(column_type), T.StringType):
+        if isinstance(parse_type(column_type), T.StringType) and column_type != "timestamp_offset":
             typed_columns.append(raw)
         else:
             # Cast once, in a projection of its own: the value and its check both read the cast column.

@@ -31,7 +31,15 @@ _SIMPLE: dict[str, T.DataType] = {
     "timestamp": T.TimestampNTZType(),
     "timestamp_ltz": T.TimestampType(),
     "binary": T.BinaryType(),
+    # Oracle's TIMESTAMP WITH TIME ZONE and SQL Server's DATETIMEOFFSET arrive as text with their zone; Iceberg's
+    # timestamptz would keep the instant only, so the lake keeps the text, checked to be a timestamp with a zone.
+    "timestamp_offset": T.StringType(),
 }
+# A date, a time, up to 9 fractional digits, then a zone: an offset, Z, or a name (UTC, Europe/Paris).
+OFFSET_TEXT = (
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,9})? ?"
+    "(Z|[+-][0-9]{1,2}(:?[0-9]{2})?|[A-Za-z][A-Za-z0-9_/+-]*)$"
+)
 
 
 def parse_type(column_type: str) -> T.DataType:
@@ -83,6 +91,13 @@ def staged_parse(column_name: str, column_type: str, stem: str | None) -> tuple[
     With ``stem`` None the casts are not named and the value and fault hold them inline (one step).
     """
     raw = quote(column_name)
+    if column_type == "timestamp_offset":
+        # The text is the value; the cast (to an instant) only checks that the text holds one.
+        instant = f"try_cast({raw} AS TIMESTAMP)"
+        casts = [instant if stem is None else f"{instant} AS {quote(stem + '_value')}"]
+        parsed = instant if stem is None else quote(stem + "_value")
+        bad = f"({raw} IS NOT NULL AND ({parsed} IS NULL OR NOT {raw} RLIKE '{OFFSET_TEXT}'))"
+        return casts, raw, bad
     cast = try_cast(raw, parse_type(column_type))
     casts = [cast if stem is None else f"{cast} AS {quote(stem + '_value')}"]
     value = cast if stem is None else quote(stem + "_value")

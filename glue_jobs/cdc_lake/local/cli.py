@@ -535,6 +535,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         renamed = [f"{c.source} -> {c.name}" for c in table.columns if c.source != c.name]
         if renamed:  # Glue and Athena take lower-case names only (docs/source-types.md#names)
             print(f"    lake column names: {', '.join(renamed)}")
+        for note in config.source_type_notes(table):  # docs/source-types.md#oracle
+            print(f"    announced: {note}")
     return 0
 
 

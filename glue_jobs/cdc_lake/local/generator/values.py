@@ -9,16 +9,18 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pyarrow as pa
 
-from cdc_lake.core.config import DECIMAL_TYPE, DmsSettings, TableSpec
+from cdc_lake.core.config import DECIMAL_TYPE, ColumnSpec, DmsSettings, TableSpec
 from cdc_lake.core.exceptions import ConfigError
+from cdc_lake.core.source_types import source_type
 from cdc_lake.local.generator.spec import GeneratorSpec, SchemaChange
 
 Row = tuple[Any, ...]
+_EXACT = Context(prec=40)  # the default context's 28 digits would round a decimal(38,s) value
 
 
 _INT_RANGES = {
@@ -40,7 +42,11 @@ _ARROW_TYPES = {
     "timestamp": pa.timestamp("us"),
     "timestamp_ltz": pa.timestamp("us"),
     "binary": pa.binary(),
+    "timestamp_offset": pa.string(),
 }
+_UNSIGNED = {"UINT1": pa.uint8(), "UINT2": pa.uint16(), "UINT4": pa.uint32(), "UINT8": pa.uint64()}
+# Offsets as SQL Server and Oracle write them: whole hours, half and quarter hours, both ends of the range.
+_OFFSETS = ["+00:00", "+02:00", "-05:30", "+05:45", "+14:00", "-12:00", "+09:00", "-03:00"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,22 @@ class Column:
     type: str  # canonical spelling from config.normalize_type
     nullable: bool
     is_key: bool
+    dms: str | None = None  # the DMS type its source type arrives as, when the configuration names it
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """The values the column can hold: its lake type's, or an unsigned DMS type's (a UINT fits a wider type)."""
+        if self.dms in _UNSIGNED and self.dms != "UINT8":
+            return 0, 2 ** (8 * int(self.dms[4:])) - 1
+        return _INT_RANGES[self.type]
+
+    @property
+    def decimal_units(self) -> tuple[int, int]:
+        """The smallest and largest unscaled value of a decimal column (UINT8 arrives as decimal(20,0))."""
+        if self.dms == "UINT8":
+            return 0, 2**64 - 1
+        top = 10 ** self.precision_scale[0] - 1
+        return -top, top
 
     @property
     def family(self) -> str:
@@ -67,6 +89,8 @@ class Column:
 
     @property
     def arrow_type(self) -> pa.DataType:
+        if self.dms in _UNSIGNED:
+            return _UNSIGNED[self.dms]
         if self.family == "decimal":
             return pa.decimal128(*self.precision_scale)
         return _ARROW_TYPES[self.type]
@@ -186,21 +210,21 @@ def _int_factory(column: Column, context: ValueContext) -> ValueFactory:
     name = column.name.lower()
     bounds = (1, max(1, context.id_range)) if name == "id" or name.endswith("_id") else _hinted(name, _INT_HINTS)
     low, high = bounds or _INT_DEFAULTS[column.type]
-    type_low, type_high = _INT_RANGES[column.type]
+    type_low, type_high = column.int_range
     low, high = max(low, type_low), min(high, type_high)
     return lambda rng: rng.randint(low, high)
 
 
 def _decimal_factory(column: Column, context: ValueContext) -> ValueFactory:
-    precision, scale = column.precision_scale
-    max_units = 10**precision - 1
+    _precision, scale = column.precision_scale
+    min_units, max_units = column.decimal_units
     if any(word in column.name.lower() for word in _MONEY_WORDS):
         low, high = max(1, 10**scale // 2), min(max_units, 5000 * 10**scale)
         low = min(low, high)
     else:
         high = min(max_units, 100_000 * 10**scale)
-        low = -high
-    return lambda rng: Decimal(rng.randint(low, high)).scaleb(-scale)
+        low = max(-high, min_units)
+    return lambda rng: Decimal(rng.randint(low, high)).scaleb(-scale, _EXACT)
 
 
 def _double_factory(column: Column, context: ValueContext) -> ValueFactory:
@@ -241,6 +265,23 @@ def _binary_factory(column: Column, context: ValueContext) -> ValueFactory:
     return lambda rng: rng.randbytes(rng.randint(1, 16))
 
 
+def offset_text(moment: datetime, offset: str, digits: int) -> str:
+    """A timestamp with its offset as DMS writes Oracle's TIMESTAMP WITH TIME ZONE and SQL Server's
+    DATETIMEOFFSET: ``2024-01-15 10:30:00.1234567 +02:00`` (``digits`` fractional digits)."""
+    fraction = f"{moment.microsecond:06d}{'0' * 3}"[:digits]
+    return f"{moment:%Y-%m-%d %H:%M:%S}{'.' + fraction if digits else ''} {offset}"
+
+
+def _offset_digits(column: Column) -> int:
+    return {"WSTRING": 7}.get(column.dms or "", 6)  # SQL Server's DATETIMEOFFSET defaults to 7 digits
+
+
+def _offset_factory(column: Column, context: ValueContext) -> ValueFactory:
+    stamp = _timestamp_factory(column, context)
+    digits = _offset_digits(column)
+    return lambda rng: offset_text(stamp(rng), rng.choice(_OFFSETS), digits)
+
+
 _FACTORIES: dict[str, Callable[[Column, ValueContext], ValueFactory]] = {
     "string": _string_factory,
     "int": _int_factory,
@@ -251,20 +292,28 @@ _FACTORIES: dict[str, Callable[[Column, ValueContext], ValueFactory]] = {
     "date": _date_factory,
     "timestamp": _timestamp_factory,
     "binary": _binary_factory,
+    "timestamp_offset": _offset_factory,
 }
 
 
 def _boundary_values(column: Column, delimiter: str) -> list[Any]:
     """Values at the edges of the column's type (and the CSV format), NULL last when nullable."""
+    if column.dms == "NULL":
+        return [None]
     family = column.family
     values: list[Any]
     if family == "int":
-        low, high = _INT_RANGES[column.type]
-        values = [low, high, 0, -1]
+        low, high = column.int_range
+        values = [low, high, 0, -1] if low < 0 else [low, high, 1]
     elif family == "decimal":
-        precision, scale = column.precision_scale
-        top = 10**precision - 1
-        values = [Decimal(units).scaleb(-scale) for units in (top, -top, 0, 1, -1, 123 % (top + 1))]
+        scale = column.precision_scale[1]
+        low, top = column.decimal_units
+        units = (top, low, 0, 1, -1, 123 % (top + 1)) if low < 0 else (top, 0, 1, 123)
+        values = [Decimal(unit).scaleb(-scale, _EXACT) for unit in units]
+    elif family == "timestamp_offset":
+        digits = _offset_digits(column)
+        edges = [datetime(1970, 1, 1, 0, 0, 0, 1), datetime(2099, 12, 31, 23, 59, 59, 999999)]
+        values = [offset_text(moment, offset, digits) for moment in edges for offset in ("+14:00", "-12:00")]
     elif family in ("double", "float"):
         biggest = 3.4028234663852886e38 if family == "float" else 1.7976931348623157e308
         tiny = [0.5] if family == "float" else [1e-300, 0.1, -2.5e-05, 123456789.123456]
@@ -294,10 +343,10 @@ def _key_maker(column: Column) -> tuple[Callable[[int], Any], int | None]:
     """How the n-th value (n >= 0) of a primary-key column is made, and how many such values the type holds."""
     family = column.family
     if family == "int":
-        return (lambda n: n + 1), _INT_RANGES[column.type][1]
+        return (lambda n: n + 1), column.int_range[1]
     if family == "decimal":
         precision, scale = column.precision_scale
-        return (lambda n: Decimal(n + 1).scaleb(-scale)), 10**precision - 1
+        return (lambda n: Decimal(n + 1).scaleb(-scale, _EXACT)), 10**precision - 1
     if family == "string":
         prefix = _ascii(column.name[:3]).upper() or "K"
         return (lambda n: f"{prefix}-{n + 1:07d}"), None
@@ -374,6 +423,7 @@ _PLAIN_TEXT: dict[str, Callable[[Any], str]] = {
     "date": date.isoformat,
     "timestamp": timestamp_text,
     "string": str,
+    "timestamp_offset": str,
 }
 _BOOLEAN_TEXT = {"mysql": {True: "1", False: "0"}, "postgres": {True: "true", False: "false"}}
 
@@ -385,6 +435,14 @@ def plain_text(column: Column, boolean_style: str) -> Callable[[Any], str]:
     if column.family == "binary":
         raise ConfigError(f"column {column.name}: binary columns can be generated for Parquet only")
     return _PLAIN_TEXT[column.family]
+
+
+def _dms(dms: DmsSettings, column: ColumnSpec) -> str | None:
+    """The DMS type a column's configured source type arrives as (Oracle, SQL Server), else None."""
+    if dms.source_engine is None or column.source_type is None:
+        return None
+    mapped = source_type(dms.source_engine, column.source_type)
+    return mapped.dms if mapped else None
 
 
 class TableModel:
@@ -399,7 +457,7 @@ class TableModel:
         changes = [c for c in spec.schema_changes if c.table == table.name]
         first_types = {c.column: c.from_type for c in changes if c.from_type is not None}
         self.columns = [
-            Column(c.name, first_types.get(c.name) or c.type, c.nullable, c.name in table.primary_key)
+            Column(c.name, first_types.get(c.name) or c.type, c.nullable, c.name in table.primary_key, _dms(dms, c))
             for c in table.columns
         ]
         position = {c.name: index for index, c in enumerate(self.columns)}
@@ -480,6 +538,8 @@ class TableModel:
     def _pool(self, column: Column, context: ValueContext, rng: random.Random, size: int) -> list[Any]:
         if column.is_key:
             return []
+        if column.dms == "NULL":  # a type DMS replicates as NULL (Oracle's BFILE, ROWID, ...)
+            return [None]
         make = _FACTORIES[column.family](column, context)
         values = [make(rng) for _ in range(size)]
         if column.nullable:
