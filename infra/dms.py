@@ -4,6 +4,7 @@ table configuration the Glue jobs and the Lambda read."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -19,13 +20,13 @@ from constructs import Construct
 from cdc_lake.core.config import PipelineConfig
 from infra.deployment import Deployment, stack_output
 from infra.log_groups import dms_instance_log_group, dms_serverless_log_group, log_group
-from infra.settings import SOURCE_WITHOUT_TLS, DeploySettings
+from infra.settings import SOURCE_ORACLE_WALLET, SOURCE_WITHOUT_TLS, DeploySettings, wallet_path
 from infra.table_mappings import s3_settings, table_mappings
 
 DMS_VPC_ROLE_NAME = "dms-vpc-role"
 DMS_CLOUDWATCH_LOGS_ROLE_NAME = "dms-cloudwatch-logs-role"
-# Certificate and host name checked, against the CAs the jobs check with (docs/deploy.md#source-tls).
-SOURCE_SSL_MODE = "verify-full"
+# The warning that an Oracle source's certificate is checked without its host name (DMS's verify-ca).
+ORACLE_VERIFY_CA_WARNING = "cdc-lake:sourceOracleVerifyCa"
 
 # Task settings: keep landed files (never drop the table folder on reload), no batch apply (DMS advises
 # against it with S3 targets), task logs in CloudWatch through dms-cloudwatch-logs-role.
@@ -238,35 +239,61 @@ class DmsReplication(Construct):
             "secrets_manager_secret_id": settings.source_secret_arn,
             "secrets_manager_access_role_arn": self.secret_access_role.role_arn,
         }
-        engine_settings: dict[str, Any]
-        if settings.source_engine == "postgres":
-            engine_settings = {"postgre_sql_settings": dms.CfnEndpoint.PostgreSqlSettingsProperty(**secret)}
-        else:
-            engine_settings = {"my_sql_settings": dms.CfnEndpoint.MySqlSettingsProperty(**secret)}
-        tls: dict[str, str] = {"ssl_mode": "none"}
-        if settings.source_without_tls:
-            Annotations.of(self).add_warning_v2(
-                "cdc-lake:sourceWithoutTls",
-                f"{SOURCE_WITHOUT_TLS}=true: DMS and the Glue jobs reach the source without checked TLS, so its "
-                "credentials and rows cross the network unprotected (docs/deploy.md#source-tls)",
-            )
-        else:
-            # No identifier: DMS certificates cannot change, so a new bundle is a new resource beside the old.
-            self.source_ca = dms.CfnCertificate(self, "SourceCa", certificate_pem=source_ca)
-            tls = {"ssl_mode": SOURCE_SSL_MODE, "certificate_arn": self.source_ca.attr_certificate_arn}
+        engine = settings.engine
+        # The settings property of the engine (MySqlSettings, PostgreSqlSettings, OracleSettings or
+        # MicrosoftSqlServerSettings): the secret, and what CDC from it needs (infra/source_engines.py).
+        property_class = {
+            "my_sql_settings": dms.CfnEndpoint.MySqlSettingsProperty,
+            "postgre_sql_settings": dms.CfnEndpoint.PostgreSqlSettingsProperty,
+            "oracle_settings": dms.CfnEndpoint.OracleSettingsProperty,
+            "microsoft_sql_server_settings": dms.CfnEndpoint.MicrosoftSqlServerSettingsProperty,
+        }[engine.settings_property]
+        engine_settings = {engine.settings_property: property_class(**secret, **engine.cdc_settings)}
         endpoint = dms.CfnEndpoint(
             self,
             "SourceEndpoint",
             endpoint_identifier=f"{prefix}-source",
             endpoint_type="source",
-            engine_name=settings.source_engine,
-            **tls,
-            database_name=settings.source_database if settings.source_engine == "postgres" else None,
+            engine_name=engine.name,
+            **self._source_tls(settings, source_ca),
+            database_name=settings.source_database if engine.needs_database else None,
             **engine_settings,
         )
         # DMS tries the secret when the endpoint is created: the policy must exist by then.
         endpoint.node.add_dependency(secret_policy)
         return endpoint
+
+    def _source_tls(self, settings: DeploySettings, source_ca: str) -> dict[str, str]:
+        """The source endpoint's SslMode and certificate: the strongest DMS offers the engine, or none with
+        sourceWithoutTls (docs/deploy.md#checked-tls-to-the-source)."""
+        if settings.source_without_tls:
+            Annotations.of(self).add_warning_v2(
+                "cdc-lake:sourceWithoutTls",
+                f"{SOURCE_WITHOUT_TLS}=true: DMS and the Glue jobs reach the source without checked TLS, so its "
+                "credentials and rows cross the network unprotected (docs/deploy.md#checked-tls-to-the-source)",
+            )
+            return {"ssl_mode": "none"}
+        engine = settings.engine
+        # No identifier: DMS certificates cannot change, so a new bundle is a new resource beside the old.
+        if engine.wallet:
+            # Oracle: DMS takes an Oracle wallet, never a PEM bundle, and offers verify-ca only (no host name
+            # check). CloudFormation's CertificateWallet is the file's bytes in base64 (the DMS API's
+            # Certificate.CertificateWallet: "Base64-encoded binary data object").
+            assert settings.source_oracle_wallet is not None  # DeploySettings refuses oracle without one
+            wallet = wallet_path(settings.source_oracle_wallet).read_bytes()
+            self.source_ca = dms.CfnCertificate(
+                self, "SourceCa", certificate_wallet=base64.b64encode(wallet).decode("ascii")
+            )
+            Annotations.of(self).add_warning_v2(
+                ORACLE_VERIFY_CA_WARNING,
+                f"sourceEngine=oracle: DMS checks the source's certificate against {SOURCE_ORACLE_WALLET} but not "
+                "its host name (SslMode verify-ca, the strongest DMS offers Oracle): a certificate any CA in the "
+                "wallet signed for another host is accepted. Keep only the source's own CA in the wallet "
+                "(docs/deploy.md#oracle-a-wallet-and-verify-ca)",
+            )
+        else:
+            self.source_ca = dms.CfnCertificate(self, "SourceCa", certificate_pem=source_ca)
+        return {"ssl_mode": engine.ssl_mode, "certificate_arn": self.source_ca.attr_certificate_arn}
 
     def _target_endpoint(
         self, config: PipelineConfig, raw_bucket: s3.IBucket, prefix: str

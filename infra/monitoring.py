@@ -52,11 +52,13 @@ OLDEST_WAITING_WARNING = "cdc-lake:oldestWaitingFileAlarm"
 
 @dataclass(frozen=True)
 class Watched:
-    """What the alarms watch: the Glue jobs (by name), the trigger's on-failure queue and its function."""
+    """What the alarms watch: the Glue jobs (by name), the trigger's on-failure queue and its function, and whether
+    the source jobs are deployed (they put the source-difference and drifted-key metrics)."""
 
     job_names: list[str]
     failure_queue: sqs.IQueue
     function: lambda_.IFunction
+    source_jobs: bool = True
 
 
 class Monitoring(Construct):
@@ -169,6 +171,38 @@ class Monitoring(Construct):
                 period=ALARM_PERIOD,
             ),
         )
+        self.source_differences_alarm: cloudwatch.Alarm | None = None
+        self.drifted_keys_alarm: cloudwatch.Alarm | None = None
+        if watched.source_jobs:
+            self._source_alarms(config)
+        alarms = tuple(
+            alarm
+            for alarm in (
+                self.failure_queue_alarm,
+                self.lambda_errors_alarm,
+                self.landed_lag_alarm,
+                self.oldest_waiting_alarm,
+                self.table_failures_alarm,
+                self.input_notices_alarm,
+                self.unknown_table_alarm,
+                self.source_differences_alarm,
+                self.drifted_keys_alarm,
+            )
+            if alarm is not None
+        )
+        action = cloudwatch_actions.SnsAction(self.topic)
+        for alarm in alarms:
+            alarm.add_alarm_action(action)
+        self.dashboard = self._dashboard(config, watched, alarms)
+        stack_output(
+            self,
+            "DashboardName",
+            self.dashboard.dashboard_name,
+            "CloudWatch dashboard: lag, what was applied, refusals and notices, job and trigger failures",
+        )
+
+    def _source_alarms(self, config: PipelineConfig) -> None:
+        """The alarms on what the source jobs put (infra/source_check.py)."""
         self.source_differences_alarm = self._alarm(
             "SourceDifferences",
             "The source-check job found the table configuration differs from the source's catalog: a column added "
@@ -183,27 +217,6 @@ class Monitoring(Construct):
             "the job's log names each key (DRIFT). Repair them with the drift job's --action repair, or "
             "`cdc-lake repair` (docs/drift.md), or reload the table when most of it differs",
             _pipeline_metric(config, DRIFTED_KEYS_METRIC, "Maximum"),
-        )
-        alarms = (
-            self.failure_queue_alarm,
-            self.lambda_errors_alarm,
-            self.landed_lag_alarm,
-            self.oldest_waiting_alarm,
-            self.table_failures_alarm,
-            self.input_notices_alarm,
-            self.unknown_table_alarm,
-            self.source_differences_alarm,
-            self.drifted_keys_alarm,
-        )
-        action = cloudwatch_actions.SnsAction(self.topic)
-        for alarm in alarms:
-            alarm.add_alarm_action(action)
-        self.dashboard = self._dashboard(config, watched, alarms)
-        stack_output(
-            self,
-            "DashboardName",
-            self.dashboard.dashboard_name,
-            "CloudWatch dashboard: lag, what was applied, refusals and notices, job and trigger failures",
         )
 
     def _dashboard(

@@ -15,7 +15,7 @@ from infra.dms import DmsReplication
 from infra.glue import GlueJobs
 from infra.log_groups import key_log_group_arns
 from infra.monitoring import Monitoring, Watched
-from infra.source_check import SourceCheck
+from infra.source_check import source_check
 from infra.storage import Storage
 from infra.trigger import DmsTrigger
 
@@ -40,9 +40,13 @@ class PipelineStack(Stack):
         self.trigger = DmsTrigger(
             self, "Trigger", deployment=deployment, raw_bucket=self.storage.raw, jobs=self.glue, key=self.key
         )
-        self.source_check = SourceCheck(self, "SourceCheck", deployment=deployment, jobs=self.glue)
-        jobs = [*self.glue.jobs, self.source_check.job, self.source_check.drift_job]
-        watched = Watched([job.ref for job in jobs], self.trigger.failure_queue, self.trigger.function)
+        self.source_check = source_check(self, "SourceCheck", deployment=deployment, jobs=self.glue)
+        jobs = list(self.glue.jobs)
+        if self.source_check:
+            jobs += [self.source_check.job, self.source_check.drift_job]
+        watched = Watched(
+            [job.ref for job in jobs], self.trigger.failure_queue, self.trigger.function, bool(self.source_check)
+        )
         self.monitoring = Monitoring(self, "Monitoring", deployment=deployment, key=self.key, watched=watched)
         self._acknowledge_cdk_internals()
 

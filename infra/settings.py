@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from cdc_lake.core.exceptions import SettingsError
+from infra.packaging import REPO_ROOT
+from infra.source_engines import ENGINE_NAMES, SOURCE_ENGINES, SourceEngine, SourceEngineFacts
 
-SourceEngine = Literal["mysql", "aurora", "postgres"]
 DmsMode = Literal["instance", "serverless"]
 
-SOURCE_ENGINES: tuple[SourceEngine, ...] = ("mysql", "aurora", "postgres")
 DMS_MODES: tuple[DmsMode, ...] = ("instance", "serverless")
-DEFAULT_PORTS: dict[SourceEngine, int] = {"mysql": 3306, "aurora": 3306, "postgres": 5432}
 SERVERLESS_CAPACITY_UNITS = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384)
 
 # Context keys (the names users type after -c).
@@ -34,6 +34,7 @@ DRIFT_SECRET_ARN = "driftSecretArn"
 SOURCE_SECURITY_GROUP_ID = "sourceSecurityGroupId"
 SOURCE_CA_FILE = "sourceCaFile"
 SOURCE_WITHOUT_TLS = "sourceWithoutTls"
+SOURCE_ORACLE_WALLET = "sourceOracleWallet"
 DMS_MODE = "dmsMode"
 DMS_INSTANCE_CLASS = "dmsInstanceClass"
 DMS_ALLOCATED_STORAGE_GB = "dmsAllocatedStorageGb"
@@ -132,6 +133,8 @@ class DeploySettings:
     # A PEM file of the CAs that may sign the source's certificate (default: Amazon RDS's, infra/packaging.py).
     source_ca_file: str | None = None
     source_without_tls: bool = False
+    # An Oracle wallet file (cwallet.sso) holding the CAs of an Oracle source's certificate: DMS's verify-ca.
+    source_oracle_wallet: str | None = None
     stack_name: str = "CdcLake"
     table_config: str = "glue_jobs/cdc_lake/demo.yaml"
     dms_mode: DmsMode = "instance"
@@ -156,6 +159,11 @@ class DeploySettings:
     example_values: tuple[str, ...] = ()
 
     @property
+    def engine(self) -> SourceEngineFacts:
+        """The source engine's row of infra.source_engines.SOURCE_ENGINES."""
+        return SOURCE_ENGINES[self.source_engine]
+
+    @property
     def resource_prefix(self) -> str:
         """Lower-case stack name, for DMS identifiers and Glue names (letters, digits, hyphens)."""
         return self.stack_name.lower()
@@ -169,19 +177,20 @@ class DeploySettings:
             examples = _ExampleContext(node)
             node = reader.node = examples
             example_values = examples.filled
-        engine = reader.choice(SOURCE_ENGINE, SOURCE_ENGINES, default=None)
+        engine = reader.choice(SOURCE_ENGINE, ENGINE_NAMES, default=None)
         settings = cls(
             vpc_id=reader.pattern(VPC_ID, _VPC_ID, required=True) or "",
             subnet_ids=reader.subnets(),
             source_engine=engine or "mysql",
             source_secret_arn=reader.pattern(SOURCE_SECRET_ARN, _SECRET_ARN, required=True) or "",
-            source_port=reader.integer(SOURCE_PORT, DEFAULT_PORTS.get(engine or "mysql", 3306), 1, 65535),
+            source_port=reader.integer(SOURCE_PORT, SOURCE_ENGINES[engine or "mysql"].default_port, 1, 65535),
             source_database=reader.text(SOURCE_DATABASE),
             source_secret_kms_key_arn=reader.pattern(SOURCE_SECRET_KMS_KEY_ARN, _KMS_KEY_ARN),
             drift_secret_arn=reader.pattern(DRIFT_SECRET_ARN, _SECRET_ARN),
             source_security_group_id=reader.pattern(SOURCE_SECURITY_GROUP_ID, _SECURITY_GROUP_ID),
             source_ca_file=reader.text(SOURCE_CA_FILE),
             source_without_tls=reader.boolean(SOURCE_WITHOUT_TLS, default=False),
+            source_oracle_wallet=reader.text(SOURCE_ORACLE_WALLET),
             stack_name=reader.pattern(STACK_NAME, _STACK_NAME) or "CdcLake",
             table_config=reader.text(TABLE_CONFIG) or "glue_jobs/cdc_lake/demo.yaml",
             dms_mode=reader.choice(DMS_MODE, DMS_MODES, default="instance") or "instance",
@@ -205,9 +214,13 @@ class DeploySettings:
             example_values=example_values,
         )
         if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):
-            reader.problems.append(f"{SOURCE_ENGINE} is required: one of {', '.join(SOURCE_ENGINES)}")
-        if settings.source_engine == "postgres" and not settings.source_database:
-            reader.problems.append(f"{SOURCE_DATABASE} is required when {SOURCE_ENGINE} is postgres")
+            reader.problems.append(f"{SOURCE_ENGINE} is required: one of {', '.join(ENGINE_NAMES)}")
+        if settings.engine.needs_database and not settings.source_database:
+            what = "its service name or SID" if settings.engine.wallet else "the database DMS reads"
+            reader.problems.append(
+                f"{SOURCE_DATABASE} is required when {SOURCE_ENGINE} is {settings.source_engine} ({what})"
+            )
+        reader.problems.extend(_wallet_problems(settings))
         if settings.raw_unapplied_retention_days < 2 * settings.raw_retention_days:
             reader.problems.append(
                 f"{RAW_UNAPPLIED_RETENTION_DAYS} ({settings.raw_unapplied_retention_days}) must be at least twice "
@@ -247,13 +260,39 @@ class _ExampleContext:
         self.node = node
         placeholders = dict(EXAMPLE_CONTEXT)
         engine = str(_given(node.try_get_context(SOURCE_ENGINE)) or placeholders[SOURCE_ENGINE]).strip()
-        if engine == "postgres":
+        if engine in SOURCE_ENGINES and SOURCE_ENGINES[engine].needs_database:  # type: ignore[index]
             placeholders[SOURCE_DATABASE] = EXAMPLE_SOURCE_DATABASE
         self.placeholders = {k: v for k, v in placeholders.items() if _given(node.try_get_context(k)) is None}
         self.filled = tuple(self.placeholders)
 
     def try_get_context(self, key: str) -> Any:
         return self.placeholders.get(key, self.node.try_get_context(key))
+
+
+def _wallet_problems(settings: DeploySettings) -> list[str]:
+    """An Oracle source's checked TLS needs a wallet (DMS takes no PEM bundle for Oracle); other engines take none."""
+    wallet, engine = settings.source_oracle_wallet, settings.source_engine
+    if not settings.engine.wallet:
+        return [f"{SOURCE_ORACLE_WALLET} is for {SOURCE_ENGINE}=oracle only, not {engine}"] if wallet else []
+    if settings.source_without_tls:
+        return []
+    if not wallet:
+        return [
+            f"{SOURCE_ENGINE}=oracle needs {SOURCE_ORACLE_WALLET}: the path of an Oracle wallet file (cwallet.sso, "
+            "made with orapki from the CA certificate that signed the source's) for DMS's verify-ca TLS; or set "
+            f"{SOURCE_WITHOUT_TLS}=true to reach the source unencrypted (docs/deploy.md#oracle-a-wallet-and-verify-ca)"
+        ]
+    try:
+        size = wallet_path(wallet).stat().st_size
+    except OSError as error:
+        return [f"{SOURCE_ORACLE_WALLET}={wallet!r}: cannot read it ({error.strerror})"]
+    return [] if size else [f"{SOURCE_ORACLE_WALLET}={wallet!r} is empty: not an Oracle wallet"]
+
+
+def wallet_path(wallet: str) -> Path:
+    """The wallet file, relative to the repository root unless absolute (as sourceCaFile is)."""
+    path = Path(wallet)
+    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def _given(value: Any) -> Any:

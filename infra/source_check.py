@@ -41,6 +41,8 @@ SCHEDULED_ARGUMENTS: dict[str, str] = {}  # the job's defaults say everything
 GLUE_INTERFACE_TAG = "aws-glue-service-resource"
 # The warning that the drift and repair jobs read DMS's secret, for lack of a drift secret of their own.
 SHARED_SECRET_WARNING = "cdc-lake:sharedSourceSecret"
+# The warning that the stack deploys no source jobs for the engine, so nothing checks the configuration against it.
+NO_SOURCE_JOBS_WARNING = "cdc-lake:noSourceJobs"
 
 SOURCE_CHECK_SIZING = JobSizing(
     workers=2,
@@ -55,6 +57,21 @@ DRIFT_SIZING = JobSizing(
     max_concurrent_runs=1,
     description="Verify the lake tables against the live source, or repair their drifted keys (--action)",
 )
+
+
+def source_check(scope: Construct, construct_id: str, *, deployment: Deployment, jobs: GlueJobs) -> SourceCheck | None:
+    """The source jobs, where the engine has a driver for them (infra/source_engines.py); else none, and the synth
+    says so and what to use instead."""
+    engine = deployment.settings.engine
+    if engine.source_jobs:
+        return SourceCheck(scope, construct_id, deployment=deployment, jobs=jobs)
+    Annotations.of(scope).add_warning_v2(
+        NO_SOURCE_JOBS_WARNING,
+        f"sourceEngine={engine.name}: no source-check, drift or repair job is deployed (the "
+        f"jobs carry no {engine.display_name} driver), nor their schedules, alarms and roles. Write the table "
+        "configuration from DMS's landed files with `cdc-lake config-from-files` (docs/deploy.md#source-check)",
+    )
+    return None
 
 
 class SourceCheck(Construct):
@@ -93,7 +110,9 @@ class SourceCheck(Construct):
         )
 
         # The source's driver beside the lake jobs' packages (the wheels pinned in infra/job-wheels-glue*.txt).
-        self.wheels = jobs.wheels("postgres" if settings.source_engine == "postgres" else "mysql")
+        driver = settings.engine.driver
+        assert driver is not None, "no source jobs for an engine without a driver (source_jobs)"
+        self.wheels = jobs.wheels(driver)
         self.role = self._role(stack, deployment, jobs, key)
         self.drift_trigger: glue.CfnTrigger | None = None
         self.drift_job = self._drift_job(deployment, jobs, storage)
