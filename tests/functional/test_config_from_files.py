@@ -1,5 +1,5 @@
 """``cdc-lake config-from-files``: the configuration proposed from landed DMS files replicates them; CSV headers
-give names and no types; keys are given by name."""
+give names, their values types (more in test_config_from_csv_values.py); keys are given by name."""
 
 from __future__ import annotations
 
@@ -78,8 +78,9 @@ def test_csv_headers_name_columns_without_types_and_bad_requests_are_named(spark
                         "--key", "shop.items=id")  # fmt: skip
     assert code == 0, printed
     columns = [line for line in printed.splitlines() if '{"name": ' in line]
-    assert [c.split('"')[3] for c in columns] == ["id", "label", "qty"]
-    assert all('"type": "string"' in c and "set this column's type" in c for c in columns)
+    assert [(c.split('"')[3], c.split('"')[7]) for c in columns] == [("id", "bigint"), ("label", "string"),
+                                                                      ("qty", "bigint")]  # fmt: skip
+    assert all("proposed from 1 value(s) of 20250301-120000000.csv: confirm it" in c for c in columns)
 
     # The same from the raw bucket.
     s3 = aws_client(aws_endpoint, "s3")
@@ -101,3 +102,33 @@ def test_csv_headers_name_columns_without_types_and_bad_requests_are_named(spark
     assert code == 2 and "['nope'] not among its fields ['id', 'label', 'qty']" in printed
     code, printed = cli(capsys, "config-from-files", "-l", tmp_path / "none")
     assert code == 2 and "needs --landing (an existing folder) or --bucket" in printed
+
+
+def test_parquet_fields_of_dms_s_unsigned_and_other_types_propose_their_spark_reading(spark, tmp_path, capsys):
+    """DMS writes a SQL Server TINYINT as UINT1, and unsigned MySQL integers as UINT2-8: Spark reads each as the
+    next wider signed type, UINT8 as decimal(20,0)."""
+    landing = tmp_path / "landing"
+    fields = [("id", pa.int32(), 1), ("u8", pa.uint8(), 255), ("u16", pa.uint16(), 65535),
+              ("u32", pa.uint32(), 4294967295), ("u64", pa.uint64(), 18446744073709551615),
+              ("blob", pa.binary(), b"\x00\xff"), ("amount", pa.decimal128(38, 10), Decimal("1.0000000001")),
+              ("label", pa.string(), "x"), ("at", pa.timestamp("us"), NOON)]  # fmt: skip
+    schema = pa.schema([("dms_timestamp", pa.string()), *[(name, kind) for name, kind, _ in fields]])
+    row = {"dms_timestamp": "2025-03-01 12:00:00.000000", **{name: value for name, _, value in fields}}
+    _parquet(landing, "sqlserver/dbo/things/LOAD00000001.parquet", [row], schema)
+    out = tmp_path / "tables.yaml"
+    code, printed = cli(capsys, "config-from-files", "-l", landing, "--bucket-folder", "sqlserver",
+                        "--timestamp-column", "dms_timestamp", "--key", "dbo.things=id", "-o", out)  # fmt: skip
+    assert code == 0, printed
+    [things] = load_config(out).tables
+    assert [(c.name, c.type) for c in things.columns] == [
+        ("id", "int"),
+        ("u8", "smallint"),
+        ("u16", "int"),
+        ("u32", "bigint"),
+        ("u64", "decimal(20,0)"),
+        ("blob", "binary"),
+        ("amount", "decimal(38,10)"),
+        ("label", "string"),
+        ("at", "timestamp"),
+    ]
+    assert "proposed from" not in out.read_text()  # the file's own types: nothing to confirm
