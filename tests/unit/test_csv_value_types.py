@@ -45,7 +45,14 @@ REAL8 = ["+2.1804858784530072e+04", "-1.0000000000000000e+00", "+1.7976931348623
             ],
             "timestamp_offset",
         ),
+        (
+            ["2024-01-15 10:30:00 US/Eastern", "2024-01-15 10:30:00 +0200", "2024-01-15 10:30:00 -05"],
+            "timestamp_offset",
+        ),
         (["2024-01-15 10:30:00 +02:00", "2024-01-15 10:30:00"], "string"),  # zoned beside local
+        (["2024-01-15 10:30:00 CEST"], "string"),  # no zone's name: Spark would refuse it
+        (["2024-01-15 10:30:00 Foo/Bar"], "string"),
+        (["2024-01-15 10:30:00 +2:00"], "string"),
         (["12", "abc"], "string"),
         (["007", "12"], "string"),  # leading zeros: a code, not a number
         (["1.5e3"], "double"),

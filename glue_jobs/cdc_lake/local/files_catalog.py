@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import io
 import re
 import zlib
+import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
@@ -44,11 +46,10 @@ _REAL4_FRACTION = 8
 _TIMESTAMP = r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}) (?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<fraction>[0-9]{1,9}))?"
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _LOCAL_TIMESTAMP = re.compile(_TIMESTAMP)
-# Oracle's TIMESTAMP WITH TIME ZONE and SQL Server's DATETIMEOFFSET: an offset, Z, an abbreviation (UTC) or a
-# region name (Europe/Paris) after the timestamp.
-_ZONED_TIMESTAMP = re.compile(
-    _TIMESTAMP + r"(?: ?Z| (?:[+-][0-9]{2}(?::?[0-9]{2})?|[A-Z]{2,5}|[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)+))"
-)
+# Oracle's TIMESTAMP WITH TIME ZONE and SQL Server's DATETIMEOFFSET: an offset, Z, or a zone's name (UTC,
+# Europe/Paris) after the timestamp; a name must be one the time zone database knows, as the replay's check of
+# the value (Spark's, Java's database) refuses another, say CEST.
+_ZONED_TIMESTAMP = re.compile(_TIMESTAMP + r"(?: ?Z| [+-][0-9]{2}(?::?[0-9]{2})?| (?P<zone>[A-Za-z][A-Za-z0-9_/+-]*))")
 _MICROSECOND_DIGITS = 6  # the lake's timestamps: Spark and Iceberg keep microseconds
 
 
@@ -187,7 +188,7 @@ def propose_type(values: Sequence[str]) -> tuple[str, str | None]:
     local = [_LOCAL_TIMESTAMP.fullmatch(v) for v in values]
     if all(m and _valid_timestamp(m) for m in local):
         return "timestamp", _lost_digits(local)
-    if all((m := _ZONED_TIMESTAMP.fullmatch(v)) and _valid_timestamp(m) for v in values):
+    if all((m := _ZONED_TIMESTAMP.fullmatch(v)) and _valid_timestamp(m) and _known_zone(m["zone"]) for v in values):
         return "timestamp_offset", "kept as DMS wrote it, zone and all"
     return "string", None
 
@@ -236,6 +237,15 @@ def _valid_timestamp(match: re.Match[str]) -> bool:
     except ValueError:
         return False
     return _valid_date(match["date"])
+
+
+def _known_zone(name: str | None) -> bool:
+    return name is None or name in _zone_names()
+
+
+@functools.cache
+def _zone_names() -> set[str]:
+    return zoneinfo.available_timezones()
 
 
 def _lost_digits(matches: Sequence[re.Match[str] | None]) -> str | None:
