@@ -16,9 +16,10 @@ from aws_cdk.assertions import Annotations, Match
 from cdc_lake.core.exceptions import SettingsError
 from infra.dms import ORACLE_VERIFY_CA_WARNING
 from infra.packaging import source_ca_bundle
+from infra.settings import DeploySettings
 from infra.source_check import NO_SOURCE_JOBS_WARNING
 from infra.source_engines import SOURCE_ENGINES
-from tests.infra.conftest import SECRET_ARN, Synthesized, only, resources_of_type, synthesize
+from tests.infra.conftest import DEPLOY_CONTEXT, SECRET_ARN, Synthesized, only, resources_of_type, synthesize
 from tests.infra.test_template_lint import lint_findings
 
 NEW_ENGINES = ("oracle", "sqlserver", "mariadb", "aurora-postgresql")
@@ -229,3 +230,21 @@ def test_oracle_settings_that_cannot_work_are_refused(
 def test_engines_reading_a_named_database_require_it(engine: str, tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=f"sourceDatabase is required when sourceEngine is {engine}"):
         synthesize(tmp_path, {"sourceEngine": engine})
+
+
+class _Context:
+    def __init__(self, context: dict[str, str]) -> None:
+        self.context = context
+
+    def try_get_context(self, key: str) -> str | None:
+        return self.context.get(key)
+
+
+@pytest.mark.parametrize("engine", NEW_ENGINES)
+def test_each_engine_defaults_to_its_port_and_example_mode_fills_its_database(engine: str, wallet: Path) -> None:
+    context = {**DEPLOY_CONTEXT, **engine_context(engine, wallet if engine == "oracle" else None)}
+    assert DeploySettings.from_context(_Context(context)).source_port == EXPECTED[engine][3]
+    example = DeploySettings.from_context(
+        _Context({"exampleValues": "true", "sourceEngine": engine, "sourceWithoutTls": "true"})
+    )
+    assert example.source_database == ("example" if EXPECTED[engine][2] else None)
