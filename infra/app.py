@@ -44,6 +44,17 @@ def refuse_rollback_past_landing(settings: DeploySettings, config: PipelineConfi
         )
 
 
+def refuse_another_engine(settings: DeploySettings, config: PipelineConfig) -> None:
+    """The configuration's ``dms.source_engine`` (what its ``source_type``s are checked against) must be the
+    engine the stack's DMS endpoint reads."""
+    named = config.dms.source_engine
+    if named is not None and named != settings.source_engine:
+        raise SettingsError(
+            f"dms.source_engine in {settings.table_config} is {named}, but sourceEngine is {settings.source_engine}: "
+            "the columns' source_type would be checked against another engine's types. Set one to the other"
+        )
+
+
 def create_app(
     context: dict[str, Any] | None = None,
     *,
@@ -62,6 +73,7 @@ def create_app(
         config_path = REPO_ROOT / config_path
     config = load_config(config_path)
     refuse_rollback_past_landing(settings, config)
+    refuse_another_engine(settings, config)
     assets = build_assets(config, asset_dir, sources=sources, source_ca_file=settings.source_ca_file)
     deployment = Deployment(settings, config, assets, glue_version(config))
     stack = PipelineStack(app, settings.stack_name, deployment=deployment)

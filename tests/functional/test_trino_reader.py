@@ -56,6 +56,13 @@ TABLES: list[dict[str, Any]] = [
 # Names as Oracle and SQL Server write them (UPPER case, $, #, MixedCase, a space, a leading digit, a reserved
 # word): Trino reads them under their lake names, each column's comment naming its source column.
 TABLES += NAMES_CONFIG["tables"]
+# SQL Server's DATETIMEOFFSET (Oracle's TIMESTAMP WITH TIME ZONE alike), kept as DMS's text with its offset.
+OFFSETS = {
+    "name": "dbo.Shipments",
+    "primary_key": ["ShipmentId"],
+    "columns": [{"name": "ShipmentId", "type": "bigint"}, {"name": "PromisedAt", "type": "timestamp_offset"}],
+}
+TABLES.append(OFFSETS)
 SCHEMA_CHANGES = (
     SchemaChange("shop.order_items", AFTER_FILE, "widen", "quantity", from_type="int"),
     SchemaChange("shop.order_items", AFTER_FILE, "add", "gift_note"),
@@ -162,6 +169,14 @@ def test_trino_reads_every_lake_table_as_the_source_holds_it(
 
     for table in (t for t in config.tables if t.history):
         _check_history(trino, aws_endpoint, table, generated.expected)
+
+    # Athena's engine reads the text as an instant with its offset: both come back unchanged.
+    shipments = _quoted("iceberg", DATABASE, config.table(OFFSETS["name"]).lake_table)
+    typed = "CAST(CAST(promisedat AS timestamp(6) with time zone) AS varchar)"
+    pairs = trino.query(f"SELECT promisedat, {typed} FROM {shipments} WHERE promisedat IS NOT NULL")
+    utc = {text: text.removesuffix("+00:00") + "UTC" if text.endswith("+00:00") else text for text, _ in pairs}
+    assert pairs and all(utc[text] == again for text, again in pairs), pairs[:3]  # Trino names +00:00 UTC
+    assert {text[-6:] for text, _ in pairs} > {"+00:00"}, "several offsets, not only UTC"
 
 
 def _check_history(trino: TrinoServer, endpoint: str, table: TableSpec, expected_dir: Path) -> None:

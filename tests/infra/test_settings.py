@@ -150,3 +150,16 @@ def test_snapshots_kept_as_long_as_the_raw_files_are_refused_at_synth() -> None:
     with pytest.raises(SettingsError, match=r"lake.upkeep.keep_days \(30\) .* must be below rawRetentionDays \(30\)"):
         refuse_rollback_past_landing(settings(), config)
     refuse_rollback_past_landing(settings(rawRetentionDays=31), config)
+
+
+def test_a_configuration_typed_for_another_engine_is_refused_at_synth() -> None:
+    from cdc_lake.core.config import parse_config
+    from infra.app import refuse_another_engine
+    from tests.support.configs import items_config_data
+
+    data = items_config_data()
+    oracle = parse_config({**data, "dms": {**data.get("dms", {}), "source_engine": "oracle"}})
+    with pytest.raises(SettingsError, match=r"dms.source_engine in .* is oracle, but sourceEngine is mysql"):
+        refuse_another_engine(settings(), oracle)
+    refuse_another_engine(settings(sourceEngine="oracle", sourceDatabase="ORCL", sourceWithoutTls="true"), oracle)
+    refuse_another_engine(settings(), parse_config(data))  # no engine named: nothing to compare

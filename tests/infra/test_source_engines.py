@@ -248,3 +248,12 @@ def test_each_engine_defaults_to_its_port_and_example_mode_fills_its_database(en
         _Context({"exampleValues": "true", "sourceEngine": engine, "sourceWithoutTls": "true"})
     )
     assert example.source_database == ("example" if EXPECTED[engine][2] else None)
+
+
+def test_a_stack_without_source_jobs_loads_as_deployed(engine_stack: Callable[[str], Synthesized]) -> None:
+    """``cdc-lake aws-replay`` and ``glue-run`` read an Oracle stack: its lake jobs, and no source job."""
+    from cdc_lake.local.deployed import DeployedStack
+    from tests.infra.conftest import assembly_dir
+
+    stack = DeployedStack.load(assembly_dir(engine_stack("oracle")))
+    assert sorted(stack.jobs) == ["cdc_replay", "full_load", "maintenance"]

@@ -463,7 +463,7 @@ def cmd_config_from_source(args: argparse.Namespace) -> int:
 def cmd_config_from_files(args: argparse.Namespace) -> int:
     from cdc_lake.core.config import DmsSettings
     from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
-    from cdc_lake.local.files_catalog import read_landing
+    from cdc_lake.local.files_catalog import FILES_MAPPING, read_landing
     from cdc_lake.local.session import local_spark_session
     from cdc_lake.ops.source_catalog import Origin, config_text
 
@@ -495,9 +495,8 @@ def cmd_config_from_files(args: argparse.Namespace) -> int:
         raise CdcLakeError(
             f"no DMS data files under {source}{dms.bucket_folder}/<schema>/<table>/; nothing was written"
         )
-    mapping = "Types are the files' own (Parquet), or strings to set (CSV: files carry no types)."
     written_dms = dms.model_dump(mode="json", exclude_defaults=True)
-    text = config_text(tables, Origin(source, mapping, written_dms, args.database))
+    text = config_text(tables, Origin(source, FILES_MAPPING, written_dms, args.database))
     return _write_config(args.output, text, tables, "without a key given")
 
 
