@@ -106,12 +106,13 @@ def test_csv_headers_name_columns_without_types_and_bad_requests_are_named(spark
 
 def test_parquet_fields_of_dms_s_unsigned_and_other_types_propose_their_spark_reading(spark, tmp_path, capsys):
     """DMS writes a SQL Server TINYINT as UINT1, and unsigned MySQL integers as UINT2-8: Spark reads each as the
-    next wider signed type, UINT8 as decimal(20,0)."""
+    next wider signed type, UINT8 as decimal(20,0). A DATETIMEOFFSET is a STRING field, proposed from its values."""
     landing = tmp_path / "landing"
     fields = [("id", pa.int32(), 1), ("u8", pa.uint8(), 255), ("u16", pa.uint16(), 65535),
               ("u32", pa.uint32(), 4294967295), ("u64", pa.uint64(), 18446744073709551615),
               ("blob", pa.binary(), b"\x00\xff"), ("amount", pa.decimal128(38, 10), Decimal("1.0000000001")),
-              ("label", pa.string(), "x"), ("at", pa.timestamp("us"), NOON)]  # fmt: skip
+              ("label", pa.string(), "x"), ("at", pa.timestamp("us"), NOON),
+              ("promised", pa.string(), "2024-01-15 10:30:00.1234567 +02:00")]  # fmt: skip
     schema = pa.schema([("dms_timestamp", pa.string()), *[(name, kind) for name, kind, _ in fields]])
     row = {"dms_timestamp": "2025-03-01 12:00:00.000000", **{name: value for name, _, value in fields}}
     _parquet(landing, "sqlserver/dbo/things/LOAD00000001.parquet", [row], schema)
@@ -130,5 +131,11 @@ def test_parquet_fields_of_dms_s_unsigned_and_other_types_propose_their_spark_re
         ("amount", "decimal(38,10)"),
         ("label", "string"),
         ("at", "timestamp"),
+        ("promised", "timestamp_offset"),  # DMS's text of a DATETIMEOFFSET
     ]
-    assert "proposed from" not in out.read_text()  # the file's own types: nothing to confirm
+    # The file's own types, but for the text whose values made it a timestamp_offset: that one to confirm.
+    proposed = [line for line in out.read_text().splitlines() if "proposed from" in line and not line.startswith("#")]
+    assert proposed == [
+        '      - {"name": "promised", "type": "timestamp_offset"}  # Parquet STRING: timestamp_offset proposed from 1 '
+        "value(s) of LOAD00000001.parquet: confirm it; kept as DMS wrote it, zone and all"
+    ]

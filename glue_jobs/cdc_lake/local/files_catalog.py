@@ -1,7 +1,7 @@
 """The table configuration proposed from landed DMS files (``cdc-lake config-from-files``), when the source
-cannot be reached: Parquet files name and type their fields; CSV files with a header (``AddColumnName``) name
-them, and each column's type is proposed from its values in the file's first rows (``propose_type``), marked to
-be confirmed.
+cannot be reached: Parquet files name and type their fields (a STRING field whose values are timestamps with a
+zone is proposed as ``timestamp_offset``); CSV files with a header (``AddColumnName``) name them, and each
+column's type is proposed from its values in the file's first rows (``propose_type``), marked to be confirmed.
 
 A table's newest data file in DMS order is read (its footer, or its header and first rows, up to ``SAMPLE_BYTES``):
 it has the table's current columns. Keys cannot be seen in files, so they are given by name (``--key
@@ -109,12 +109,33 @@ def _newest_data_file(store: ObjectStore, prefix: str) -> str | None:
 def _file_columns(spark: SparkSession, store: ObjectStore, dms: DmsSettings, key: str) -> FileColumns:
     match dms.file_format.name:
         case "parquet":
-            schema = spark.read.parquet(store.uri(key)).schema
-            return FileColumns(key, [FileField(f.name, config_type(f.dataType)) for f in schema.fields])
+            return _parquet_columns(spark, store, key)
         case "csv":
             return _csv_columns(store, dms, key)
         case unhandled:
             assert_never(unhandled)
+
+
+PARQUET_SAMPLE_ROWS = 1000
+
+
+def _parquet_columns(spark: SparkSession, store: ObjectStore, key: str) -> FileColumns:
+    """A Parquet file's fields as typed; a STRING field whose values are all timestamps with a zone (Oracle's
+    TIMESTAMP WITH TIME ZONE, SQL Server's DATETIMEOFFSET: DMS writes both as text) proposed as timestamp_offset."""
+    frame = spark.read.parquet(store.uri(key))
+    schema = frame.schema
+    texts = [f.name for f in schema.fields if config_type(f.dataType) == "string"]
+    sample = frame.select(*texts).limit(PARQUET_SAMPLE_ROWS).collect() if texts else []
+    file_name = key.rsplit("/", 1)[-1]
+    fields = []
+    for field in schema.fields:
+        kind, note = config_type(field.dataType), None
+        if field.name in texts:
+            values = [row[field.name] for row in sample if row[field.name] is not None]
+            if values and propose_type(values)[0] == "timestamp_offset":
+                kind, note = proposal_with_note(values, file_name, len(sample))
+        fields.append(FileField(field.name, kind, note))
+    return FileColumns(key, fields)
 
 
 def _csv_columns(store: ObjectStore, dms: DmsSettings, key: str) -> FileColumns:
@@ -263,7 +284,9 @@ def _table(name: str, found: FileColumns, dms: DmsSettings, key: list[str] | Non
     columns = [
         CatalogColumn(
             field.name,
-            "CSV text" if field.note else f"{found.file_name}: {field.type}",
+            ("Parquet STRING" if ".parquet" in found.file_name else "CSV text")
+            if field.note
+            else f"{found.file_name}: {field.type}",
             field.type,
             field.type,
             True,
