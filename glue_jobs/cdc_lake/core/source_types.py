@@ -33,6 +33,7 @@ class SourceType:
     parquet: str
     fate: Fate = "exact"
     note: str | None = None
+    digits: int | None = None  # fractional digits of a timestamp's text, when DMS writes a fixed number
 
     def lake(self, file_format: str) -> str:
         return self.parquet if file_format == "parquet" else self.csv
@@ -45,7 +46,13 @@ def _same(dms: str, lake: str, fate: Fate = "exact", note: str | None = None) ->
 _BYTES = SourceType("BYTES", "string", "binary", "text", BYTES_CSV_NOTE)
 _BLOB = SourceType("BLOB", "string", "binary", "inexact", f"{BYTES_CSV_NOTE}; {LOB_NOTE}")
 _OFFSET_NOTE = "text with its zone (instant and offset both kept; Athena: from_iso8601_timestamp or CAST)"
-_OFFSET = SourceType("STRING", "timestamp_offset", "timestamp_offset", "text", _OFFSET_NOTE)
+
+
+def _offset(dms: str, args: list[str], default: int) -> SourceType:
+    digits = int(args[0]) if args and args[0].isdigit() else default
+    return SourceType(dms, "timestamp_offset", "timestamp_offset", "text", _OFFSET_NOTE, digits)
+
+
 _TYPE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_ ]*)(?:\(\s*([^)]*)\))?(.*)$")
 
 
@@ -101,7 +108,7 @@ def oracle(source_type: str) -> SourceType | None:
         if words.endswith("WITH LOCAL TIME ZONE"):
             return _same("STRING", "string", "text", "kept as DMS's text of it")
         if words.endswith("WITH TIME ZONE"):
-            return _OFFSET
+            return _offset("STRING", args, 6)
         return _timestamp(args, 6)
     if name.startswith("INTERVAL"):
         return _same("STRING", "string", "text", "an interval, kept as DMS's text of it")
@@ -109,7 +116,8 @@ def oracle(source_type: str) -> SourceType | None:
         "BINARY_FLOAT": _same("REAL4", "float"),
         "BINARY_DOUBLE": _same("REAL8", "double"),
         "REAL": _same("REAL8", "double"),
-        "DATE": _same("DATETIME", "timestamp"),
+        # Oracle's DATE holds seconds: DMS writes `1987-06-17 00:00:00` (a real sample, dms-samples/dhawalkp_*).
+        "DATE": SourceType("DATETIME", "timestamp", "timestamp", digits=0),
         "CHAR": _same("STRING", "string"),
         "VARCHAR2": _same("STRING", "string"),
         "VARCHAR": _same("STRING", "string"),
@@ -143,7 +151,7 @@ def sqlserver(source_type: str) -> SourceType | None:
     if name == "DATETIME2":
         return _timestamp(args, 7)
     if name == "DATETIMEOFFSET":
-        return SourceType("WSTRING", "timestamp_offset", "timestamp_offset", "text", _OFFSET_NOTE)
+        return _offset("WSTRING", args, 7)
     large = args == ["MAX"]
     if name in ("VARCHAR", "NVARCHAR"):
         wide = name == "NVARCHAR"

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from cdc_lake.core.config import DECIMAL_TYPE, ColumnSpec, DmsSettings, TableSpec
 from cdc_lake.core.exceptions import ConfigError
-from cdc_lake.core.source_types import source_type
+from cdc_lake.core.source_types import SourceType, source_type
 from cdc_lake.local.generator.spec import GeneratorSpec, SchemaChange
 
 Row = tuple[Any, ...]
@@ -56,6 +56,7 @@ class Column:
     nullable: bool
     is_key: bool
     dms: str | None = None  # the DMS type its source type arrives as, when the configuration names it
+    digits: int | None = None  # the fractional digits DMS writes of its timestamps, when fixed
 
     @property
     def int_range(self) -> tuple[int, int]:
@@ -258,6 +259,8 @@ def _date_factory(column: Column, context: ValueContext) -> ValueFactory:
 
 def _timestamp_factory(column: Column, context: ValueContext) -> ValueFactory:
     now = context.now
+    if column.digits == 0:  # Oracle's DATE: whole seconds
+        return lambda rng: now.replace(microsecond=0) - timedelta(seconds=rng.randint(1, 400 * 86_400))
     return lambda rng: now - timedelta(microseconds=rng.randint(1, 400 * 86_400 * 10**6))
 
 
@@ -273,7 +276,7 @@ def offset_text(moment: datetime, offset: str, digits: int) -> str:
 
 
 def _offset_digits(column: Column) -> int:
-    return {"WSTRING": 7}.get(column.dms or "", 6)  # SQL Server's DATETIMEOFFSET defaults to 7 digits
+    return 6 if column.digits is None else column.digits
 
 
 def _offset_factory(column: Column, context: ValueContext) -> ValueFactory:
@@ -318,6 +321,8 @@ def _boundary_values(column: Column, delimiter: str) -> list[Any]:
         biggest = 3.4028234663852886e38 if family == "float" else 1.7976931348623157e308
         tiny = [0.5] if family == "float" else [1e-300, 0.1, -2.5e-05, 123456789.123456]
         values = [0.0, -1.5, biggest, -biggest, *tiny]
+    elif family == "timestamp" and column.digits == 0:
+        values = list(dict.fromkeys(v.replace(microsecond=0) for v in _FIXED_BOUNDARIES[family]))
     else:
         values = list(_FIXED_BOUNDARIES[family])
         if family == "string" and delimiter not in "".join(values):
@@ -434,15 +439,16 @@ def plain_text(column: Column, boolean_style: str) -> Callable[[Any], str]:
         return _BOOLEAN_TEXT[boolean_style].__getitem__
     if column.family == "binary":
         raise ConfigError(f"column {column.name}: binary columns can be generated for Parquet only")
+    if column.family == "timestamp" and column.digits == 0:
+        return lambda value: value.isoformat(" ", "seconds")
     return _PLAIN_TEXT[column.family]
 
 
-def _dms(dms: DmsSettings, column: ColumnSpec) -> str | None:
-    """The DMS type a column's configured source type arrives as (Oracle, SQL Server), else None."""
+def _dms(dms: DmsSettings, column: ColumnSpec) -> SourceType | None:
+    """How DMS writes a column whose configured source type it maps (Oracle, SQL Server), else None."""
     if dms.source_engine is None or column.source_type is None:
         return None
-    mapped = source_type(dms.source_engine, column.source_type)
-    return mapped.dms if mapped else None
+    return source_type(dms.source_engine, column.source_type)
 
 
 class TableModel:
@@ -457,7 +463,14 @@ class TableModel:
         changes = [c for c in spec.schema_changes if c.table == table.name]
         first_types = {c.column: c.from_type for c in changes if c.from_type is not None}
         self.columns = [
-            Column(c.name, first_types.get(c.name) or c.type, c.nullable, c.name in table.primary_key, _dms(dms, c))
+            Column(
+                c.name,
+                first_types.get(c.name) or c.type,
+                c.nullable,
+                c.name in table.primary_key,
+                mapped.dms if (mapped := _dms(dms, c)) else None,
+                mapped.digits if mapped else None,
+            )
             for c in table.columns
         ]
         position = {c.name: index for index, c in enumerate(self.columns)}
