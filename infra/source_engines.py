@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from cdc_lake.core.config import SourceEngine
 from infra.wheels import WheelGroup
 
-SourceEngine = Literal["mysql", "aurora", "mariadb", "postgres", "aurora-postgresql", "oracle", "sqlserver"]
 # The AWS::DMS::Endpoint property (as aws_cdk.aws_dms.CfnEndpoint names it) that carries the engine's settings.
 EngineSettingsProperty = Literal[
     "my_sql_settings", "postgre_sql_settings", "oracle_settings", "microsoft_sql_server_settings"

@@ -124,3 +124,12 @@ def test_check_config_announces_what_dms_does_not_carry_exactly(
     assert [line.split(" (")[0] for line in announced] == ["announced: DOC", "announced: RATE", "announced: SIGNED"]
     assert "replicates this type as NULL" in announced[0] and "10 decimal places" in announced[1]
     assert "offset both kept" in announced[2]
+
+
+def test_the_configuration_and_the_stack_know_the_same_engines() -> None:
+    from typing import get_args
+
+    from cdc_lake.core.config import SourceEngine
+    from infra.source_engines import SOURCE_ENGINES
+
+    assert set(get_args(SourceEngine)) == set(SOURCE_ENGINES)

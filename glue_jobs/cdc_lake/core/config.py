@@ -133,6 +133,7 @@ class BeforeImage(_Model):
     )
 
 
+# The stack's sourceEngine values (infra/source_engines.py holds each one's facts).
 SourceEngine = Literal["mysql", "aurora", "mariadb", "postgres", "aurora-postgresql", "oracle", "sqlserver"]
 
 
