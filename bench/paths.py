@@ -2,7 +2,9 @@
 Glue Data Catalog with S3FileIO, files read from a bucket through S3A) on a local AWS endpoint.
 
 - a small CDC run (``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times,
-  warm) on each catalog, in one Spark session holding both;
+  warm) on each catalog, in one Spark session holding both; then on the Glue catalog again with the local
+  endpoint holding each Glue and S3 request as long as AWS answers in-Region (``aws_endpoint.IN_REGION``), so
+  that the network's share of a small run shows, with the requests it makes;
 - ``cdc-lake demo`` against ``cdc-lake demo-aws``, each in a fresh process, as ``make demo`` and
   ``make demo-aws`` run them once set up.
 
@@ -47,7 +49,7 @@ from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint, served_requests
+from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint, served_delay, served_requests
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
 
 HERE = Path(__file__).parent
@@ -73,8 +75,11 @@ class _LakePath:
         return seconds
 
 
-def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, Any]:
-    """The same small CDC runs on both catalogs; seconds per run and their median, per catalog."""
+def small_runs(
+    config: PipelineConfig, work: Path, endpoint: str, paths: tuple[str, ...] = ("hadoop", "glue")
+) -> dict[str, Any]:
+    """The same small CDC runs on each of ``paths``; seconds per run and their median, per catalog; on the Glue
+    path the requests of the last run, and the seconds the endpoint held each run's requests for."""
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=endpoint)
@@ -91,6 +96,8 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
     load = write_load_data(spark, SMALL_TABLE_ROWS, work / "load")
     figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
     for path, catalog in (("hadoop", LOCAL_CATALOG), ("glue", GLUE_CATALOG)):
+        if path not in paths:
+            continue
         landing = work / path / "landing"
         (landing / prefix).mkdir(parents=True)
         shutil.copyfile(load.single, landing / prefix / load_file_name(1))
@@ -100,7 +107,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
         else:
             lake = _LakePath(landing, S3Store(LANDING_BUCKET, client=s3), location, s3)
         full_load_s = lake.land_and_apply(spark, config, prefix + load_file_name(1))
-        max_key, seconds, jobs, requests = SMALL_TABLE_ROWS, [], [], []
+        max_key, seconds, jobs, requests, held = SMALL_TABLE_ROWS, [], [], [], []
         for number in range(SMALL_RUNS):
             moment = CDC_START + dt.timedelta(seconds=number + 1)
             file = landing / prefix / cdc_file_name(moment)
@@ -109,6 +116,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
             before = last_spark_job(spark)
             seconds.append(lake.land_and_apply(spark, config, prefix + file.name))
             jobs.append(last_spark_job(spark) - before)
+            held.append(served_delay(endpoint))
             requests.append(served_requests(endpoint))
         figures[path] = {
             "full_load_s": round(full_load_s, 3),
@@ -118,6 +126,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
         }
         if path == "glue":  # what the run asked of AWS: a table load is a GetTable and a metadata read
             figures[path]["requests"] = dict(sorted(requests[-1].items()))
+            figures[path]["held_s"] = [round(h, 3) for h in held]
     spark.stop()
     return figures
 
@@ -145,11 +154,14 @@ def main() -> int:
     work.mkdir(parents=True)
     config = load_config(HERE / "bench.yaml")
     print("small CDC runs on the Hadoop catalog and on the Glue catalog + S3 (local endpoint) …", flush=True)
-    with local_aws_endpoint() as endpoint:
+    with local_aws_endpoint(delay="0") as endpoint:
         for name, value in endpoint_environment(endpoint).items():
             if name != "AWS_ENDPOINT_URL":  # the JVM's SDKs read credentials and region from the environment
                 os.environ.setdefault(name, value)
         figures = small_runs(config, work, endpoint)
+    print("the same small runs on the Glue path, with AWS's in-Region round trips …", flush=True)
+    with local_aws_endpoint(delay="in-region") as endpoint:
+        figures["glue_in_region"] = small_runs(config, work / "in-region", endpoint, ("glue",))["glue"]
     if not args.no_demos:
         print("cdc-lake demo, then cdc-lake demo-aws, each in a fresh process …", flush=True)
         figures["demos_s"] = demos(work)
@@ -164,10 +176,21 @@ def main() -> int:
         f"| {glue['full_load_s']:.2f} s | {glue['full_load_s'] / hadoop['full_load_s']:.2f} |",
     ]
     asked = glue["requests"]
+    glue_calls = sum(n for kind, n in asked.items() if kind.startswith("glue:"))
+    s3_calls = sum(n for kind, n in asked.items() if kind.startswith("s3:"))
     lines.append(
         f"| a small run's Spark jobs; on the Glue path, its table loads (GetTable, metadata reads) and commits "
         f"| {hadoop['spark_jobs'][-1]} jobs | {glue['spark_jobs'][-1]} jobs; {asked.get('glue:GetTable', 0)} GetTable, "
-        f"{asked.get('s3:GET metadata.json', 0)} metadata reads, {asked.get('glue:UpdateTable', 0)} UpdateTable | |"
+        f"{asked.get('s3:GET metadata.json', 0)} metadata reads, {asked.get('glue:UpdateTable', 0)} UpdateTable; "
+        f"{glue_calls} Glue and {s3_calls} S3 requests in all | |"
+    )
+    remote = figures["glue_in_region"]
+    network = statistics.median(remote["held_s"])
+    lines.append(
+        f"| the Glue path's small run with AWS's in-Region round trips (the endpoint holds each Glue and S3 request "
+        f"as long as AWS answers; median of {SMALL_RUNS}) | | {remote['median_s']:.2f} s: "
+        f"{remote['median_s'] - glue['median_s']:+.2f} s over no delay; its requests held {network:.2f} s in all "
+        f"(some at once) | {remote['median_s'] / glue['median_s']:.2f} |"
     )
     if "demos_s" in figures:
         demo, demo_aws = figures["demos_s"]["demo"], figures["demos_s"]["demo-aws"]

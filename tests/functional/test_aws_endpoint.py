@@ -224,3 +224,42 @@ def test_start_failure_reports_the_child_stderr(monkeypatch: pytest.MonkeyPatch)
     refused = r"(?s)exited with code 1 before ready:.*No module named cdc_lake\.local\.no_such_module"
     with pytest.raises(EndpointStartError, match=refused), local_aws_endpoint():
         pytest.fail("the endpoint started")
+
+
+def test_a_delay_profile_holds_glue_and_s3_requests_as_aws_would_and_reports_it() -> None:
+    """The in-Region profile holds each Glue and S3 request about as long as AWS answers (median 40 ms for a GetTable,
+    25 ms for an S3 GET); other services are not delayed; the held seconds are reported beside the counts."""
+    import time
+
+    with local_aws_endpoint(delay="in-region") as url:
+        s3, glue, sts = aws_client(url, "s3"), aws_client(url, "glue"), aws_client(url, "sts")
+        s3.create_bucket(Bucket="delayed")
+        s3.put_object(Bucket="delayed", Key="a/LOAD00000001.csv", Body=b"1,x\n")
+        glue.create_database(DatabaseInput={"Name": "delayed"})
+        glue.create_table(DatabaseName="delayed", TableInput=table_input("t", "v1"))
+        aws_endpoint.served_requests(url, reset=True)
+        started = time.perf_counter()
+        for _ in range(20):
+            glue.get_table(DatabaseName="delayed", Name="t")
+            s3.get_object(Bucket="delayed", Key="a/LOAD00000001.csv")["Body"].read()
+        held = time.perf_counter() - started
+        delayed = aws_endpoint.served_delay(url)
+        served = aws_endpoint.served_requests(url)
+        assert served["glue:GetTable"] == 20 and served["s3:GET csv"] == 20
+        # 20 x (40 + 25) ms at the medians; the long tail's draws average above the median.
+        assert 20 * 0.065 * 0.7 <= delayed <= 20 * 0.065 * 3, delayed
+        assert held >= delayed * 0.9, (held, delayed)
+        aws_endpoint.served_requests(url, reset=True)
+        sts.get_caller_identity()
+        assert aws_endpoint.served_delay(url) == 0.0
+
+
+def test_no_delay_is_the_default_and_an_unknown_profile_is_refused() -> None:
+    with local_aws_endpoint() as url:
+        glue = aws_client(url, "glue")
+        glue.create_database(DatabaseInput={"Name": "prompt"})
+        glue.get_database(Name="prompt")
+        assert aws_endpoint.served_delay(url) == 0.0 and aws_endpoint.served_requests(url)["glue:GetDatabase"] == 1
+    refused = "CDC_LAKE_AWS_DELAY='slow': use one of 0, in-region, pessimistic"
+    with pytest.raises(EndpointStartError, match=refused), local_aws_endpoint(delay="slow"):
+        pass

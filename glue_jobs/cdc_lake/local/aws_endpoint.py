@@ -8,6 +8,10 @@ so this module imports without moto installed.
 
 ``python -m cdc_lake.local.aws_endpoint`` prints ``ready http://127.0.0.1:PORT`` and serves until SIGTERM
 or SIGINT. It counts the requests it serves (``served_requests``): what a run would ask of AWS, and wait for.
+
+It answers in about a millisecond, where AWS answers each request over the network: with a delay profile
+(``DELAY_ENV``, or ``local_aws_endpoint(delay=...)``) it holds each Glue Data Catalog and S3 request for about as
+long as AWS takes in the same Region (``DELAY_PROFILES``), so that a benchmark sees the round trips a run makes.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import random
 import selectors
 import signal
 import subprocess
@@ -53,6 +59,32 @@ _STOPPABLE_RUN_STATES = frozenset({"STARTING", "RUNNING", "WAITING", "STOPPING"}
 _UPDATE_TABLE_LOCK = threading.Lock()
 # GET: the requests served so far, by kind (``_kind``), as JSON; DELETE: the same, and the counts start again.
 REQUESTS_PATH = "/_cdc_lake/requests"
+# The seconds of delay the endpoint added, among the counts of REQUESTS_PATH.
+DELAYED = "delay_s"
+DELAY_ENV = "CDC_LAKE_AWS_DELAY"
+
+# Median seconds per request, in-Region, from ../shared/dms-format.md "AWS round trips" (its sources: AWS's S3
+# performance guide, awslabs/mountpoint-s3's latency bench: 20-34 ms to a small object's first byte and 23-39 ms
+# for a small write; cdouglas/endive's 4 KiB GET p50 27 ms, p99 113 ms; 1,000-object listings 130-180 ms). Glue
+# publishes no latency: GetTable and UpdateTable are assumed a little slower than an S3 read and write.
+IN_REGION: dict[str, float] = {
+    "s3:GET": 0.025,
+    "s3:HEAD": 0.020,
+    "s3:PUT": 0.050,  # and PUT_PER_MIB for each MiB sent
+    "s3:LIST": 0.100,
+    "s3:DELETE": 0.030,
+    "s3:POST": 0.050,
+    "glue:GetTable": 0.040,
+    "glue:UpdateTable": 0.075,
+    "glue:CreateTable": 0.075,
+    "glue": 0.040,  # any other Glue Data Catalog action
+}
+PUT_PER_MIB = 0.020
+# AWS's own statement for S3 ("roughly 100-200 milliseconds" for small objects), and Glue twice the assumption.
+PESSIMISTIC = {kind: seconds * (6 if kind.startswith("s3") else 2) for kind, seconds in IN_REGION.items()}
+DELAY_PROFILES: dict[str, dict[str, float]] = {"0": {}, "in-region": IN_REGION, "pessimistic": PESSIMISTIC}
+# Request times are long-tailed: a log-normal around the median whose p99 is about 4x it, as measured for S3 GETs.
+TAIL_SIGMA = math.log(4) / 2.326
 
 
 def aws_region() -> str:
@@ -72,17 +104,24 @@ def endpoint_environment(url: str, region: str = DEFAULT_REGION) -> dict[str, st
 
 
 @contextlib.contextmanager
-def local_aws_endpoint(startup_timeout: float = 30.0, stop_timeout: float = 5.0) -> Iterator[str]:
+def local_aws_endpoint(
+    startup_timeout: float = 30.0, stop_timeout: float = 5.0, delay: str | None = None
+) -> Iterator[str]:
     """Serve a local AWS endpoint for the ``with`` block; yields its URL. The subprocess is terminated on exit
-    (killed if it outlives ``stop_timeout``); its stderr goes to a file, not a pipe nobody drains."""
+    (killed if it outlives ``stop_timeout``); its stderr goes to a file, not a pipe nobody drains. ``delay`` names a
+    profile of ``DELAY_PROFILES`` (default: ``DELAY_ENV``'s, else none)."""
     python_path = os.pathsep.join(filter(None, [str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": python_path}
+    if delay is not None:
+        environment[DELAY_ENV] = delay
+    delay_profile(environment.get(DELAY_ENV))  # refused here, not in the child
     with tempfile.TemporaryFile() as stderr:
         server = subprocess.Popen(
             [sys.executable, "-m", _MODULE],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr,
-            env={**os.environ, "PYTHONPATH": python_path},
+            env=environment,
         )
         with server:  # closes the pipe and reaps the child
             try:
@@ -117,15 +156,36 @@ def _await_ready(server: subprocess.Popen[bytes], stderr: IO[bytes], timeout: fl
     return url
 
 
+def delay_profile(name: str | None) -> dict[str, float]:
+    """The median delays of the profile ``name`` (None or empty: none)."""
+    if not name:
+        return {}
+    if name not in DELAY_PROFILES:
+        raise EndpointStartError(f"{DELAY_ENV}={name!r}: use one of {', '.join(DELAY_PROFILES)}")
+    return DELAY_PROFILES[name]
+
+
 def served_requests(url: str, *, reset: bool = False) -> Counter[str]:
     """The requests the local endpoint at ``url`` has served, by kind: ``glue:GetTable`` (an action of a JSON
-    service), ``s3:GET metadata.json`` (a method and the object's kind of file); with ``reset``, counting
-    starts again."""
+    service), ``s3:GET metadata.json`` (a method and the object's kind of file); with ``reset``, counting (and
+    ``served_delay``'s sum) starts again."""
+    served = _served(url, reset)
+    served.pop(DELAYED, None)
+    return Counter(served)
+
+
+def served_delay(url: str) -> float:
+    """The seconds the endpoint's delay profile has held the requests counted by ``served_requests`` for."""
+    return float(_served(url, reset=False).get(DELAYED, 0.0))
+
+
+def _served(url: str, reset: bool) -> dict[str, Any]:
     import urllib.request
 
     request = urllib.request.Request(url + REQUESTS_PATH, method="DELETE" if reset else "GET")
     with urllib.request.urlopen(request, timeout=10) as response:
-        return Counter(json.load(response))
+        data: dict[str, Any] = json.load(response)
+    return data
 
 
 def _kind(environ: WSGIEnvironment) -> str:
@@ -141,24 +201,56 @@ def _kind(environ: WSGIEnvironment) -> str:
     return f"{service}:{environ.get('REQUEST_METHOD', '')} {suffix}".rstrip()
 
 
-class _Counting:
-    """The endpoint's WSGI application, counting each request by ``_kind`` and answering ``REQUESTS_PATH``."""
+def _delay_kind(environ: WSGIEnvironment) -> str:
+    """The request's entry in a delay profile: a Glue action, or an S3 method (a bucket's GET is a listing)."""
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    if target.startswith("AWSGlue."):
+        return "glue:" + target.partition(".")[2]
+    kind = _kind(environ)
+    if not kind.startswith("s3:"):
+        return ""
+    method = environ.get("REQUEST_METHOD", "")
+    path = environ.get("PATH_INFO", "").strip("/")
+    listing = method == "GET" and ("/" not in path or "list-type" in environ.get("QUERY_STRING", ""))
+    return "s3:LIST" if listing else f"s3:{method}"
 
-    def __init__(self, app: WSGIApplication) -> None:
+
+def _delay(profile: dict[str, float], environ: WSGIEnvironment, rng: random.Random) -> float:
+    """Seconds to hold the request for, drawn around its median in ``profile`` (0: not a delayed kind)."""
+    kind = _delay_kind(environ)
+    median = profile.get(kind, profile.get(kind.partition(":")[0], 0.0) if kind.startswith("glue:") else 0.0)
+    if kind == "s3:PUT":
+        median += PUT_PER_MIB * int(environ.get("CONTENT_LENGTH") or 0) / 2**20
+    return median * math.exp(rng.gauss(0.0, TAIL_SIGMA)) if median else 0.0
+
+
+class _Counting:
+    """The endpoint's WSGI application, counting each request by ``_kind``, holding it as its delay profile says,
+    and answering ``REQUESTS_PATH``."""
+
+    def __init__(self, app: WSGIApplication, profile: dict[str, float] | None = None) -> None:
         self.app = app
         self.counts: Counter[str] = Counter()
+        self.delayed = 0.0
         self.lock = threading.Lock()
+        self.profile = profile or {}
+        self.rng = random.Random(20261128)  # the same draws each run: benchmarks compare like with like
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == REQUESTS_PATH:
             with self.lock:
-                body = json.dumps(dict(self.counts)).encode()
+                body = json.dumps({**self.counts, DELAYED: round(self.delayed, 6)}).encode()
                 if environ.get("REQUEST_METHOD") == "DELETE":
                     self.counts.clear()
+                    self.delayed = 0.0
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
         with self.lock:
             self.counts[_kind(environ)] += 1
+            pause = _delay(self.profile, environ, self.rng) if self.profile else 0.0
+            self.delayed += pause
+        if pause:
+            time.sleep(pause)  # this request's thread only: the server is threaded, as AWS serves in parallel
         return self.app(environ, start_response)
 
 
@@ -258,7 +350,7 @@ def serve() -> None:
     with contextlib.suppress(KeyboardInterrupt):
         _extend_moto()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-        app = _Counting(DomainDispatcherApplication(create_backend_app))
+        app = _Counting(DomainDispatcherApplication(create_backend_app), delay_profile(os.environ.get(DELAY_ENV)))
         server = make_server(HOST, 0, app, threaded=True, request_handler=MotoRequestHandler)
         port = server.server_address[1]
         os.environ["MOTO_PORT"] = str(port)  # moto builds some of its own URLs from it
