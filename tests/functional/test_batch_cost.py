@@ -35,6 +35,11 @@ TABLE = "app.accounts"
 MOST_JOBS = 4
 MOST_GET_TABLE = 12
 MOST_METADATA_READS = 4
+# Every request of that batch, each a round trip on AWS (tens of milliseconds: local_aws_endpoint's in-Region
+# profile): 15 Glue (the 12 GetTable, 3 UpdateTable) and 31 S3 (4 listings, 14 reads of data, manifests and
+# metadata, 5 HEADs, 7 writes, and the applied tag on the file).
+MOST_GLUE_REQUESTS = 15
+MOST_S3_REQUESTS = 31
 # A table with nothing pending, in a run's first round (later rounds list only): whether its lake table exists
 # (twice: before listing it, and before making it), its recorded state; each a refresh of the table the engine
 # keeps loaded, so one metadata read at most. Its dead run branches are read as kept.
@@ -88,6 +93,9 @@ def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
     assert requests["glue:GetTable"] <= MOST_GET_TABLE, cost
     assert requests["s3:GET metadata.json"] <= MOST_METADATA_READS, cost
     assert requests["glue:UpdateTable"] == 3, cost  # the run's branch, its MERGE, main moved: see commit.py
+    glue_calls = sum(n for kind, n in requests.items() if kind.startswith("glue:"))
+    s3_calls = sum(n for kind, n in requests.items() if kind.startswith("s3:"))
+    assert glue_calls <= MOST_GLUE_REQUESTS and s3_calls <= MOST_S3_REQUESTS, cost
 
 
 def test_a_drain_round_with_nothing_pending_runs_no_spark_job(
