@@ -49,7 +49,13 @@ from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint, served_delay, served_requests
+from cdc_lake.local.aws_endpoint import (
+    endpoint_environment,
+    local_aws_endpoint,
+    served_delay,
+    served_requests,
+    set_delay,
+)
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session
 
 HERE = Path(__file__).parent
@@ -64,10 +70,18 @@ class _LakePath:
     location: LakeLocation
     s3: Any = None  # the landing bucket's client, when files land in a bucket
 
-    def land_and_apply(self, spark: SparkSession, config: PipelineConfig, key: str) -> float:
-        """Land the file (a bucket gets it put, as DMS writes it), then time one run up to it."""
+    def land(self, key: str) -> None:
+        """Land the file: a bucket gets it put, as DMS writes it."""
         if self.s3 is not None:
             self.s3.put_object(Bucket=LANDING_BUCKET, Key=key, Body=(self.landing / key).read_bytes())
+
+    def land_and_apply(self, spark: SparkSession, config: PipelineConfig, key: str) -> float:
+        """Land the file, then time one run up to it."""
+        self.land(key)
+        return self.apply(spark, config, key)
+
+    def apply(self, spark: SparkSession, config: PipelineConfig, key: str) -> float:
+        """Time one run up to the landed file."""
         context = ReplayContext(spark=spark, location=self.location, config=config, store=self.store)
         seconds, result = timed(lambda: replay(context, parse_key(key, config)))
         if not result.applied_files:
@@ -75,11 +89,13 @@ class _LakePath:
         return seconds
 
 
-def small_runs(
-    config: PipelineConfig, work: Path, endpoint: str, paths: tuple[str, ...] = ("hadoop", "glue")
-) -> dict[str, Any]:
-    """The same small CDC runs on each of ``paths``; seconds per run and their median, per catalog; on the Glue
-    path the requests of the last run, and the seconds the endpoint held each run's requests for."""
+# (name, catalog, the endpoint's delay profile while it runs)
+PATHS = (("hadoop", LOCAL_CATALOG, "0"), ("glue", GLUE_CATALOG, "0"), ("glue_in_region", GLUE_CATALOG, "in-region"))
+
+
+def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, Any]:
+    """The same small CDC runs on each of ``PATHS``; seconds per run and their median, per path; on the Glue
+    paths the requests of the last run, and the seconds the endpoint held each run's requests for."""
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=endpoint)
@@ -95,14 +111,13 @@ def small_runs(
     prefix = config.table_prefix(table)
     load = write_load_data(spark, SMALL_TABLE_ROWS, work / "load")
     figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
-    for path, catalog in (("hadoop", LOCAL_CATALOG), ("glue", GLUE_CATALOG)):
-        if path not in paths:
-            continue
+    for path, catalog, delay in PATHS:
+        set_delay(endpoint, delay)
         landing = work / path / "landing"
         (landing / prefix).mkdir(parents=True)
         shutil.copyfile(load.single, landing / prefix / load_file_name(1))
         location = LakeLocation(catalog, f"paths_{path}")
-        if path == "hadoop":
+        if catalog == LOCAL_CATALOG:
             lake = _LakePath(landing, LocalFolderStore(landing), location)
         else:
             lake = _LakePath(landing, S3Store(LANDING_BUCKET, client=s3), location, s3)
@@ -112,9 +127,10 @@ def small_runs(
             moment = CDC_START + dt.timedelta(seconds=number + 1)
             file = landing / prefix / cdc_file_name(moment)
             max_key = write_cdc_file(file, max_key, SMALL_RUN_CHANGES, "uniform", random.Random(number), moment)
+            lake.land(prefix + file.name)
             served_requests(endpoint, reset=True)
             before = last_spark_job(spark)
-            seconds.append(lake.land_and_apply(spark, config, prefix + file.name))
+            seconds.append(lake.apply(spark, config, prefix + file.name))
             jobs.append(last_spark_job(spark) - before)
             held.append(served_delay(endpoint))
             requests.append(served_requests(endpoint))
@@ -124,7 +140,7 @@ def small_runs(
             "median_s": round(statistics.median(seconds), 3),
             "spark_jobs": jobs,
         }
-        if path == "glue":  # what the run asked of AWS: a table load is a GetTable and a metadata read
+        if catalog == GLUE_CATALOG:  # what the run asked of AWS: a table load is a GetTable and a metadata read
             figures[path]["requests"] = dict(sorted(requests[-1].items()))
             figures[path]["held_s"] = [round(h, 3) for h in held]
     spark.stop()
@@ -153,15 +169,16 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     config = load_config(HERE / "bench.yaml")
-    print("small CDC runs on the Hadoop catalog and on the Glue catalog + S3 (local endpoint) …", flush=True)
+    print(
+        "small CDC runs on the Hadoop catalog, on the Glue catalog + S3 (local endpoint), and there with AWS's "
+        "in-Region round trips …",
+        flush=True,
+    )
     with local_aws_endpoint(delay="0") as endpoint:
         for name, value in endpoint_environment(endpoint).items():
             if name != "AWS_ENDPOINT_URL":  # the JVM's SDKs read credentials and region from the environment
                 os.environ.setdefault(name, value)
         figures = small_runs(config, work, endpoint)
-    print("the same small runs on the Glue path, with AWS's in-Region round trips …", flush=True)
-    with local_aws_endpoint(delay="in-region") as endpoint:
-        figures["glue_in_region"] = small_runs(config, work / "in-region", endpoint, ("glue",))["glue"]
     if not args.no_demos:
         print("cdc-lake demo, then cdc-lake demo-aws, each in a fresh process …", flush=True)
         figures["demos_s"] = demos(work)

@@ -252,6 +252,12 @@ def test_a_delay_profile_holds_glue_and_s3_requests_as_aws_would_and_reports_it(
         aws_endpoint.served_requests(url, reset=True)
         sts.get_caller_identity()
         assert aws_endpoint.served_delay(url) == 0.0
+        aws_endpoint.set_delay(url, "0")  # and back to none, on the same endpoint
+        glue.get_table(DatabaseName="delayed", Name="t")
+        assert aws_endpoint.served_delay(url) == 0.0
+        aws_endpoint.set_delay(url, "pessimistic")
+        glue.get_table(DatabaseName="delayed", Name="t")
+        assert aws_endpoint.served_delay(url) > 0.0
 
 
 def test_no_delay_is_the_default_and_an_unknown_profile_is_refused() -> None:

@@ -61,6 +61,8 @@ _UPDATE_TABLE_LOCK = threading.Lock()
 REQUESTS_PATH = "/_cdc_lake/requests"
 # The seconds of delay the endpoint added, among the counts of REQUESTS_PATH.
 DELAYED = "delay_s"
+# PUT: the delay profile named by the body holds the requests from now on (``set_delay``).
+DELAY_PATH = "/_cdc_lake/delay"
 DELAY_ENV = "CDC_LAKE_AWS_DELAY"
 
 # Median seconds per request, in-Region, from ../shared/dms-format.md "AWS round trips" (its sources: AWS's S3
@@ -174,6 +176,16 @@ def served_requests(url: str, *, reset: bool = False) -> Counter[str]:
     return Counter(served)
 
 
+def set_delay(url: str, name: str) -> None:
+    """Hold the requests the endpoint at ``url`` serves from now on as the delay profile ``name`` says."""
+    import urllib.request
+
+    delay_profile(name)  # refused here, with the names to use
+    request = urllib.request.Request(url + DELAY_PATH, data=name.encode(), method="PUT")
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+
+
 def served_delay(url: str) -> float:
     """The seconds the endpoint's delay profile has held the requests counted by ``served_requests`` for."""
     return float(_served(url, reset=False).get(DELAYED, 0.0))
@@ -237,6 +249,13 @@ class _Counting:
         self.rng = random.Random(20261128)  # the same draws each run: benchmarks compare like with like
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == DELAY_PATH:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            name = environ["wsgi.input"].read(length).decode()
+            with self.lock:
+                self.profile = delay_profile(name)
+            start_response("204 No Content", [])
+            return []
         if environ.get("PATH_INFO") == REQUESTS_PATH:
             with self.lock:
                 body = json.dumps({**self.counts, DELAYED: round(self.delayed, 6)}).encode()
