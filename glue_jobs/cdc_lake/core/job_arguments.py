@@ -238,7 +238,7 @@ class SourceArguments(JobArguments):
 
     config_uri: str
     source_secret: str
-    source_engine: str  # postgres | mysql | aurora
+    source_engine: str  # the stack's sourceEngine: the MySQL and PostgreSQL families (ops.source_check.ENGINE_SCHEMES)
     source_database: str | None = None
     source_without_tls: bool = False  # the stack's sourceWithoutTls
     source_ca: str | None = None  # a CA file; None: the bundle packaged with the jobs
