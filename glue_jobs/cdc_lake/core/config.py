@@ -32,7 +32,7 @@ from cdc_lake.core.names import (
     RETAIN_DAYS,
     GlueVersion,
 )
-from cdc_lake.core.source_types import TYPED_ENGINES, accepts, source_type
+from cdc_lake.core.source_types import TYPED_ENGINES, SourceType, accepts, source_type
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
@@ -184,6 +184,13 @@ class DmsSettings(_Model):
     @property
     def file_format(self) -> DmsFormat:
         return FORMATS[self.format]
+
+    def source_mapping(self, column: ColumnSpec) -> SourceType | None:
+        """How DMS writes ``column`` by its ``source_type``, from an Oracle or SQL Server source; None otherwise,
+        and for a type DMS's mapping does not name."""
+        if self.source_engine not in TYPED_ENGINES or column.source_type is None:
+            return None
+        return source_type(self.source_engine, column.source_type)
 
     @property
     def cdc_has_op(self) -> bool:
@@ -536,12 +543,9 @@ class PipelineConfig(_Model):
     def source_type_notes(self, table: TableSpec) -> list[str]:
         """What DMS does not carry exactly into ``table``'s columns, one line per column with a ``source_type`` whose
         value arrives as NULL, cut, rounded or as DMS's text (``check-config`` shows them)."""
-        engine = self.dms.source_engine
-        if engine not in TYPED_ENGINES:
-            return []
         notes = []
         for column in table.columns:
-            mapped = source_type(str(engine), column.source_type) if column.source_type else None
+            mapped = self.dms.source_mapping(column)
             if mapped is not None and mapped.note is not None:
                 notes.append(f"{column.source} ({column.source_type} -> {mapped.dms} -> {column.type}): {mapped.note}")
         return notes
@@ -555,7 +559,7 @@ class PipelineConfig(_Model):
             if column.source_type is None:
                 continue
             where = f"table {table.name}, column {column.source} ({column.source_type})"
-            mapped = source_type(str(engine), column.source_type)
+            mapped = self.dms.source_mapping(column)
             if mapped is None:
                 raise ValueError(
                     f"{where}: not a {engine} type DMS's mapping names; write it as the source's catalog shows it "

@@ -15,7 +15,8 @@ from typing import Literal
 # What becomes of a value: kept exactly; kept as DMS's text; inexact (DMS rounds or cuts it); always NULL
 # (DMS replicates the type as NULL); or refused (DMS cannot replicate the type at all).
 Fate = Literal["exact", "text", "inexact", "null", "unsupported"]
-TYPED_ENGINES = ("oracle", "sqlserver")
+# The engines no source connection reaches (no real server of theirs runs in the tests), by their names.
+TYPED_ENGINES = {"oracle": "Oracle", "sqlserver": "SQL Server"}
 
 # The stack's task runs DMS's limited LOB mode (infra/dms.py REPLICATION_SETTINGS: LobMaxSize 32 KB).
 LOB_NOTE = "a LOB: DMS's limited LOB mode (the stack's task: LobMaxSize 32 KB) cuts longer values"

@@ -284,7 +284,7 @@ def _table(name: str, found: FileColumns, dms: DmsSettings, key: list[str] | Non
     columns = [
         CatalogColumn(
             field.name,
-            ("Parquet STRING" if ".parquet" in found.file_name else "CSV text")
+            ("Parquet STRING" if dms.format == "parquet" else "CSV text")
             if field.note
             else f"{found.file_name}: {field.type}",
             field.type,

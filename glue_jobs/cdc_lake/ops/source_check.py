@@ -18,6 +18,7 @@ from urllib.parse import quote
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.exceptions import CdcLakeError, JobArgumentError, UnreachableSourceError
 from cdc_lake.core.formats import FormatName
+from cdc_lake.core.source_types import TYPED_ENGINES
 from cdc_lake.ops import mysql_catalog, source_catalog
 from cdc_lake.ops.source_catalog import CatalogTable, Difference, differences
 from cdc_lake.ops.source_tls import CHECKED, SourceTls
@@ -31,8 +32,8 @@ ENGINE_SCHEMES = {
     "mariadb": "mysql",
 }
 # Engines DMS reads but the source commands cannot reach: no real server of theirs runs in this project's tests,
-# so no code for them ships. The stack's sourceEngine -> the engine's name.
-UNREACHABLE_ENGINES = {"oracle": "Oracle", "sqlserver": "SQL Server"}
+# so no code for them ships (their configuration names its types instead). sourceEngine -> the engine's name.
+UNREACHABLE_ENGINES = TYPED_ENGINES
 # A URL's scheme (before any ``+driver``, after any ``jdbc:``) -> the unreachable engine it names.
 UNREACHABLE_SCHEMES = {"oracle": "oracle", "sqlserver": "sqlserver", "mssql": "sqlserver"}
 _SCHEME = re.compile(r"\s*((?:jdbc:)?([a-z][a-z0-9_.-]*)(?:\+[a-z0-9_.-]*)?):", re.IGNORECASE)

@@ -14,9 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_lake.core.config import DECIMAL_TYPE, ColumnSpec, DmsSettings, TableSpec
+from cdc_lake.core.config import DECIMAL_TYPE, DmsSettings, TableSpec
 from cdc_lake.core.exceptions import ConfigError
-from cdc_lake.core.source_types import SourceType, source_type
 from cdc_lake.local.generator.spec import GeneratorSpec, SchemaChange
 
 Row = tuple[Any, ...]
@@ -444,13 +443,6 @@ def plain_text(column: Column, boolean_style: str) -> Callable[[Any], str]:
     return _PLAIN_TEXT[column.family]
 
 
-def _dms(dms: DmsSettings, column: ColumnSpec) -> SourceType | None:
-    """How DMS writes a column whose configured source type it maps (Oracle, SQL Server), else None."""
-    if dms.source_engine is None or column.source_type is None:
-        return None
-    return source_type(dms.source_engine, column.source_type)
-
-
 class TableModel:
     """One table's columns, value pools and rows; rows are as wide as the configured (lake) columns.
 
@@ -468,7 +460,7 @@ class TableModel:
                 first_types.get(c.name) or c.type,
                 c.nullable,
                 c.name in table.primary_key,
-                mapped.dms if (mapped := _dms(dms, c)) else None,
+                mapped.dms if (mapped := dms.source_mapping(c)) else None,
                 mapped.digits if mapped else None,
             )
             for c in table.columns
