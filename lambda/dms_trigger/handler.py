@@ -14,6 +14,7 @@ them alone, and the deployed client is built with its own retries off rather tha
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -32,15 +33,30 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
 from cdc_lake.core.exceptions import ConfigError, JobStartError
-from cdc_lake.core.names import TRIGGER_SERVICE_NAME, TRIGGERED_JOBS, UNKNOWN_TABLE_OBJECTS_METRIC, TriggeredJob
+from cdc_lake.core.names import (
+    TRIGGER_SERVICE_NAME,
+    TRIGGERED_JOBS,
+    UNKNOWN_TABLE_OBJECTS_METRIC,
+    WARM_JOB,
+    WARM_MARKER_PREFIX,
+    StartedJob,
+    TriggeredJob,
+)
 from cdc_lake.core.retry import RetryPolicy, retried
+from cdc_lake.core.shards import shard_count, shard_of
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
 CONFIG_ENV = "CDC_LAKE_CONFIG"
 FULL_LOAD_JOB_ENV = "FULL_LOAD_JOB_NAME"
 CDC_REPLAY_JOB_ENV = "CDC_REPLAY_JOB_NAME"
-JOB_NAME_ENV: Mapping[TriggeredJob, str] = {"full_load": FULL_LOAD_JOB_ENV, "cdc_replay": CDC_REPLAY_JOB_ENV}
+# runs.mode warm only: the warm job the function starts for CDC files, one run per shard (core.shards).
+WARM_JOB_ENV = "CDC_WARM_JOB_NAME"
+JOB_NAME_ENV: Mapping[StartedJob, str] = {
+    "full_load": FULL_LOAD_JOB_ENV,
+    "cdc_replay": CDC_REPLAY_JOB_ENV,
+    WARM_JOB: WARM_JOB_ENV,
+}
 SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
 METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 DEFAULT_SERVICE_NAME = TRIGGER_SERVICE_NAME
@@ -75,6 +91,9 @@ MAX_RETRY_DELAY = 20.0
 # finds it there: it covers that file. A RUNNING run may already have listed for the last time, so it
 # covers nothing. (Glue reports RUNNING once the script starts; a run's first listing comes after.)
 NOT_YET_LISTED_STATES = frozenset({"WAITING", "STARTING"})
+# A warm run lists the landing until it stops, and says so before its last look (engine.warm): a RUNNING one covers
+# every file unless it has said so.
+WARM_LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING"})
 # GetJobRuns returns the newest runs first; runs that have not started yet are among the newest.
 RECENT_RUNS = 50
 
@@ -109,16 +128,18 @@ def _is_temporary_refusal(error: Exception) -> bool:
 
 
 class GlueJobStarter:
-    """The one place that calls Glue: start_job_run with retries on temporary refusals."""
+    """The one place that calls Glue: start_job_run with retries on temporary refusals. ``markers`` lists keys of a
+    bucket under a prefix (S3's ListObjectsV2): the warm runs' stop markers, read in ``runs.mode: warm`` only."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # the deployed function and the local runtime each give all of them
         self,
         glue_client: Any,
-        job_names: Mapping[TriggeredJob, str],
+        job_names: Mapping[StartedJob, str],
         *,
         max_attempts: int = 5,
         base_delay: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        markers: Callable[[str, str], list[str]] | None = None,
     ) -> None:
         missing = [kind for kind in TRIGGERED_JOBS if not job_names.get(kind)]
         if missing:
@@ -127,6 +148,7 @@ class GlueJobStarter:
         self.job_names = dict(job_names)
         self.retries = RetryPolicy(attempts=max_attempts, first_delay=base_delay, max_delay=MAX_RETRY_DELAY)
         self.sleep = sleep
+        self.markers = markers
 
     def start(self, request: JobRunRequest) -> str:
         """Start the job run and return its JobRunId.
@@ -166,6 +188,30 @@ class GlueJobStarter:
                 return str(run["Id"])
         return None
 
+    def warm_run(self, bucket: str, shard: int) -> str | None:
+        """The id of the shard's warm run that will see a file landed now: one waiting or starting, or one running
+        that has not said it is stopping (no marker under ``WARM_MARKER_PREFIX<shard>/``); None: start one. Any
+        error reading runs or markers answers None: a needless run yields to a live one at its start."""
+        name = self.job_names[WARM_JOB]
+        try:
+            runs = self.glue_client.get_job_runs(JobName=name, MaxResults=RECENT_RUNS).get("JobRuns", [])
+            ours = [
+                r
+                for r in runs
+                if r.get("JobRunState") in WARM_LIVE_STATES and (r.get("Arguments") or {}).get("--shard") == str(shard)
+            ]
+            if not ours:
+                return None
+            if any(r["JobRunState"] != "RUNNING" for r in ours):
+                return str(next(r["Id"] for r in ours if r["JobRunState"] != "RUNNING"))
+            if self.markers is None:
+                raise ConfigError("runs.mode warm: the starter cannot read the warm runs' stop markers")
+            stopping = {key.rsplit("/", 1)[1] for key in self.markers(bucket, f"{WARM_MARKER_PREFIX}{shard}/")}
+        except (ClientError, BotoCoreError) as error:
+            _log.warning("could not tell whether shard %d's warm run is live (%s); starting a run", shard, error)
+            return None
+        return next((str(r["Id"]) for r in ours if r["Id"] not in stopping), None)
+
     def backoff(self, attempt: int) -> float:
         """Delay after the given failed attempt: exponential, capped, with equal jitter (between half and all)."""
         return self.retries.delay(attempt)
@@ -186,6 +232,8 @@ def handle(
     landed for every table; otherwise one run is started for all of the event's files of that job. No
     wake-up is lost: a file is either covered by a run that has not listed yet, or it starts one.
     ``runs.mode: per_file``: one run per file, applying its table's files up to it.
+    ``runs.mode: warm``: per shard of the CDC files' tables, the shard's warm run unless one is live and has not
+    said it is stopping (``GlueJobStarter.warm_run``); a LOAD file starts a run for its table, as per file.
 
     Each ignored object gets one structured log line (a warning and the UnknownTableObjects metric for
     files of tables not in the configuration). If any run is still refused after the retries, the others
@@ -203,7 +251,19 @@ def handle(
         _log_ignored(log, item)
 
     coalesced = 0
-    if config.runs.coalesced:
+    if config.runs.warmed:
+        requests, covered = _warm(requests, starter, config)
+        for request, run_id in covered:
+            log.info(
+                "s3://%s/%s is covered by warm run %s of shard %s",
+                request.bucket,
+                request.key,
+                run_id,
+                request.shard,
+                extra={**_request_fields(request), "covered_by": run_id},
+            )
+        coalesced = len(covered)
+    elif config.runs.coalesced:
         requests, covered = _coalesce(requests, starter)
         for request, run_id in covered:
             log.info(
@@ -275,8 +335,41 @@ def _coalesce(
     return to_start, covered
 
 
+def _warm(
+    requests: list[JobRunRequest], starter: GlueJobStarter, config: PipelineConfig
+) -> tuple[list[JobRunRequest], list[tuple[JobRunRequest, str]]]:
+    """LOAD files' requests as they are; CDC files' as one warm run per shard, unless the shard's run covers them
+    (then each with that run)."""
+    if not starter.job_names.get(WARM_JOB):
+        raise ConfigError(f"runs.mode warm: no Glue job name for {WARM_JOB}; set {WARM_JOB_ENV}")
+    to_start = [r for r in requests if r.job != "cdc_replay"]
+    covered: list[tuple[JobRunRequest, str]] = []
+    shards = shard_count(config)
+    by_shard: dict[tuple[str, int], list[JobRunRequest]] = {}
+    for request in requests:
+        if request.job == "cdc_replay":
+            shard = shard_of(request.table, shards)
+            warm = dataclasses.replace(request, job=WARM_JOB, shard=shard)
+            by_shard.setdefault((request.bucket, shard), []).append(warm)
+    for (bucket, shard), of_shard in by_shard.items():
+        live = starter.warm_run(bucket, shard)
+        if live is None:
+            first, *rest = of_shard
+            to_start.append(first)
+            covered.extend((r, f"started for {first.key}") for r in rest)
+        else:
+            covered.extend((r, live) for r in of_shard)
+    return to_start, covered
+
+
 def _request_fields(request: JobRunRequest) -> dict[str, object]:
-    return {"job": request.job, "bucket": request.bucket, "key": request.key, "table": request.table}
+    fields: dict[str, object] = {
+        "job": request.job,
+        "bucket": request.bucket,
+        "key": request.key,
+        "table": request.table,
+    }
+    return fields if request.shard is None else {**fields, "shard": request.shard}
 
 
 def _log_ignored(log: LogSink, item: IgnoredObject) -> None:
@@ -296,26 +389,38 @@ class ContainerSettings:
 
 
 def container_settings(environ: Mapping[str, str] | None = None) -> ContainerSettings:
-    """Configuration and Glue starter (job names, Glue client) from the environment, built on the first call and
-    then reused."""
+    """Configuration and Glue starter (job names, Glue client; the warm job's name and an S3 client for its runs'
+    markers when the stack runs warm) from the environment, built on the first call and then reused."""
     env = os.environ if environ is None else environ
     names = (CONFIG_ENV, FULL_LOAD_JOB_ENV, CDC_REPLAY_JOB_ENV)
     missing = [name for name in names if not env.get(name)]
     if missing:
         raise ConfigError(f"environment variable(s) {', '.join(missing)} must be set")
-    return _settings_for(env[CONFIG_ENV], env[FULL_LOAD_JOB_ENV], env[CDC_REPLAY_JOB_ENV])
+    return _settings_for(env[CONFIG_ENV], env[FULL_LOAD_JOB_ENV], env[CDC_REPLAY_JOB_ENV], env.get(WARM_JOB_ENV, ""))
 
 
 @functools.lru_cache(maxsize=1)
-def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str) -> ContainerSettings:
+def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str, warm_job: str) -> ContainerSettings:
+    names: dict[StartedJob, str] = {"full_load": full_load_job, "cdc_replay": cdc_replay_job}
+    if warm_job:
+        names[WARM_JOB] = warm_job
     return ContainerSettings(
         config=load_config_uri(config_location, label=CONFIG_ENV),
         starter=GlueJobStarter(
             # The starter retries start_job_run; botocore retrying inside each of its attempts would multiply them.
             boto3.client("glue", config=Config(retries={"mode": "standard", "total_max_attempts": 1})),
-            {"full_load": full_load_job, "cdc_replay": cdc_replay_job},
+            names,
+            markers=_s3_keys(boto3.client("s3")) if warm_job else None,
         ),
     )
+
+
+def _s3_keys(s3: Any) -> Callable[[str, str], list[str]]:
+    def keys(bucket: str, prefix: str) -> list[str]:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+        return [str(item["Key"]) for item in listed.get("Contents", [])]
+
+    return keys
 
 
 def clear_container_settings() -> None:

@@ -22,7 +22,7 @@ from cdc_lake.core.exceptions import (
     UnknownTableError,
     UnrecognizedEventError,
 )
-from cdc_lake.core.names import TriggeredJob
+from cdc_lake.core.names import WARM_MARKER_PREFIX, StartedJob
 
 # Why an object started no job run; every one is logged once by the handler.
 TEST_EVENT = "test_event"
@@ -33,6 +33,7 @@ EMPTY_OBJECT = "empty_object"
 NOT_A_DATA_FILE = "not_a_data_file"
 UNKNOWN_TABLE = "unknown_table"
 DUPLICATE_RECORD = "duplicate_record"
+WARM_MARKER = "warm_marker"
 IGNORE_CATEGORIES = (
     TEST_EVENT,
     NOT_OBJECT_CREATED,
@@ -42,6 +43,7 @@ IGNORE_CATEGORIES = (
     NOT_A_DATA_FILE,
     UNKNOWN_TABLE,
     DUPLICATE_RECORD,
+    WARM_MARKER,
 )
 
 S3_TEST_EVENT = "s3:TestEvent"
@@ -63,15 +65,19 @@ class ObjectCreated:
 
 @dataclass(frozen=True)
 class JobRunRequest:
-    """One Glue job run to start: which job, for which file of which ``<schema>.<table>``."""
+    """One Glue job run to start: which job, for which file of which ``<schema>.<table>``; a warm run
+    (``runs.mode: warm``) is for the ``shard`` that owns the table instead."""
 
-    job: TriggeredJob
+    job: StartedJob
     bucket: str
     key: str
     table: str
+    shard: int | None = None
 
     def arguments(self) -> dict[str, str]:
-        """Glue job-run arguments; the same ones re-run the file by hand from the Glue console."""
+        """Glue job-run arguments; the same ones re-run the file (or the shard) by hand from the Glue console."""
+        if self.shard is not None:
+            return {"--bucket": self.bucket, "--shard": str(self.shard)}
         return {"--bucket": self.bucket, "--key": self.key, "--table": self.table}
 
 
@@ -138,6 +144,8 @@ def _route_one(created: ObjectCreated, config: PipelineConfig) -> JobRunRequest 
 
     if key.endswith("/"):
         return ignore(f"{key}: folder marker", FOLDER_MARKER)
+    if key.startswith(WARM_MARKER_PREFIX):
+        return ignore(f"{key}: a warm run's stop marker", WARM_MARKER)
     if created.size == 0:
         return ignore(f"{key}: zero-byte object", EMPTY_OBJECT)
     try:

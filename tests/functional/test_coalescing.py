@@ -22,7 +22,7 @@ from cdc_lake.core.names import (
     TABLE_FAILURES_METRIC,
 )
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.drain import Budget, drain
+from cdc_lake.engine.drain import Budget, DrainHooks, drain
 from cdc_lake.engine.record import FRESHNESS, applied_files, snapshot_summaries
 from cdc_lake.jobs.entry import glue_entry, job_context
 from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
@@ -187,7 +187,7 @@ def test_a_zero_time_budget_runs_one_round(spark, database, tmp_path):
         land(generated.landing, landing, keys[-1:])
 
     context = LocalPipeline(config, landing, spark, database=database).context
-    outcome = drain(context, Budget.of(config, idle_seconds=60), on_round=land_last)
+    outcome = drain(context, Budget.of(config, idle_seconds=60), hooks=DrainHooks(on_round=land_last))
     assert rounds == [1] and sorted(outcome.applied_files) == sorted(keys[:-1])
 
 

@@ -26,7 +26,7 @@ from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine import drain as drain_module
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, ListingLog, drain
+from cdc_lake.engine.drain import Budget, DrainHooks, ListingLog, drain
 from cdc_lake.engine.replay import RunResult
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.events import s3_object_created_event
@@ -183,7 +183,7 @@ class DrainThread:
         # No time passes but rounds: the budget is the round budget, and a round that commits nothing ends it.
         budget = Budget(self.world.max_rounds, 0, 0, parallel_tables=1, clock=lambda: self.rounds)
         try:
-            drain(context, budget, on_round=self._round_done)
+            drain(context, budget, hooks=DrainHooks(on_round=self._round_done))
         except BaseException as error:  # surfaced by step()
             self.error = error
         self.run.state = "SUCCEEDED"

@@ -61,7 +61,7 @@ def test_each_script_runs_its_job_with_the_rows_arguments_and_no_other(name: str
 def test_each_scripts_docstring_names_exactly_its_declared_arguments(name: str) -> None:
     job = GLUE_JOBS[name]
     docstring = ast.get_docstring(ast.parse((SCRIPTS / job.script).read_text(encoding="utf-8"))) or ""
-    named = set(re.findall(r"--([a-z_]+)", docstring))
+    named = set(re.findall(r"--([A-Za-z_]+)", docstring))
     assert named == {argument.name for argument in job.arguments.arguments()}
 
 

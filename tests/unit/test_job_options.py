@@ -13,6 +13,7 @@ from cdc_lake.core.job_arguments import (
     MaintenanceArguments,
     ReplayArguments,
     SourceCheckArguments,
+    WarmArguments,
     declared_flags,
     default_text,
 )
@@ -150,10 +151,11 @@ def test_bad_drift_and_source_check_arguments_are_named():
 
 def test_required_and_optional_arguments_come_from_the_fields():
     assert ReplayArguments.required() == ("config_uri", "bucket", "key", "table")
-    assert ReplayArguments.optional() == ("catalog", "database", "idle_seconds")
+    assert ReplayArguments.optional() == ("catalog", "database", "idle_seconds", "one_table")
+    assert WarmArguments.required() == ("config_uri", "bucket", "shard", "full_load_job", "cdc_replay_job")
     assert DriftArguments.required() == ("config_uri", "source_secret", "source_engine", "action", "bucket")
     assert SourceCheckArguments.optional() == ("source_database", "source_without_tls", "source_ca")
-    for arguments in (ReplayArguments, MaintenanceArguments, SourceCheckArguments, DriftArguments):
+    for arguments in (ReplayArguments, WarmArguments, MaintenanceArguments, SourceCheckArguments, DriftArguments):
         fields = dataclasses.fields(arguments)
         assert [a.name for a in arguments.arguments()] == [f.name for f in fields]
         assert set(arguments.required()) == {f.name for f in fields if f.default is dataclasses.MISSING}

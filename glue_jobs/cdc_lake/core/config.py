@@ -30,6 +30,7 @@ from cdc_lake.core.names import (
     LAST_ROUND_MINUTES,
     MAINTENANCE_TIMEOUT_MINUTES,
     RETAIN_DAYS,
+    WARM_BATCH_MINUTES,
     GlueVersion,
 )
 from cdc_lake.core.source_types import TYPED_ENGINES, SourceType, accepts, source_type
@@ -472,6 +473,31 @@ class LakeSettings(_Model):
         return str(value) if isinstance(value, float) else value
 
 
+class WarmSettings(_Model):
+    """``runs.mode: warm``: long-lived replay runs on Glue's smallest workers (G.025X, a ``gluestreaming`` job),
+    each owning a fixed share of the tables (docs/runs.md#warm-runs)."""
+
+    tables_per_job: int = Field(
+        default=100, ge=1, le=1000, description="Tables one warm run owns: the stack makes ceil(tables / this) shards"
+    )
+    quiet_seconds: int = Field(
+        default=600, ge=0, description="A warm run stops after this long without a landed file; the next file starts it"
+    )
+    handover_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description="A table with more pending bytes than this goes to the G.1X cdc_replay job, as do LOAD files",
+    )
+    lifetime_hours: int = Field(
+        default=24, ge=1, le=160, description="A warm run ends after this long; the next landed file starts another"
+    )
+    workers: int = Field(default=2, ge=2, le=20, description="G.025X workers of each warm run")
+
+    def shards(self, tables: int) -> int:
+        """How many warm runs share ``tables`` tables."""
+        return max(1, math.ceil(tables / self.tables_per_job))
+
+
 class RunSettings(_Model):
     """How job runs follow the data rather than the files (docs/runs.md).
 
@@ -479,9 +505,11 @@ class RunSettings(_Model):
     run lists the bucket after the new file landed), and each run applies everything landed for every
     table, several tables at once, round after round while files keep landing, up to its time budget.
     per_file: one run per file, applying its table's files up to it (the original behaviour).
+    warm: the Lambda starts, for CDC files, the warm run of the file's shard unless it is live (``warm``);
+    LOAD files and large backlogs go to the G.1X jobs, each run for one table.
     """
 
-    mode: Literal["coalesced", "per_file"] = "coalesced"
+    mode: Literal["coalesced", "per_file", "warm"] = "coalesced"
     parallel_tables: int = Field(default=4, ge=1, le=64, description="Tables applied at once within one run")
     time_budget_seconds: int = Field(
         default=900, ge=0, description="A run starts no new round after this; files landing later start the next run"
@@ -494,10 +522,15 @@ class RunSettings(_Model):
     lag_alarm_seconds: int = Field(
         default=900, ge=60, description="Alarm when a commit lands this long after its oldest file landed"
     )
+    warm: WarmSettings = Field(default_factory=WarmSettings)
 
     @property
     def coalesced(self) -> bool:
         return self.mode == "coalesced"
+
+    @property
+    def warmed(self) -> bool:
+        return self.mode == "warm"
 
     @property
     def replay_timeout_minutes(self) -> int:
@@ -508,9 +541,11 @@ class RunSettings(_Model):
 
     @property
     def longest_run(self) -> dt.timedelta:
-        """No run of any job lasts longer: a run branch older than this is a dead run's."""
+        """No commit of any job lasts longer: a run branch older than this is a dead run's. A warm run lives for
+        days, but ends itself when one of its batches outlives ``WARM_BATCH_MINUTES`` (engine.warm), so its
+        lifetime does not count: only that bound does."""
         minutes = max(FULL_LOAD_TIMEOUT_MINUTES, MAINTENANCE_TIMEOUT_MINUTES, self.replay_timeout_minutes)
-        return dt.timedelta(minutes=minutes)
+        return dt.timedelta(minutes=max(minutes, WARM_BATCH_MINUTES))
 
 
 class PipelineConfig(_Model):

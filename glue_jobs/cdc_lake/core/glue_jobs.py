@@ -21,8 +21,9 @@ from cdc_lake.core.job_arguments import (
     MaintenanceArguments,
     ReplayArguments,
     SourceCheckArguments,
+    WarmArguments,
 )
-from cdc_lake.core.names import TRIGGERED_JOBS
+from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
 
 # lake: Glue's own network, the lake jobs' role (infra/glue.py); source: the source's network, with roles of
 # their own that may read its secret (infra/source_check.py).
@@ -62,8 +63,15 @@ class GlueJobFacts:
 
     @property
     def triggered(self) -> bool:
-        """Started by the trigger Lambda for landed files (else by a schedule or by hand)."""
+        """Started by the trigger Lambda for landed files (else by a schedule or by hand; the warm job by the Lambda
+        too, in runs.mode warm only: ``warm``)."""
         return self.name in TRIGGERED_JOBS
+
+    @property
+    def warm(self) -> bool:
+        """The long-lived replay of runs.mode warm: a ``gluestreaming`` job on G.025X workers, made only in that
+        mode."""
+        return self.name == WARM_JOB
 
     @property
     def reads_lake(self) -> bool:
@@ -76,6 +84,7 @@ GLUE_JOBS: Mapping[str, GlueJobFacts] = MappingProxyType(
         for job in (
             GlueJobFacts("full_load", ReplayArguments, "lake", "applying full-load files"),
             GlueJobFacts("cdc_replay", ReplayArguments, "lake", "replaying CDC files"),
+            GlueJobFacts(WARM_JOB, WarmArguments, "lake", "replaying CDC files warm, one run per shard of tables"),
             GlueJobFacts("maintenance", MaintenanceArguments, "lake", "compacting and expiring the lake tables"),
             GlueJobFacts(
                 "source_check", SourceCheckArguments, "source", "checking the configuration against the source"

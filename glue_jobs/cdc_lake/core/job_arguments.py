@@ -204,6 +204,28 @@ class ReplayArguments(LakeArguments):
     # How long a coalesced run waits for new files after a round that found none; None: runs.idle_seconds.
     # A run reproduced after its files landed (glue-run, aws-replay) has nothing to wait for.
     idle_seconds: int | None = None
+    # Only --table, up to --key, whatever runs.mode says: what a warm run hands over, and a LOAD file's run in
+    # runs.mode warm (the warm runs own the other tables).
+    one_table: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarmArguments(LakeArguments):
+    """A warm run (runs.mode warm): the Lambda passes --shard, the stack the rest, including the G.1X jobs a warm
+    run hands LOAD files and large backlogs to."""
+
+    config_uri: str
+    bucket: str
+    shard: int
+    full_load_job: str
+    cdc_replay_job: str
+    catalog: str = GLUE_CATALOG
+    database: str = ""  # empty: the configuration's lake.database
+    quiet_seconds: int | None = None  # None: runs.warm.quiet_seconds
+    # Glue passes every script its job's name and its run's id: how a warm run finds the other runs of its shard
+    # and tells itself from them. Empty locally.
+    JOB_NAME: str = ""
+    JOB_RUN_ID: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

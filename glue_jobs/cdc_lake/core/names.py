@@ -11,6 +11,13 @@ from typing import Literal
 # stack's other jobs, and the table of all of them, are in core.glue_jobs, which the Lambda does not need.
 TriggeredJob = Literal["full_load", "cdc_replay"]
 TRIGGERED_JOBS: tuple[TriggeredJob, ...] = ("full_load", "cdc_replay")
+# runs.mode warm: the long-lived replay on Glue's smallest workers, one run per shard of the tables (core.shards),
+# which the Lambda starts for CDC files instead of cdc_replay; cdc_replay then takes only what a warm run hands over.
+WARM_JOB: Literal["cdc_warm"] = "cdc_warm"
+StartedJob = Literal["full_load", "cdc_replay", "cdc_warm"]  # what the Lambda starts, in every mode
+# Where, in the raw bucket, a warm run says it is stopping (``<prefix><shard>/<run id>``), before its last look at
+# the landing: the Lambda then starts the shard's next run instead of counting on it (engine.warm).
+WARM_MARKER_PREFIX = "cdc-lake-warm/"
 
 # The Glue versions the stack runs on, and the default of lake.glue_version (core.config.glue_version picks the one
 # in force); cdc_lake.local.jars maps each to the local runtime that reproduces it.
@@ -95,5 +102,10 @@ FULL_LOAD_TIMEOUT_MINUTES = 480
 CDC_REPLAY_TIMEOUT_MINUTES = 60
 MAINTENANCE_TIMEOUT_MINUTES = 120
 LAST_ROUND_MINUTES = 60
+# A warm run lives for days, so its timeout cannot judge its branches: each of its batches is bounded instead, and a
+# batch that outlives WARM_BATCH_MINUTES ends its run (engine.warm), so that no live warm batch is older than that.
+WARM_BATCH_MINUTES = 30
+# Glue restarts a streaming job after 7 days at the latest and wants its timeout under that.
+WARM_TIMEOUT_MINUTES = 7 * 24 * 60 - 60
 # Each run commits on a private branch named for it and for when it began (epoch milliseconds).
 RUN_BRANCH_PREFIX = "cdc_lake_run_"

@@ -158,6 +158,15 @@ class S3Store:
                 return False
         return {"Key": name, "Value": value} in tags
 
+    def put(self, key: str, data: bytes) -> None:
+        """Write a small object (a warm run's stop marker; runs never write the DMS files)."""
+        with self._denied(key, "s3:PutObject"):
+            self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
+
+    def delete(self, key: str) -> None:
+        with self._denied(key, "s3:DeleteObject"):
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+
     def read_head(self, key: str, size: int) -> bytes:
         with self._denied(key, "s3:GetObject"):
             try:
@@ -239,6 +248,14 @@ class LocalFolderStore:
     def read_head(self, key: str, size: int) -> bytes:
         with (self.root / key).open("rb") as handle:
             return handle.read(size)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def delete(self, key: str) -> None:
+        (self.root / key).unlink(missing_ok=True)
 
     def mark_applied(self, keys: Sequence[str]) -> None:
         with self._count:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import types as T
@@ -23,9 +23,11 @@ class LakeContext(Lake):
 
 @dataclass(frozen=True)
 class ReplayContext(LakeContext):
-    """A lake context and where DMS files land: what every step of a run needs."""
+    """A lake context and where DMS files land: what every step of a run needs; ``admit``, when given, sees each
+    planned batch before it reads a file, and may refuse it by raising (a warm run hands large batches over)."""
 
     store: ObjectStore
+    admit: Callable[[Batch], None] | None = None
 
 
 @dataclass(frozen=True)

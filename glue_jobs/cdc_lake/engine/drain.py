@@ -24,8 +24,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
@@ -114,21 +115,66 @@ class Budget:
         return cls(runs.time_budget_seconds, idle, runs.poll_seconds, runs.parallel_tables)
 
 
+class HandOver(Exception):  # not an error: the batch goes to another run
+    """A batch a run leaves to a run of ``job`` for its table alone, up to ``key`` (``ReplayContext.admit`` raises
+    it: a warm run hands over LOAD files and large backlogs)."""
+
+    def __init__(self, table: str, job: str, key: str, reason: str) -> None:
+        super().__init__(f"{table}: {reason}; handed to a {job} run up to {key}")
+        self.table, self.job, self.key, self.reason = table, job, key, reason
+
+
+class Shift(Protocol):
+    """What a long-lived run adds to a coalesced one (``engine.warm``): tables handed to other runs, a watch on each
+    batch, and the stop protocol around its last look at the landing."""
+
+    def busy(self, table: str) -> bool:
+        """Whether a run the table was handed to still lives: the table is left to it."""
+        ...
+
+    def hand_over(self, handover: HandOver) -> None: ...
+
+    def watch(self, table: str) -> AbstractContextManager[None]:
+        """Around one table's batch."""
+        ...
+
+    def stopping(self) -> None:
+        """Said before the run's last look at the landing: files landing after it are not this run's."""
+        ...
+
+    def resumed(self) -> None:
+        """The last look found work: the run goes on, and ``stopping`` no longer holds."""
+        ...
+
+
+@dataclass(frozen=True)
+class DrainHooks:
+    """What a caller adds to a run: ``on_batch`` sees every committed batch, ``on_round(round, commits)`` every
+    finished round; a ``shift`` makes it a long-lived run's (``engine.warm``)."""
+
+    on_batch: Callable[[RunResult], None] | None = None
+    on_round: Callable[[int, int], None] | None = None
+    shift: Shift | None = None
+
+
 def drain(
     context: ReplayContext,
     budget: Budget,
     *,
     first: str | None = None,
-    on_batch: Callable[[RunResult], None] | None = None,
-    on_round: Callable[[int, int], None] | None = None,
+    hooks: DrainHooks = DrainHooks(),  # frozen: one shared default is safe
+    tables: Sequence[TableSpec] | None = None,
 ) -> DrainResult:
     """Apply every table's landed files until a round commits nothing for ``idle_seconds`` or the budget is spent.
 
-    The first round takes every configured table (``first``, the trigger's table, before the others); later
-    rounds only the tables whose listing shows a file newer than their last batch saw. ``on_batch`` sees
-    every committed batch (the Glue job publishes its metrics from it); ``on_round(round, commits)`` sees
-    every finished round. The result's ``waiting`` tells what the run saw still waiting at its end.
+    The first round takes every configured table (``first``, the trigger's table, before the others; ``tables``,
+    only those); later rounds only the tables whose listing shows a file newer than their last batch saw. The Glue
+    job publishes its metrics from ``hooks.on_batch``. The result's ``waiting`` tells what the run saw still waiting
+    at its end. With a ``hooks.shift``, tables it is busy with are left out, handed-over batches go to it, and before
+    stopping the run says so (``Shift.stopping``) and looks at every table once more: if that finds work after a
+    quiet time, it goes on.
     """
+    shift = hooks.shift
     listings = ListingLog(context.store)
     context = dataclasses.replace(context, store=listings)
     config, store, clock = context.config, context.store, budget.clock
@@ -138,7 +184,8 @@ def drain(
     newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
     starts: dict[str, str | None] = {}  # per table: where its listing may start
     last_work = started
-    tables = sorted(config.tables, key=lambda t: t.name != first)
+    tables = sorted(config.tables if tables is None else tables, key=lambda t: t.name != first)
+    last_look = False  # whether ``shift.stopping`` was said: this round was the run's last look
     result.surveyed = survey(context)
     with (
         ThreadPoolExecutor(max_workers=budget.parallel_tables, thread_name_prefix="cdc-lake-table") as pool,
@@ -149,13 +196,17 @@ def drain(
             if result.rounds == 0:
                 work = [(t, None) for t in tables]
             else:
-                candidates = [t for t in tables if t.name not in result.failures]
+                candidates = [
+                    t
+                    for t in tables
+                    if t.name not in result.failures and not (shift is not None and shift.busy(t.name))
+                ]
                 found = lister.map(
                     lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
                 )
                 work = [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
             log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
-            done = _round(context, pool, work, result, on_batch)
+            done = _round(context, pool, work, result, hooks)
             for batch in done:
                 starts[batch.table] = batch.listing_start
                 newest[batch.table] = batch.trigger
@@ -163,22 +214,37 @@ def drain(
             seen |= dict.fromkeys(result.failures)
             commits = sum(1 for batch in done if not batch.already_applied)
             result.rounds += 1
-            if on_round:
-                on_round(result.rounds, commits)
+            if hooks.on_round:
+                hooks.on_round(result.rounds, commits)
             now = clock()
             if commits:
                 last_work = now
-            if now - started >= budget.seconds:
-                log.info("time budget of %ss spent after %d round(s)", budget.seconds, result.rounds)
+            looking = "plain" if shift is None else "last" if last_look else "shift"
+            step = _next_step(budget, now - started, now - last_work, commits, looking)
+            last_look = step == "last look"
+            if step == "stop":
                 break
-            if commits:
-                continue
-            if now - last_work >= budget.idle_seconds:
-                break
-            budget.sleep(budget.poll_seconds)
+            if shift is not None and step in ("last look", "resume"):
+                shift.stopping() if last_look else shift.resumed()
+            elif step == "wait":
+                budget.sleep(budget.poll_seconds)
     result.seconds = clock() - started
     result.waiting = still_waiting(context, listings, seen)
     return result
+
+
+def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: str) -> str:
+    """After a round that ``ran`` seconds into the run, ``quiet`` since its last commit, for a run ``looking``
+    "plain" (no shift), "shift" or "last" (its shift said it is stopping; this round was its last look): "stop",
+    "last look" (say so, then one more round), "resume" (the last look found files; go on), "go on" or "wait"."""
+    spent = ran >= budget.seconds
+    if looking == "last":
+        return "stop" if spent or not commits else "resume"
+    if spent or (not commits and quiet >= budget.idle_seconds):
+        if spent:
+            log.info("time budget of %ss spent", budget.seconds)
+        return "stop" if looking == "plain" else "last look"
+    return "go on" if commits else "wait"
 
 
 def survey(context: ReplayContext) -> list[Notice]:
@@ -212,15 +278,25 @@ def _round(
     pool: ThreadPoolExecutor,
     work: Sequence[tuple[TableSpec, LandedFiles | None]],
     result: DrainResult,
-    on_batch: Callable[[RunResult], None] | None,
+    hooks: DrainHooks,
 ) -> list[RunResult]:
     """One batch per table in ``work``, ``parallel_tables`` at a time; returns their results (also appended to
-    ``result``), failed tables recorded in ``result.failures`` instead."""
+    ``result``), failed tables recorded in ``result.failures`` instead, handed-over ones given to the shift."""
+    shift, on_batch = hooks.shift, hooks.on_batch
 
     def batch(work: tuple[TableSpec, LandedFiles | None]) -> tuple[TableSpec, RunResult | None, str | None]:
         table, landed = work
         try:
-            return table, replay(context, table, landed), None
+            with shift.watch(table.name) if shift is not None else nullcontext():
+                return table, replay(context, table, landed), None
+        except HandOver as handover:
+            assert shift is not None  # only a shift's context admits batches
+            try:
+                shift.hand_over(handover)
+            except Exception as error:  # Glue refused the run: the table waits, as a refused one
+                log.exception("%s: could not hand the batch over", table.name)
+                return table, None, f"{handover}, but the run could not be started: {type(error).__name__}: {error}"
+            return table, None, None
         except CommitConflictError:
             # Another run (the other job's, or one started by hand) keeps committing this table: it is
             # applying these files. Not a failure: the table is looked at again in the next round.

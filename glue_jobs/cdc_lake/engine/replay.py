@@ -320,6 +320,8 @@ def _attempt(
     if batch.nothing_pending:
         log.info("%s: %s is already applied; nothing to do", table.name, trigger.key)
         return RunResult(table.name, trigger, listing_start=batch.next_listing_start, notices=notices)
+    if context.admit is not None:
+        context.admit(batch)
     if recorded.state.applied_nothing and batch.plan.pending:
         notices = [*notices, *first_batch_notices(context.store, context.config, batch.plan)]
     try:

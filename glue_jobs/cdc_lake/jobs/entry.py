@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
+from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.job_arguments import JobArguments, LakeArguments
 from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
@@ -32,6 +33,7 @@ class JobClients:
     s3: Any
     secrets: Any
     metrics: CloudWatchPublisher
+    glue: Any = None  # the Glue client: the warm job starts and reads job runs
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def glue_entry(
     config = load_config_uri(options.config_uri, s3_client=s3)
     context = job.context(options, config, s3)
     metrics = CloudWatchPublisher(aws_client("cloudwatch"), options.lake_database(config))
-    return job.run(options, context, JobClients(s3, aws_client("secretsmanager"), metrics))
+    glue = aws_client("glue") if GLUE_JOBS[job.name].warm else None
+    return job.run(options, context, JobClients(s3, aws_client("secretsmanager"), metrics, glue))
 
 
 def lake_context(options: LakeArguments, config: PipelineConfig, s3: Any) -> ReplayContext:

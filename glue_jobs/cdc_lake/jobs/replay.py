@@ -18,7 +18,7 @@ from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
 from cdc_lake.core.job_arguments import ReplayArguments
 from cdc_lake.core.names import TriggeredJob
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, DrainResult, ListingLog, drain, still_waiting
+from cdc_lake.engine.drain import Budget, DrainHooks, DrainResult, ListingLog, drain, still_waiting
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 
@@ -41,7 +41,8 @@ def run_job(
     """Run one job: check the file suits this job, then apply.
 
     ``runs.mode: coalesced``: every table's landed files, the file's table first, round after round up to
-    the time budget (``drain``). ``per_file``: the file's table's pending files up to the file. A table
+    the time budget (``drain``). ``per_file`` and ``warm``, or ``--one_table``: the file's table's pending files up
+    to the file. A table
     whose batch is refused is reported in the result's ``failures``; the caller fails the run. The result's
     ``waiting`` tells what the run saw still waiting: every table a coalesced run, the file's table a per-file run
     that committed (one that found its file applied tells nothing: later files may be applied or not).
@@ -52,9 +53,9 @@ def run_job(
         raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
     if JOB_FOR_FILE_KIND[dms_file.kind] != kind:
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
-    if config.runs.coalesced:
+    if config.runs.coalesced and not options.one_table:
         budget = Budget.of(config, idle_seconds=options.idle_seconds)
-        outcome = drain(context, budget, first=dms_file.table, on_batch=on_batch, on_round=on_round)
+        outcome = drain(context, budget, first=dms_file.table, hooks=DrainHooks(on_batch, on_round))
     else:
         listings = ListingLog(context.store)
         single = replay(dataclasses.replace(context, store=listings), dms_file)

@@ -26,7 +26,7 @@ from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV
 from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.core.names import GLUE_CATALOG
+from cdc_lake.core.names import GLUE_CATALOG, WARM_JOB
 from cdc_lake.core.plan import ReplayState
 from cdc_lake.local.deployed import DeployedStack, TriggerFunction, provision
 
@@ -164,6 +164,9 @@ class DeployedPipeline:
             try:
                 # Every file landed before this run: no round would find more, so the run does not wait.
                 overrides = {**arguments, "--JOB_RUN_ID": run["Id"], "--idle_seconds": "0"}
+                if self.stack.job(run["JobName"]).kind == WARM_JOB:
+                    # Likewise, no quiet time to wait out.
+                    overrides = {**arguments, "--JOB_RUN_ID": run["Id"], "--quiet_seconds": "0"}
                 glue_run(self.stack, run["JobName"], overrides)
             except Exception as failure:  # a Glue run fails on any error; the replay reports it and goes on
                 error = f"{type(failure).__name__}: {failure}"

@@ -20,12 +20,13 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
-from cdc_lake.core.names import TRIGGERED_JOBS
+from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import DrainResult
+from cdc_lake.engine.drain import DrainHooks, DrainResult
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.jobs.replay import ReplayOptions, run_job
+from cdc_lake.jobs.warm import WarmOptions, run_warm
 from cdc_lake.local.session import LOCAL_CATALOG
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class LocalGlueClient:
 
     def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
         self.calls["start_job_run"] += 1
-        if JobName not in TRIGGERED_JOBS:
+        if JobName not in (*TRIGGERED_JOBS, WARM_JOB):
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
         self.runs.append(run)
@@ -102,23 +103,12 @@ class LocalGlueClient:
         return done
 
     def _execute(self, run: LocalJobRun) -> None:
-        kind = next(k for k in TRIGGERED_JOBS if k == run.job)
         run.started = True
-        options = ReplayOptions.from_options(
-            {
-                "config_uri": "(local)",
-                "catalog": self._context.location.catalog,
-                "database": self._context.location.database,
-                # Locally no file lands while a run works unless a test lands it: no waiting for more.
-                "idle_seconds": "0",
-                **run.arguments,
-            }
-        )
         hook = self._on_round
         on_round = (lambda number, batches: hook(run, number, batches)) if hook else None
         started = time.monotonic()
         try:
-            run.result = run_job(kind, options, self._context, on_round=on_round)
+            run.result = self._run(run, on_round)
             if run.result.failures:
                 run.error = str(TableFailuresError(run.result.failures))
         except CdcLakeError as error:
@@ -129,6 +119,23 @@ class LocalGlueClient:
         run.seconds = time.monotonic() - started
         if self._on_run:
             self._on_run(run)
+
+    def _run(self, run: LocalJobRun, on_round: Callable[[int, int], None] | None) -> DrainResult:
+        lake = {
+            "config_uri": "(local)",
+            "catalog": self._context.location.catalog,
+            "database": self._context.location.database,
+        }
+        if run.job == WARM_JOB:
+            # Locally no file lands while a run works unless a test lands it: no quiet time to wait out.
+            stack = {"full_load_job": "full_load", "cdc_replay_job": "cdc_replay", "quiet_seconds": "0"}
+            glue = {"JOB_NAME": WARM_JOB, "JOB_RUN_ID": run.run_id}
+            warm = WarmOptions.from_options({**lake, **stack, **glue, **run.arguments})
+            return run_warm(warm, self._context, self, DrainHooks(on_round=on_round))
+        kind = next(k for k in TRIGGERED_JOBS if k == run.job)
+        # Locally no file lands while a run works unless a test lands it: no waiting for more.
+        options = ReplayOptions.from_options({**lake, "idle_seconds": "0", **run.arguments})
+        return run_job(kind, options, self._context, on_round=on_round)
 
 
 class PipelineOptions(TypedDict, total=False):
@@ -182,7 +189,10 @@ class LocalPipeline:
             raise CdcLakeError(f"{key}: no such file under {self.landing}")
         stored = self._landed.stat(key)
         event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
-        starter = GlueJobStarter(self.glue, {kind: kind for kind in TRIGGERED_JOBS})
+        names = {kind: kind for kind in (*TRIGGERED_JOBS, WARM_JOB)}
+        starter = GlueJobStarter(
+            self.glue, names, markers=lambda _bucket, prefix: [o.key for o in self.store.list(prefix)]
+        )
         return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:

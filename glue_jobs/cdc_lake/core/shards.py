@@ -1,0 +1,35 @@
+"""Which warm run owns which table (``runs.mode: warm``): a stable assignment by table name.
+
+Rendezvous hashing: a table goes to the shard whose hash with the table's name is highest, so when the stack grows
+from n to n + 1 shards only the tables the new shard wins move (about 1 in n + 1), and every other table keeps its
+run. Pure: the Lambda routes by it, the warm job keeps to it, and the stack counts shards with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from cdc_lake.core.config import PipelineConfig, TableSpec
+
+
+def shard_of(table: str, shards: int) -> int:
+    """The shard (0 .. shards - 1) that owns ``table``."""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    return max(range(shards), key=lambda shard: _weight(shard, table))
+
+
+def shard_count(config: PipelineConfig) -> int:
+    """How many warm runs the configuration's tables need (``runs.warm.tables_per_job`` each at most, on average)."""
+    return config.runs.warm.shards(len(config.tables))
+
+
+def tables_of(config: PipelineConfig, shard: int) -> Sequence[TableSpec]:
+    """The configured tables ``shard`` owns, in configuration order."""
+    count = shard_count(config)
+    return [table for table in config.tables if shard_of(table.name, count) == shard]
+
+
+def _weight(shard: int, table: str) -> bytes:
+    return hashlib.sha256(f"{shard}\x00{table}".encode()).digest()

@@ -1,0 +1,250 @@
+"""A warm run (``runs.mode: warm``): one shard's tables replayed as their files land, by one long-lived run.
+
+It is a coalesced run (``engine.drain``) with four differences:
+
+- It takes only its shard's tables (``core.shards``), so several runs share 1,000 tables without meeting.
+- Large work goes where it fits: a batch holding LOAD files, or more pending bytes than ``runs.warm.handover_bytes``,
+  is handed to a run of the G.1X job for that table alone (``HandOver``), and the table is left to that run while it
+  lives. Both commit through the same record, so neither applies a file twice.
+- It stops after ``runs.warm.quiet_seconds`` without a landed file, or after ``runs.warm.lifetime_hours``. Before its
+  last look at the landing it writes a stop marker (``WARM_MARKER_PREFIX<shard>/<run id>``): the Lambda, finding the
+  shard's run RUNNING with a marker, starts the next run, so a file landing after that look is never left to it.
+  A new run yields to a live run of its shard that is not stopping, and waits for one that is (``yield_to_peers``).
+- A batch that outlives ``WARM_BATCH_MINUTES`` ends the run: a run that lives for days then never holds a commit
+  branch longer than that, and the clean-up of dead runs' branches (``RunSettings.longest_run``) need not wait days.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB, WARM_MARKER_PREFIX
+from cdc_lake.core.shards import tables_of
+from cdc_lake.core.storage import StoredObject
+from cdc_lake.engine.context import Batch, ReplayContext
+from cdc_lake.engine.drain import Budget, DrainHooks, DrainResult, HandOver, drain
+
+log = logging.getLogger(__name__)
+
+# A Glue run in these states may still commit (or has not listed yet).
+LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING", "STOPPING"})
+PEER_POLL_SECONDS = 5.0
+
+
+def marker_key(shard: int, run_id: str) -> str:
+    """Where a warm run of ``shard`` says it is stopping."""
+    return f"{WARM_MARKER_PREFIX}{shard}/{run_id}"
+
+
+def marker_prefix(shard: int) -> str:
+    return f"{WARM_MARKER_PREFIX}{shard}/"
+
+
+def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
+    """What a warm run takes: a batch of CDC files of at most ``limit_bytes``; any other is handed over."""
+
+    def admit(batch: Batch) -> None:
+        loads = [f for f in batch.files if f.is_full_load]
+        if loads:
+            raise HandOver(batch.table.name, "full_load", batch.trigger.key, f"{len(loads)} LOAD file(s) pending")
+        size = sum(batch.landed.objects[f.key].size for f in batch.files)
+        if size > limit_bytes:
+            reason = (
+                f"{size:,} bytes pending in {len(batch.files)} file(s), over runs.warm.handover_bytes ({limit_bytes:,})"
+            )
+            raise HandOver(batch.table.name, "cdc_replay", batch.trigger.key, reason)
+
+    return admit
+
+
+class MarkerStore(Protocol):
+    """The raw bucket as a warm run writes its stop markers there (``S3Store``, ``LocalFolderStore``)."""
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]: ...
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def markers(context: ReplayContext) -> MarkerStore:
+    return cast(MarkerStore, context.store)
+
+
+class JobRuns(Protocol):
+    """What a warm run asks of Glue: the runs of a job, and starting one (boto3's Glue client has both)."""
+
+    def get_job_runs(self, *, JobName: str, MaxResults: int) -> Mapping[str, Any]: ...
+
+    def start_job_run(
+        self, *, JobName: str, Arguments: dict[str, str], JobRunQueuingEnabled: bool
+    ) -> Mapping[str, Any]: ...
+
+
+@dataclass
+class WarmShift:
+    """A warm run's ``engine.drain.Shift``: its handed-over tables, its batches' watch and its stop marker."""
+
+    context: ReplayContext
+    glue: JobRuns
+    shard: int
+    run_id: str
+    jobs: Mapping[str, str]  # full_load / cdc_replay / cdc_warm -> the deployed job's name
+    bucket: str
+    batch_limit_seconds: float = WARM_BATCH_MINUTES * 60.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    overrun: Callable[[str], None] = field(default=lambda why: os._exit(3))
+    handed: dict[str, tuple[str, str]] = field(default_factory=dict)  # table -> (job, run id)
+    left: set[str] = field(default_factory=set)  # tables whose handed-over run failed: left for this run
+    _batches: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _watchdog: threading.Thread | None = None
+
+    def peer(self) -> str | None:
+        """None when this run may take the shard; else the id of a live run of the shard that is not stopping, to
+        which the shard is left (it lists the landing again before it stops). A stopping run is waited for, up to
+        the batch bound: it makes no commit after its last look. Markers of runs that ended are removed."""
+        began = self.clock()
+        store = markers(self.context)
+        while True:
+            runs = self.glue.get_job_runs(JobName=self.warm_job, MaxResults=50).get("JobRuns", [])
+            peers = [
+                str(r["Id"])
+                for r in runs
+                if r.get("Id") != self.run_id
+                and r.get("JobRunState") == "RUNNING"
+                and (r.get("Arguments") or {}).get("--shard") == str(self.shard)
+            ]
+            stopping = {o.key.rsplit("/", 1)[1]: o.key for o in store.list(marker_prefix(self.shard))}
+            for ended in set(stopping) - set(peers) - {self.run_id}:
+                store.delete(stopping[ended])
+            alive = [peer for peer in peers if peer not in stopping]
+            if alive:
+                return alive[0]
+            if not peers:
+                return None
+            if self.clock() - began > self.batch_limit_seconds:
+                log.warning("shard %d: run(s) %s still stopping; taking the shard", self.shard, peers)
+                return None
+            log.info("shard %d: waiting for stopping run(s) %s", self.shard, peers)
+            self.sleep(PEER_POLL_SECONDS)
+
+    def busy(self, table: str) -> bool:
+        if table in self.left:
+            return True
+        handed = self.handed.get(table)
+        if handed is None:
+            return False
+        job, run_id = handed
+        state = self._state(job, run_id, table)
+        if state in LIVE_STATES:
+            return True
+        del self.handed[table]
+        if state != "SUCCEEDED":
+            log.error(
+                "%s: the %s run %s it was handed to ended %s: left until the next warm run", table, job, run_id, state
+            )
+            self.left.add(table)
+            return True
+        return False
+
+    def hand_over(self, handover: HandOver) -> None:
+        job = self.jobs[handover.job]
+        live = self._live_run_of(job, handover.table)
+        if live is None:
+            arguments = {
+                "--bucket": self.bucket,
+                "--key": handover.key,
+                "--table": handover.table,
+                "--one_table": "true",
+            }
+            started = self.glue.start_job_run(JobName=job, Arguments=arguments, JobRunQueuingEnabled=True)
+            live = str(started["JobRunId"])
+            log.warning("%s: run %s of %s", handover, live, job)
+        else:
+            log.info("%s: %s run %s already takes it", handover.table, job, live)
+        self.handed[handover.table] = (handover.job, live)
+
+    @contextmanager
+    def watch(self, table: str) -> Iterator[None]:
+        with self._lock:
+            self._batches[table] = self.clock()
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name="cdc-lake-warm-watch", daemon=True)
+                self._watchdog.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._batches.pop(table, None)
+
+    def stopping(self) -> None:
+        markers(self.context).put(marker_key(self.shard, self.run_id), self.run_id.encode())
+        log.info("shard %d: stop marker written; a last look at the landing", self.shard)
+
+    def resumed(self) -> None:
+        markers(self.context).delete(marker_key(self.shard, self.run_id))
+
+    @property
+    def warm_job(self) -> str:
+        return self.jobs[WARM_JOB]
+
+    def overdue(self) -> str | None:
+        """The batch that has outlived the bound, if one has."""
+        now = self.clock()
+        with self._lock:
+            late = [t for t, began in self._batches.items() if now - began > self.batch_limit_seconds]
+        return late[0] if late else None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(10.0, self.batch_limit_seconds / 10))
+            table = self.overdue()
+            if table is not None:
+                why = (
+                    f"{table}: a batch has run longer than {self.batch_limit_seconds:.0f}s; ending the warm run so "
+                    "that its commit branch is known dead (the next landed file starts the shard's next run)"
+                )
+                log.critical("%s", why)
+                self.overrun(why)
+                return
+
+    def _state(self, job: str, run_id: str, table: str) -> str:
+        runs = self.glue.get_job_runs(JobName=self.jobs[job], MaxResults=50).get("JobRuns", [])
+        found = next((r for r in runs if r.get("Id") == run_id), None)
+        # Out of the newest 50 runs it has long ended: its outcome is in the record, which the next batch reads.
+        return str(found["JobRunState"]) if found is not None else "SUCCEEDED"
+
+    def _live_run_of(self, job_name: str, table: str) -> str | None:
+        runs = self.glue.get_job_runs(JobName=job_name, MaxResults=50).get("JobRuns", [])
+        for run in runs:
+            arguments = run.get("Arguments") or {}
+            if run.get("JobRunState") in LIVE_STATES and arguments.get("--table") == table:
+                return str(run["Id"])
+        return None
+
+
+def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainHooks = DrainHooks()) -> DrainResult:  # noqa: B008
+    """The shard's run: its tables' landed files, batch after batch, until quiet or old (``engine.drain`` with the
+    shift's tables, handovers, watch and stop protocol; ``hooks``' own shift is replaced by it)."""
+    config = context.config
+    tables = tables_of(config, shift.shard)
+    admitted = dataclasses.replace(context, admit=admit_small(config.runs.warm.handover_bytes))
+    log.info("shard %d: %d table(s), quiet after %ss", shift.shard, len(tables), budget.idle_seconds)
+    return drain(admitted, budget, hooks=dataclasses.replace(hooks, shift=shift), tables=tables)
+
+
+def warm_budget(context: ReplayContext, quiet_seconds: int | None = None) -> Budget:
+    """A warm run's budget: its lifetime, its quiet time, the configured poll and tables at once."""
+    runs = context.config.runs
+    quiet = runs.warm.quiet_seconds if quiet_seconds is None else quiet_seconds
+    return Budget(runs.warm.lifetime_hours * 3600.0, float(quiet), runs.poll_seconds, runs.parallel_tables)

@@ -1,0 +1,85 @@
+"""The warm job (``runs.mode: warm``): one shard's tables, replayed as their files land, until quiet.
+
+The run first yields to a live run of its shard that is not stopping (the Lambda may start a run just as another
+goes on), then runs ``engine.warm.warm``, putting each commit's metrics as it lands, and at its end how long the
+landed files it saw have waited. It fails, after the others, when a table's batch was refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
+from cdc_lake.core.job_arguments import WarmArguments
+from cdc_lake.core.names import WARM_JOB
+from cdc_lake.core.shards import shard_count
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import DrainHooks, DrainResult
+from cdc_lake.engine.warm import JobRuns, WarmShift, warm, warm_budget
+from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarmOptions(WarmArguments):
+    """A warm run's options: its arguments as declared (``WarmArguments``)."""
+
+
+def run_warm(
+    options: WarmOptions,
+    context: ReplayContext,
+    glue: JobRuns,
+    hooks: DrainHooks = DrainHooks(),  # noqa: B008  # frozen: one shared default is safe
+    adjust: Callable[[WarmShift], WarmShift] | None = None,
+) -> DrainResult:
+    """One warm run of ``--shard``: the shard's tables until quiet; nothing when a live run of the shard takes it.
+    ``adjust`` may change the run's shift (tests give a batch bound and what an overrun does)."""
+    shards = shard_count(context.config)
+    if options.shard >= shards:
+        raise JobArgumentError(
+            f"--shard {options.shard}: the configuration's tables make {shards} shard(s), 0 to {shards - 1}"
+        )
+    jobs = {
+        "full_load": options.full_load_job,
+        "cdc_replay": options.cdc_replay_job,
+        WARM_JOB: options.JOB_NAME or WARM_JOB,
+    }
+    run_id = options.JOB_RUN_ID or f"local-{uuid.uuid4().hex[:12]}"
+    shift = WarmShift(context, glue, options.shard, run_id, jobs, options.bucket)
+    shift = adjust(shift) if adjust else shift
+    peer = shift.peer()
+    if peer is not None:
+        log.info("shard %d: run %s is live and not stopping; it takes the landed files", options.shard, peer)
+        return DrainResult()
+    outcome = warm(context, shift, warm_budget(context, options.quiet_seconds), hooks)
+    log.info(
+        "warm run of shard %d: %d commit(s), %d file(s), %d round(s), %.1fs, %d table(s) handed over%s",
+        options.shard,
+        len(outcome.commits),
+        len(outcome.applied_files),
+        outcome.rounds,
+        outcome.seconds,
+        len(shift.handed) + len(shift.left),
+        f", {len(outcome.failures)} table(s) failed" if outcome.failures else "",
+    )
+    return outcome
+
+
+def run(options: WarmOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
+    """The warm job's Glue run: as ``run_warm``, with each commit's metrics, then the files left waiting; fails the
+    run when a table's batch was refused."""
+    outcome = run_warm(options, context, clients.glue, DrainHooks(on_batch=clients.metrics.batch))
+    clients.metrics.oldest_waiting(outcome.waiting)
+    if outcome.notices:
+        clients.metrics.notices(len(outcome.notices))
+    if outcome.failures:
+        clients.metrics.table_failures(len(outcome.failures))
+        raise TableFailuresError(outcome.failures)
+    return outcome
+
+
+CDC_WARM = GlueJob(WARM_JOB, WarmOptions, lake_context, run)
