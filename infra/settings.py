@@ -78,6 +78,7 @@ SOURCE_CHECK_SCHEDULE = "sourceCheckSchedule"
 SOURCE_CHECK_ENABLED = "sourceCheckEnabled"
 DRIFT_CHECK_SCHEDULE = "driftCheckSchedule"
 DRIFT_CHECK_ENABLED = "driftCheckEnabled"
+WARM_MAINTENANCE_WINDOW = "warmMaintenanceWindow"
 EXAMPLE_VALUES = "exampleValues"
 
 # Daily at 03:30 UTC. Glue schedules are six-field cron expressions (no rate()), always in UTC.
@@ -86,6 +87,8 @@ DEFAULT_MAINTENANCE_SCHEDULE = "cron(30 3 * * ? *)"
 DEFAULT_SOURCE_CHECK_SCHEDULE = "cron(0 3 * * ? *)"
 # Sundays at 04:00 UTC: every table verified against the source once a week.
 DEFAULT_DRIFT_CHECK_SCHEDULE = "cron(0 4 ? * SUN *)"
+# Sundays from 03:00 GMT: when Glue may restart a warm run for its own maintenance (runs.mode warm only).
+DEFAULT_WARM_MAINTENANCE_WINDOW = "Sun:03"
 
 REQUIRED_KEYS = (VPC_ID, SUBNET_IDS, SOURCE_ENGINE, SOURCE_SECRET_ARN)
 
@@ -111,6 +114,8 @@ _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
 _INSTANCE_CLASS = re.compile(r"^dms\.[a-z0-9]+\.[a-z0-9]+$")
 # cron(Minutes Hours Day-of-month Month Day-of-week Year); one of the two day fields must be "?".
 _GLUE_CRON = re.compile(r"^cron\(\S+ \S+ (\? \S+ \S+|\S+ \S+ \?) \S+\)$")
+# A Glue streaming job's MaintenanceWindow: a day and an hour (GMT), the pattern of Glue's API.
+_MAINTENANCE_WINDOW = re.compile(r"^(Sun|Mon|Tue|Wed|Thu|Fri|Sat):([01]?[0-9]|2[0-3])$")
 
 
 class ContextSource(Protocol):
@@ -155,6 +160,7 @@ class DeploySettings:
     source_check_enabled: bool = True
     drift_check_schedule: str = DEFAULT_DRIFT_CHECK_SCHEDULE
     drift_check_enabled: bool = True
+    warm_maintenance_window: str = DEFAULT_WARM_MAINTENANCE_WINDOW
     # Context keys that exampleValues=true filled with placeholders; empty for a deployable synth.
     example_values: tuple[str, ...] = ()
 
@@ -211,6 +217,8 @@ class DeploySettings:
             source_check_enabled=reader.boolean(SOURCE_CHECK_ENABLED, default=True),
             drift_check_schedule=reader.pattern(DRIFT_CHECK_SCHEDULE, _GLUE_CRON) or DEFAULT_DRIFT_CHECK_SCHEDULE,
             drift_check_enabled=reader.boolean(DRIFT_CHECK_ENABLED, default=True),
+            warm_maintenance_window=reader.pattern(WARM_MAINTENANCE_WINDOW, _MAINTENANCE_WINDOW)
+            or DEFAULT_WARM_MAINTENANCE_WINDOW,
             example_values=example_values,
         )
         if engine is None and node.try_get_context(SOURCE_ENGINE) in (None, ""):

@@ -43,6 +43,12 @@ def test_minimal_context_gets_documented_defaults() -> None:
         10,
     )
     assert result.trigger_reserved_concurrency == 10
+    assert result.warm_maintenance_window == "Sun:03"
+
+
+def test_warm_maintenance_window_is_a_day_and_an_hour() -> None:
+    assert settings(warmMaintenanceWindow="Mon:22").warm_maintenance_window == "Mon:22"
+    assert settings(warmMaintenanceWindow="Sat:7").warm_maintenance_window == "Sat:7"
 
 
 def test_cdk_json_types_are_accepted_too() -> None:
@@ -96,6 +102,8 @@ def test_missing_required_values_are_all_reported_at_once() -> None:
         ({"rawRetentionDays": "60", "rawUnappliedRetentionDays": "90"}, "must be at least twice rawRetentionDays"),
         ({"lakeNoncurrentDays": "0"}, "lakeNoncurrentDays"),
         ({"triggerReservedConcurrency": "-1"}, "triggerReservedConcurrency"),
+        ({"warmMaintenanceWindow": "Sunday:03"}, "warmMaintenanceWindow='Sunday:03' is not valid"),
+        ({"warmMaintenanceWindow": "Sun:24"}, "warmMaintenanceWindow='Sun:24' is not valid"),
     ],
 )
 def test_invalid_values_are_refused(overrides: dict[str, str], problem: str) -> None:
