@@ -1,6 +1,7 @@
 """Glue: the lake database, the lake jobs of ``core.glue_jobs.GLUE_JOBS`` (full load, CDC replay, maintenance; Glue 5.1
 or 6.0 as configured, Iceberg on the Glue catalog), their security configuration, a role limited to the buckets, the
-database and its tables, and the maintenance job's schedule."""
+database and its tables, and the maintenance job's schedule; in runs.mode warm also the warm job (a ``gluestreaming``
+job on G.025X workers, one run per shard of the tables) and its role, which may start the G.1X replay jobs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aws_cdk import ArnFormat, Aws, FileAssetPackaging, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_glue as glue
@@ -19,9 +20,9 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from cdc_lake.core.catalogs import glue_catalog_conf, render_conf
-from cdc_lake.core.config import RunSettings
+from cdc_lake.core.config import PipelineConfig, RunSettings
 from cdc_lake.core.glue_jobs import GLUE_JOBS
-from cdc_lake.core.job_arguments import MaintenanceArguments, declared_flags, default_text
+from cdc_lake.core.job_arguments import MaintenanceArguments, WarmArguments, declared_flags, default_text
 from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
     FULL_LOAD_TIMEOUT_MINUTES,
@@ -29,7 +30,11 @@ from cdc_lake.core.names import (
     GLUE_VERSIONS,
     MAINTENANCE_TIMEOUT_MINUTES,
     METRICS_NAMESPACE,
+    WARM_JOB,
+    WARM_MARKER_PREFIX,
+    WARM_TIMEOUT_MINUTES,
 )
+from cdc_lake.core.shards import shard_count
 from infra.deployment import Deployment, stack_output
 from infra.log_groups import glue_log_prefix, log_group
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
@@ -37,6 +42,27 @@ from infra.wheels import WheelGroup, job_wheels
 
 # pip's options for --additional-python-modules: the listed wheels only, never an index.
 MODULES_INSTALLER_OPTION = "--no-index"
+
+JobCommand = Literal["glueetl", "gluestreaming"]
+# Glue's smallest worker, a quarter DPU (2 vCPU, 4 GB): "The G.025X worker type is available only for streaming jobs
+# using AWS Glue version 3.0 or later" (https://docs.aws.amazon.com/glue/latest/dg/worker-types.html). So the warm
+# job, which waits for files most of its life, is a gluestreaming job, though it reads no stream: a long-lived run.
+WARM_WORKER_TYPE = "G.025X"
+
+# Flex runs on Glue's spare capacity, for less: "Only jobs with Glue version 3.0 and above and command type glueetl
+# will be allowed to set ExecutionClass to FLEX" (the Glue API's Job.ExecutionClass), on G.1X or G.2X workers
+# (https://docs.aws.amazon.com/glue/latest/dg/add-job.html); a run may wait for capacity before it starts, up to 20
+# minutes (https://docs.aws.amazon.com/glue/latest/dg/job-run-statuses.html). So: the jobs nobody waits for
+# (maintenance, the drift verify and its repair twin, the source check), never the replay jobs, which the lake's
+# freshness waits for. Run queuing (JobRunQueuingEnabled) is the standard class's: job-run-statuses.html queues only
+# "Spark jobs (Standard)" (a Flex run waits for capacity, not in the queue), and CDK's own Flex jobs
+# (PySparkFlexEtlJob) set JobRunQueuingEnabled false. So a Flex job here does not queue, and nothing relies on it:
+# its schedule starts one run a day or a week, MaxConcurrentRuns is 1, and a run started while another works fails at
+# once (ConcurrentRunsExceededException; a scheduled start meeting a run by hand fails as a run, which the failed-run
+# rule reports) instead of waiting. The trigger Lambda, which starts runs with JobRunQueuingEnabled, starts only the
+# replay jobs and the warm job, none of them Flex.
+FLEX_JOBS = frozenset({"maintenance", "source_check", "drift"})
+FLEX_WORKER_TYPES = frozenset({"G.1X", "G.2X"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +81,7 @@ class JobSizing:
     timeout_minutes: int
     max_concurrent_runs: int
     description: str
+    worker_type: str | None = None  # None: the Glue version's (GLUE_VERSIONS)
 
 
 # The sizes below are those of runs.mode per_file, one run per landed file. Runs for one table may then
@@ -94,6 +121,18 @@ MAINTENANCE_ARGUMENTS = declared_flags(
 SCHEDULED_MAINTENANCE_ARGUMENTS = declared_flags(MaintenanceArguments, {"action": "all"})
 
 
+# cdk-nag's acknowledgment of the warm policy's one wildcard: the stop markers' objects in the raw bucket.
+_MARKER_OBJECTS = WARM_MARKER_PREFIX.replace("/", "\\/") + "\\*"
+WARM_WILDCARD_REASONS = [
+    {
+        "id": "AwsSolutions-IAM5",
+        "reason": f"A warm run writes and deletes its stop markers, named by shard and Glue's run id, under "
+        f"{WARM_MARKER_PREFIX} of the raw bucket, and nothing else in it.",
+        "appliesTo": [{"regex": f"/^Resource::<.*Raw.*\\.Arn>\\/{_MARKER_OBJECTS}$/"}],
+    }
+]
+
+
 def job_sizes(runs: RunSettings) -> dict[str, JobSizing]:
     """Sizes of the lake jobs (``GLUE_JOBS`` of network ``lake``) for the configured run mode.
 
@@ -123,6 +162,24 @@ def job_sizes(runs: RunSettings) -> dict[str, JobSizing]:
     return sizes
 
 
+def warm_sizing(config: PipelineConfig) -> JobSizing:
+    """The warm job (runs.mode warm): one run per shard of the tables at once (``core.shards``), each on
+    ``runs.warm.workers`` G.025X workers, for hours. Glue wants a streaming job's timeout under 7 days
+    (``WARM_TIMEOUT_MINUTES``); a run ends itself before, after ``runs.warm.lifetime_hours`` at most.
+
+    The replay jobs keep their per-file sizes in this mode (``job_sizes``): a warm run hands each of their runs one
+    table's LOAD files or large backlog (``--one_table``), so several go at once.
+    """
+    return JobSizing(
+        workers=config.runs.warm.workers,
+        timeout_minutes=WARM_TIMEOUT_MINUTES,
+        max_concurrent_runs=shard_count(config),
+        description="Replay one shard of the tables' DMS CDC files as they land, for hours (--shard); hands LOAD "
+        "files and large backlogs to the full-load and CDC replay jobs",
+        worker_type=WARM_WORKER_TYPE,
+    )
+
+
 @dataclass(frozen=True)
 class JobDefinition:
     """What one Glue job runs, as whom and where; what every job shares (Glue version, worker type, no retries,
@@ -136,6 +193,10 @@ class JobDefinition:
     connection: str | None = None  # a Glue connection's name: the job runs in its network
     # Arguments no run can change (Glue's NonOverridableArguments, which win over a run's own Arguments).
     locked: dict[str, str] = field(default_factory=dict)
+    command: JobCommand = "glueetl"
+    flex: bool = False  # Glue's FLEX execution class (FLEX_JOBS): spare capacity, no run queuing
+    # When Glue may restart a streaming job's run for its own maintenance ("Sun:03", GMT); streaming jobs only.
+    maintenance_window: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,8 +311,11 @@ class GlueJobs(Construct):
         self.config_asset = s3_assets.Asset(self, "TableConfig", path=str(assets.config_json))
         self.library_zip = assets.library_zip
         self.library_asset = s3_assets.Asset(self, "Library", path=str(assets.library_zip))
+        # The scripts of the jobs this stack makes: the warm job's only in runs.mode warm.
         self.scripts = scripts = {
-            job: s3_assets.Asset(self, f"Script-{job}", path=str(path)) for job, path in assets.glue_scripts.items()
+            job: s3_assets.Asset(self, f"Script-{job}", path=str(path))
+            for job, path in assets.glue_scripts.items()
+            if config.runs.warmed or not GLUE_JOBS[job].warm
         }
         self.role = self._role(stack, storage, key, [self.config_asset, self.library_asset, *scripts.values()])
         # Where every job of the stack logs (Glue 5.0+: <prefix>/error and <prefix>/output), made here with a
@@ -290,7 +354,7 @@ class GlueJobs(Construct):
         own_arguments = {"maintenance": {**MAINTENANCE_ARGUMENTS, "--bucket": storage.raw.bucket_name}}
         self.lake_jobs: dict[str, glue.CfnJob] = {}
         for facts in GLUE_JOBS.values():
-            if facts.network != "lake":
+            if facts.network != "lake" or facts.warm:
                 continue
             job = self._job(
                 facts.construct_id,
@@ -298,9 +362,13 @@ class GlueJobs(Construct):
                 scripts[facts.name],
                 sizes[facts.name],
                 extra_arguments=own_arguments.get(facts.name),
+                flex=facts.name in FLEX_JOBS,
             )
             stack_output(self, f"{facts.construct_id}Name", job.ref, f"Glue job {facts.summary}")
             self.lake_jobs[facts.name] = job
+        self.warm_role: iam.Role | None = None
+        if config.runs.warmed:
+            self.lake_jobs[WARM_JOB] = self._warm_job(stack, deployment)
         stack_output(self, "DatabaseName", database_name, "Glue database of the lake tables")
         stack_output(self, "TableConfigUri", self.config_asset.s3_object_url, "Table configuration (--config_uri)")
         self.maintenance_trigger: glue.CfnTrigger | None = None
@@ -327,7 +395,12 @@ class GlueJobs(Construct):
     def maintenance(self) -> glue.CfnJob:
         return self.lake_jobs["maintenance"]
 
-    def _job(
+    @property
+    def warm(self) -> glue.CfnJob | None:
+        """The warm job, in runs.mode warm only."""
+        return self.lake_jobs.get(WARM_JOB)
+
+    def _job(  # noqa: PLR0913 - one lake job: its names, script, sizing, and what sets it apart
         self,
         construct_id: str,
         name: str,
@@ -335,16 +408,97 @@ class GlueJobs(Construct):
         sizing: JobSizing,
         *,
         extra_arguments: dict[str, str] | None = None,
+        flex: bool = False,
     ) -> glue.CfnJob:
         arguments = {**self.default_arguments, **(extra_arguments or {})}
-        job = self.job(self, construct_id, JobDefinition(name, script, sizing, self.role, arguments))
+        job = self.job(self, construct_id, JobDefinition(name, script, sizing, self.role, arguments, flex=flex))
         job.node.add_dependency(self.policy)  # Glue validates the role when the job is created
         return job
 
+    def _warm_job(self, stack: Stack, deployment: Deployment) -> glue.CfnJob:
+        """The warm job, with a role of its own: the lake jobs' policy (as the repair job holds it), and what only a
+        warm run does (``warm_statements``), so that no other job may start runs."""
+        facts = GLUE_JOBS[WARM_JOB]
+        name = f"{deployment.settings.resource_prefix}-{facts.resource_name}"
+        role = glue_role(
+            self, "WarmRole", "cdc-lake warm job: the lake jobs' access, start the replay jobs, its stop markers"
+        )
+        self.policy.attach_to_role(role)
+        warm_policy = iam.Policy(self, "WarmPolicy", statements=self.warm_statements(stack, name), roles=[role])
+        NagSuppressions.add_resource_suppressions(warm_policy, WARM_WILDCARD_REASONS)
+        arguments = {
+            **self.default_arguments,
+            **declared_flags(
+                WarmArguments,
+                {
+                    "config_uri": self.config_asset.s3_object_url,
+                    "bucket": self.storage.raw.bucket_name,
+                    "full_load_job": self.full_load.ref,
+                    "cdc_replay_job": self.cdc_replay.ref,
+                    "catalog": GLUE_CATALOG,
+                    "database": self.database_name,
+                },
+            ),
+        }
+        definition = JobDefinition(
+            name,
+            self.scripts[WARM_JOB],
+            warm_sizing(deployment.config),
+            role,
+            arguments,
+            command="gluestreaming",
+            # Glue restarts a streaming run whose timeout is over 7 days in this window; the warm job's is under 7
+            # days, so Glue lets its runs go to their end (docs.aws.amazon.com/glue/latest/dg/
+            # glue-streaming-maintenance.html): the window is set for a timeout Glue may one day lengthen.
+            maintenance_window=deployment.settings.warm_maintenance_window,
+        )
+        job = self.job(self, facts.construct_id, definition)
+        job.node.add_dependency(self.policy, warm_policy)  # Glue validates the role when the job is created
+        stack_output(self, f"{facts.construct_id}Name", job.ref, f"Glue job {facts.summary}")
+        self.warm_role = role
+        return job
+
+    def warm_statements(self, stack: Stack, warm_job_name: str) -> list[iam.PolicyStatement]:
+        """What a warm run does beyond the lake jobs: start the replay jobs for a table it hands over and follow their
+        runs, read its own job's runs (the other runs of its shard), and write, delete and list its stop markers
+        (``WARM_MARKER_PREFIX``) in the raw bucket. The warm job is named, not referenced: it depends on this policy."""
+        raw = self.storage.raw
+        markers = f"{WARM_MARKER_PREFIX}*"
+        return [
+            iam.PolicyStatement(
+                sid="StartReplayRuns",
+                actions=["glue:StartJobRun", "glue:GetJobRun", "glue:GetJobRuns"],
+                resources=[self.job_arn(self.full_load), self.job_arn(self.cdc_replay)],
+            ),
+            iam.PolicyStatement(
+                sid="ReadWarmRuns",
+                actions=["glue:GetJobRun", "glue:GetJobRuns"],
+                resources=[stack.format_arn(service="glue", resource="job", resource_name=warm_job_name)],
+            ),
+            iam.PolicyStatement(
+                sid="WriteStopMarkers",
+                actions=["s3:PutObject", "s3:DeleteObject"],
+                resources=[raw.arn_for_objects(markers)],
+            ),
+            # The lake policy lists the whole raw bucket already (ListBuckets); this says what a warm run lists, and
+            # holds if that grant narrows.
+            iam.PolicyStatement(
+                sid="ListStopMarkers",
+                actions=["s3:ListBucket"],
+                resources=[raw.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": markers}},
+            ),
+        ]
+
     def job(self, scope: Construct, construct_id: str, definition: JobDefinition) -> glue.CfnJob:
-        """A Glue job in ``scope`` (the deployment's Glue version and its worker type, no retries, runs beyond the
-        cap queued, this security configuration)."""
+        """A Glue job in ``scope`` (the deployment's Glue version and its worker type unless its sizing names one, no
+        retries, runs beyond the cap queued unless it is Flex, this security configuration)."""
         sizing = definition.sizing
+        worker_type = sizing.worker_type or self.worker_type
+        if definition.flex and (definition.command != "glueetl" or worker_type not in FLEX_WORKER_TYPES):
+            raise ValueError(f"{definition.name}: Flex runs glueetl jobs on G.1X or G.2X only, not {worker_type}")
+        if definition.maintenance_window is not None and definition.command != "gluestreaming":
+            raise ValueError(f"{definition.name}: a maintenance window is for streaming jobs only")
         connections = None
         if definition.connection is not None:
             connections = glue.CfnJob.ConnectionsListProperty(connections=[definition.connection])
@@ -355,15 +509,17 @@ class GlueJobs(Construct):
             description=sizing.description,
             role=definition.role.role_arn,
             command=glue.CfnJob.JobCommandProperty(
-                name="glueetl", python_version="3", script_location=definition.script.s3_object_url
+                name=definition.command, python_version="3", script_location=definition.script.s3_object_url
             ),
             glue_version=self.glue_version,
-            worker_type=self.worker_type,
+            worker_type=worker_type,
             number_of_workers=sizing.workers,
             timeout=sizing.timeout_minutes,
             max_retries=0,
             execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=sizing.max_concurrent_runs),
-            job_run_queuing_enabled=True,
+            execution_class="FLEX" if definition.flex else None,
+            job_run_queuing_enabled=not definition.flex,
+            maintenance_window=definition.maintenance_window,
             connections=connections,
             security_configuration=self.security_configuration.ref,
             default_arguments=definition.arguments,

@@ -24,6 +24,7 @@ from cdc_lake.core.names import METRICS_NAMESPACE
 from infra.deployment import Deployment, stack_output
 from infra.dms import outbound_group, reach_source
 from infra.glue import (
+    FLEX_JOBS,
     GlueJobs,
     JobDefinition,
     JobSizing,
@@ -130,6 +131,7 @@ class SourceCheck(Construct):
             arguments,
             self.connection.ref,
             locked_source_arguments(settings),
+            flex="source_check" in FLEX_JOBS,
         )
         self.job = jobs.job(self, "Job", definition)
         self.job.node.add_dependency(self.policy)
@@ -229,6 +231,7 @@ class SourceCheck(Construct):
             arguments,
             self.connection.ref,
             locked_source_arguments(settings),
+            flex="drift" in FLEX_JOBS,  # the verify job and its repair twin
         )
         job = jobs.job(self, f"{name}Job", definition)
         job.node.add_dependency(access, lake)

@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.core.names import TRIGGER_SERVICE_NAME
+from cdc_lake.core.names import TRIGGER_SERVICE_NAME, WARM_MARKER_PREFIX
 from infra.deployment import Deployment, stack_output
 from infra.glue import GlueJobs
 from infra.log_groups import log_group, trigger_log_group
@@ -33,6 +33,7 @@ MAX_EVENT_AGE = Duration.hours(2)
 ENV_CONFIG = "CDC_LAKE_CONFIG"
 ENV_FULL_LOAD_JOB = "FULL_LOAD_JOB_NAME"
 ENV_CDC_REPLAY_JOB = "CDC_REPLAY_JOB_NAME"
+ENV_WARM_JOB = "CDC_WARM_JOB_NAME"  # runs.mode warm only
 
 
 def powertools_layer_arn(version: int, runtime: lambda_.Runtime = RUNTIME) -> str:
@@ -57,7 +58,8 @@ class DmsTrigger(Construct):
         jobs: GlueJobs,
         key: kms.IKey,
     ) -> None:
-        """Runs ``jobs``' full-load and CDC jobs for the files that land in ``raw_bucket``."""
+        """Runs ``jobs``' full-load and CDC jobs for the files that land in ``raw_bucket`` (in runs.mode warm, the warm
+        job's run of the file's shard for CDC files)."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         folder = deployment.config.dms.bucket_folder
@@ -65,6 +67,7 @@ class DmsTrigger(Construct):
         full_load_job, cdc_replay_job = jobs.full_load.ref, jobs.cdc_replay.ref
         # Coalesced runs: the function looks at the jobs' recent runs (glue:GetJobRuns) before it starts one.
         coalesced = deployment.config.runs.coalesced
+        warm_job = jobs.warm  # runs.mode warm: CDC files start their shard's warm run instead
 
         self.failure_queue = sqs.Queue(
             self,
@@ -109,6 +112,30 @@ class DmsTrigger(Construct):
                 ],
             )
         )
+        environment = {
+            ENV_CONFIG: CONFIG_FILE_NAME,
+            ENV_FULL_LOAD_JOB: full_load_job,
+            ENV_CDC_REPLAY_JOB: cdc_replay_job,
+        }
+        if warm_job is not None:
+            environment[ENV_WARM_JOB] = warm_job.ref
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="StartWarmRuns",
+                    # It starts the shard's run unless one is live, which it reads from the job's recent runs.
+                    actions=["glue:StartJobRun", "glue:GetJobRuns"],
+                    resources=[jobs.job_arn(warm_job)],
+                )
+            )
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="ListWarmStopMarkers",
+                    # A RUNNING warm run may be stopping: it says so with a marker under WARM_MARKER_PREFIX<shard>/.
+                    actions=["s3:ListBucket"],
+                    resources=[raw_bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": f"{WARM_MARKER_PREFIX}*"}},
+                )
+            )
 
         layer = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(deployment.settings.powertools_layer_version)
@@ -130,9 +157,7 @@ class DmsTrigger(Construct):
             # limit is throttled and retried by Lambda within max_event_age. 0: none (accounts with a reduced limit).
             reserved_concurrent_executions=deployment.settings.trigger_reserved_concurrency or None,
             environment={
-                ENV_CONFIG: CONFIG_FILE_NAME,
-                ENV_FULL_LOAD_JOB: full_load_job,
-                ENV_CDC_REPLAY_JOB: cdc_replay_job,
+                **environment,
                 "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             },

@@ -19,6 +19,7 @@ from aws_cdk import Stack, Stage
 from aws_cdk.assertions import Template
 
 from cdc_lake.core.config import PipelineConfig, load_config
+from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.names import GLUE_VERSION_ENV
 from cdc_lake.local.deployed import DeployedStack
 from infra.app import cdk_json_context, create_app
@@ -28,6 +29,10 @@ from infra.pipeline_stack import PipelineStack
 HERE = Path(__file__).resolve().parent
 PARQUET_CONFIG = HERE / "parquet_config.yaml"
 DEMO_CONFIG = REPO_ROOT / "glue_jobs" / "cdc_lake" / "demo.yaml"
+
+# The jobs of a stack that does not run warm (runs.mode coalesced or per_file): all but the warm job, which only a
+# warm stack makes (tests/infra/test_warm_stack.py).
+NON_WARM_JOBS = tuple(job for job in GLUE_JOBS.values() if not job.warm)
 
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cdc-lake/source-AbCdEf"
 SOURCE_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/01234567-89ab-cdef-0123-456789abcdef"

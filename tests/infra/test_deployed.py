@@ -29,10 +29,10 @@ from cdc_lake.local.deployed import (
     load_template,
     provision,
 )
-from infra.glue import MAINTENANCE_SIZING
+from infra.glue import FLEX_JOBS, MAINTENANCE_SIZING
 from infra.packaging import LAMBDA_HANDLER, REPO_ROOT, config_json_text
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX
-from tests.infra.conftest import Synthesized
+from tests.infra.conftest import NON_WARM_JOBS, Synthesized
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -104,7 +104,7 @@ def test_no_endpoint_reaches_the_deployed_template(variant: tuple[Synthesized, D
 
 def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, DeployedStack]) -> None:
     _synth, stack = variant
-    assert set(stack.jobs) == set(GLUE_JOBS)
+    assert set(stack.jobs) == {job.name for job in NON_WARM_JOBS}
     for kind, job in stack.jobs.items():
         assert job.kind == kind
         assert job.script_path.is_file(), job.script_path
@@ -113,7 +113,7 @@ def test_each_job_runs_the_repository_script(variant: tuple[Synthesized, Deploye
         assert re.fullmatch(rf"s3://{ASSETS_BUCKET}/[0-9a-f]{{64}}\.py", job.command.script_location)
         assert stack.asset_at(job.command.script_location).source_path == job.script_path
     scripts = {job.script_path for job in stack.jobs.values()}
-    assert len(scripts) == len(GLUE_JOBS)
+    assert len(scripts) == len(NON_WARM_JOBS)
 
 
 def test_each_jobs_defaults_with_a_runs_arguments_are_what_it_declares(
@@ -152,7 +152,8 @@ def test_warehouse_is_in_the_lake_bucket_and_the_spark_conf_matches(variant: tup
     assert stack.lake_bucket != stack.raw_bucket
     assert stack.lake_bucket in stack.buckets.values()
     lake_jobs = {kind: job for kind, job in stack.jobs.items() if GLUE_JOBS[kind].reads_lake}
-    assert lake_jobs.keys() == set(GLUE_JOBS) - {"source_check"}  # it reads the source's catalog, never the lake
+    # The source check reads the source's catalog, never the lake.
+    assert lake_jobs.keys() == {job.name for job in NON_WARM_JOBS} - {"source_check"}
     for job in stack.jobs.values():
         assert ("--warehouse" in job.default_arguments) is GLUE_JOBS[job.kind].reads_lake
     for kind, job in lake_jobs.items():
@@ -217,7 +218,7 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
     synth, stack = variant
     prefix = stack.stack_name.lower()
     names = {kind: job.name for kind, job in stack.jobs.items()}
-    assert names == {name: f"{prefix}-{job.resource_name}" for name, job in GLUE_JOBS.items()}
+    assert names == {job.name: f"{prefix}-{job.resource_name}" for job in NON_WARM_JOBS}
     assert names["cdc_replay"] == f"{prefix}-cdc-replay"
     for job in stack.jobs.values():
         raw = synth.json["Resources"][job.logical_id]["Properties"]
@@ -227,7 +228,7 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         assert job.timeout == raw["Timeout"]
         assert job.max_concurrent_runs == raw["ExecutionProperty"]["MaxConcurrentRuns"]
         assert job.max_retries == 0
-        assert job.job_run_queuing_enabled is True
+        assert job.job_run_queuing_enabled is raw["JobRunQueuingEnabled"] is (job.kind not in FLEX_JOBS)
         assert job.command.name == "glueetl"
         assert job.command.python_version == "3"
         assert job.security_configuration == f"{prefix}-glue"
@@ -457,7 +458,7 @@ def test_provision_updates_what_exists(demo_stack: DeployedStack) -> None:
         update = job_updates[job.name]
         assert "Name" not in update
         assert update["DefaultArguments"] == dict(job.default_arguments)
-        assert update["JobRunQueuingEnabled"] is True
+        assert update["JobRunQueuingEnabled"] is (job.kind not in FLEX_JOBS)  # Flex runs are not queued
 
 
 @pytest.mark.usefixtures("aws_env")

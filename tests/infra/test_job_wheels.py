@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.exceptions import PackagingError
-from cdc_lake.core.glue_jobs import GLUE_JOBS
 from infra import wheels
 from infra.wheels import GLUE_PYTHONS, GROUPS, PLATFORMS, job_wheels
-from tests.infra.conftest import Synthesized, render, resources_of_type
+from tests.infra.conftest import NON_WARM_JOBS, Synthesized, render, resources_of_type
 
 
 def _resolves(glue_version: str, group: str, folder: Path) -> subprocess.CompletedProcess[str]:
@@ -71,7 +70,7 @@ def test_every_job_installs_published_wheels_only_and_its_role_reads_them(demo: 
         for d in entry["destinations"]
     }
     jobs = resources_of_type(demo, "AWS::Glue::Job")
-    assert len(jobs) == sum(len(job.resource_names) for job in GLUE_JOBS.values())
+    assert len(jobs) == sum(len(job.resource_names) for job in NON_WARM_JOBS)
     for job in jobs.values():
         arguments = render(job["Properties"]["DefaultArguments"])
         assert arguments["--python-modules-installer-option"] == "--no-index"

@@ -52,7 +52,9 @@ def test_maintenance_job_runs_one_at_a_time_on_glue_5_1(demo: Synthesized) -> No
     assert props["Timeout"] == 120
     assert props["MaxRetries"] == 0
     assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
-    assert props["JobRunQueuingEnabled"] is True  # a hand run during the scheduled one waits instead of failing
+    # Flex: nobody waits for it. Flex runs are not queued, so a run by hand during the scheduled one fails at once.
+    assert props["ExecutionClass"] == "FLEX"
+    assert props["JobRunQueuingEnabled"] is False
     assert props["Command"] == {
         "Name": "glueetl",
         "PythonVersion": "3",

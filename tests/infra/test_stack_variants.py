@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Annotations, Capture, Match
 
-from cdc_lake.core.glue_jobs import GLUE_JOBS
 from tests.infra.conftest import (
+    NON_WARM_JOBS,
     PARQUET_S3_SETTINGS,
     SECRET_ARN,
     SOURCE_KEY_ARN,
@@ -198,5 +198,5 @@ def test_alarm_email_subscribes_to_the_topic(parquet: Synthesized) -> None:
 
 def test_names_follow_the_stack_name(parquet: Synthesized) -> None:
     jobs = sorted(job["Properties"]["Name"] for job in of_type(parquet, "AWS::Glue::Job").values())
-    assert jobs == sorted(f"saleslake-{name}" for job in GLUE_JOBS.values() for name in job.resource_names)
+    assert jobs == sorted(f"saleslake-{name}" for job in NON_WARM_JOBS for name in job.resource_names)
     assert "ReplicationConfigArn" in parquet.json["Outputs"]

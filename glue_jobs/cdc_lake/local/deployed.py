@@ -853,8 +853,13 @@ class _Builder:
                     f"{job.kind} jobs"
                 )
             jobs[job.kind] = job
-        # A stack whose source no job can reach (Oracle, SQL Server) has no source jobs; every lake job is its own.
-        missing = [kind for kind in JOB_NAMES if kind not in jobs and GLUE_JOBS[kind].network == "lake"]
+        # A stack whose source no job can reach (Oracle, SQL Server) has no source jobs, and one that does not run
+        # warm (runs.mode) no warm job; every other lake job is its own.
+        missing = [
+            kind
+            for kind in JOB_NAMES
+            if kind not in jobs and GLUE_JOBS[kind].network == "lake" and not GLUE_JOBS[kind].warm
+        ]
         if missing:
             raise DeployedStackError(f"{self.artifact.template_path}: no Glue job for {', '.join(missing)}")
         return {kind: jobs[kind] for kind in JOB_NAMES if kind in jobs}
