@@ -1,5 +1,7 @@
 """Crash safety: replay runs killed with SIGKILL (the process group, as a lost Glue worker or an OOM kill ends
-them) at random moments, and at the two worst ones, then run again.
+them) at random moments, and at the two worst ones, then run again. The first run is a coalesced one; every later
+run, the last included, is the warm runs of every shard (``runs.mode: warm``, as a stack switched to it runs), so a
+warm run is killed at the worst moment and at random, and the next one takes up from there.
 
 After the last run the lake equals the oracle, every landed file is recorded once in the table's lineage (and
 in its history's), every data file the tables reference exists, and the only branches left are those of killed
@@ -48,10 +50,10 @@ REPO = Path(__file__).resolve().parents[2]
 TARGETED = ("fast_forward", "commit_history")
 
 
-def killed_run(args: list[str], rng: random.Random, die_after: str | None) -> int:
+def killed_run(args: list[str], rng: random.Random, die_after: str | None, *, warm: bool) -> int:
     """Start a run; kill it (its process group) a random moment after its session is up, or let it kill itself
     after ``die_after``. Its exit status (-9: killed)."""
-    command = [sys.executable, "-m", "tests.functional.killable_run", *args]
+    command = [sys.executable, "-m", "tests.functional.killable_run", *args, *(["--warm"] if warm else [])]
     if die_after:
         command += ["--die-after", die_after]
     with subprocess.Popen(
@@ -130,12 +132,12 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
 
     for number in range(KILLS):
         die_after = TARGETED[number] if number < len(TARGETED) else None
-        status = killed_run(args, rng, die_after)
+        status = killed_run(args, rng, die_after, warm=number > 0)
         assert status == -signal.SIGKILL or (die_after is None and status == 0), (number, die_after, status)
         # DMS keeps writing while runs come and go.
         land_files(cdc[number * len(cdc) // KILLS : (number + 1) * len(cdc) // KILLS])
     land_files([k for k in cdc if not (landing / k).exists()])
-    command = [sys.executable, "-m", "tests.functional.killable_run", *args]
+    command = [sys.executable, "-m", "tests.functional.killable_run", *args, "--warm"]
     last = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True)
     assert last.returncode == 0, last.stdout + last.stderr[-3000:]
 

@@ -76,7 +76,7 @@ def test_small_cdc_batches_are_taken_load_files_and_backlogs_are_handed_over() -
     assert "12,000 bytes pending in 2 file(s)" in str(backlog.value)
     with pytest.raises(HandOver) as load:
         admit(batch_of({"app/orders/LOAD00000001.csv": 10, "app/orders/20250301-120000000.csv": 10}))
-    assert load.value.job == "full_load"
+    assert (load.value.job, load.value.key) == ("full_load", "app/orders/LOAD00000001.csv")  # the CDC stays warm
 
 
 def test_a_handed_table_is_left_to_its_run_while_it_lives_and_taken_back_after() -> None:

@@ -138,6 +138,11 @@ class Shift(Protocol):
         """Around one table's batch."""
         ...
 
+    def holding(self) -> bool:
+        """Whether a run it handed a table to still lives: a quiet run waits for it, then takes the table back, since
+        files of the table landing meanwhile are this run's to apply."""
+        ...
+
     def stopping(self) -> None:
         """Said before the run's last look at the landing: files landing after it are not this run's."""
         ...
@@ -220,6 +225,8 @@ def drain(
             if commits:
                 last_work = now
             looking = "plain" if shift is None else "last" if last_look else "shift"
+            if looking == "shift" and not commits and shift is not None and shift.holding():
+                looking = "holding"
             step = _next_step(budget, now - started, now - last_work, commits, looking)
             last_look = step == "last look"
             if step == "stop":
@@ -235,11 +242,14 @@ def drain(
 
 def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: str) -> str:
     """After a round that ``ran`` seconds into the run, ``quiet`` since its last commit, for a run ``looking``
-    "plain" (no shift), "shift" or "last" (its shift said it is stopping; this round was its last look): "stop",
-    "last look" (say so, then one more round), "resume" (the last look found files; go on), "go on" or "wait"."""
+    "plain" (no shift), "shift", "holding" (its shift waits on a run it handed a table to) or "last" (its shift said
+    it is stopping; this round was its last look): "stop", "last look" (say so, then one more round), "resume" (the
+    last look found files; go on), "go on" or "wait"."""
     spent = ran >= budget.seconds
     if looking == "last":
         return "stop" if spent or not commits else "resume"
+    if looking == "holding" and not spent:
+        return "wait"
     if spent or (not commits and quiet >= budget.idle_seconds):
         if spent:
             log.info("time budget of %ss spent", budget.seconds)

@@ -6,7 +6,8 @@ It is a coalesced run (``engine.drain``) with four differences:
 - Large work goes where it fits: a batch holding LOAD files, or more pending bytes than ``runs.warm.handover_bytes``,
   is handed to a run of the G.1X job for that table alone (``HandOver``), and the table is left to that run while it
   lives. Both commit through the same record, so neither applies a file twice.
-- It stops after ``runs.warm.quiet_seconds`` without a landed file, or after ``runs.warm.lifetime_hours``. Before its
+- It stops after ``runs.warm.quiet_seconds`` without a landed file (once no run it handed a table to lives: files of
+  that table landing meanwhile are its own), or after ``runs.warm.lifetime_hours``. Before its
   last look at the landing it writes a stop marker (``WARM_MARKER_PREFIX<shard>/<run id>``): the Lambda, finding the
   shard's run RUNNING with a marker, starts the next run, so a file landing after that look is never left to it.
   A new run yields to a live run of its shard that is not stopping, and waits for one that is (``yield_to_peers``).
@@ -54,7 +55,8 @@ def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
     def admit(batch: Batch) -> None:
         loads = [f for f in batch.files if f.is_full_load]
         if loads:
-            raise HandOver(batch.table.name, "full_load", batch.trigger.key, f"{len(loads)} LOAD file(s) pending")
+            # Up to the last LOAD file: the full-load job takes what is large, the CDC files after it stay here.
+            raise HandOver(batch.table.name, "full_load", loads[-1].key, f"{len(loads)} LOAD file(s) pending")
         size = sum(batch.landed.objects[f.key].size for f in batch.files)
         if size > limit_bytes:
             reason = (
@@ -156,6 +158,11 @@ class WarmShift:
             self.left.add(table)
             return True
         return False
+
+    def holding(self) -> bool:
+        for table in list(self.handed):
+            self.busy(table)  # forgets the runs that ended
+        return bool(self.handed)
 
     def hand_over(self, handover: HandOver) -> None:
         job = self.jobs[handover.job]

@@ -60,8 +60,9 @@ class LocalGlueClient:
     """Implements the Glue calls the Lambda makes, ``start_job_run`` and ``get_job_runs``, and runs the jobs here.
 
     As on Glue, a started run waits (WAITING) until it can run: ``run_waiting`` runs the waiting runs one
-    after another (each job allows one run at a time here), including runs started while it works. Starting
-    a run succeeds even when the run then fails: the failure is on the run.
+    after another (each job allows one run at a time here), including runs started while it works; a run a warm
+    run starts (a handover) runs at once. Starting a run succeeds even when the run then fails: the failure is on
+    the run.
     """
 
     def __init__(
@@ -83,6 +84,10 @@ class LocalGlueClient:
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
         self.runs.append(run)
+        if any(r.job == WARM_JOB and r.state == "RUNNING" for r in self.runs):
+            # A warm run handed a table over, and waits for that run before it stops: on Glue the two run side by
+            # side; here the handed run runs now, inside the warm run's batch.
+            self._execute(run)
         return {"JobRunId": run.run_id}
 
     def get_job_runs(self, JobName: str, MaxResults: int = 100, **_: Any) -> dict[str, Any]:

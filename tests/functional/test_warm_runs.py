@@ -1,0 +1,106 @@
+"""Warm runs (``runs.mode: warm``) with real Spark and Iceberg, through the Lambda's handler and the local Glue: one
+run per shard applies its tables as files land, LOAD files and a large backlog are handed to the G.1X jobs (a run for
+that table alone), a compaction by someone else and files landing while a run works are taken in its stride, a run
+that ends (quiet, or restarted for maintenance) is followed by the next, and each lake equals the oracle with every
+file recorded once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.names import WARM_JOB, WARM_MARKER_PREFIX
+from cdc_lake.core.shards import shard_of
+from cdc_lake.engine.record import applied_files, snapshot_summaries
+from cdc_lake.local.generator import GeneratorSpec, generate, land_order
+from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
+from tests.support.configs import app_config
+from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths
+
+pytestmark = pytest.mark.spark
+
+
+def warm_config(**warm: Any) -> PipelineConfig:
+    # Three app tables, two per run: app.orders and app.events in shard 0, app.accounts in shard 1.
+    return app_config(mode="warm", warm={"tables_per_job": 2, **warm})
+
+
+def recorded(pipeline: LocalPipeline) -> list[str]:
+    """Every file named in any commit's applied-files record, over all tables (duplicates kept)."""
+    keys: list[str] = []
+    for table in pipeline.config.tables:
+        for snapshot in snapshot_summaries(pipeline.context, table):
+            keys.extend(applied_files(snapshot["summary"] or {}).keys)
+    return keys
+
+
+@on_both_paths
+def test_warm_runs_hand_over_large_work_ride_out_a_foreign_compaction_and_end_exact(lake: Lake, tmp_path: Path) -> None:
+    config = warm_config()
+    spec = GeneratorSpec(seed=58, initial_rows=40, cdc_files=5, changes_per_file=12, cached_changes=0)
+    generated = generate(config, tmp_path / "source", spec)
+    keys = land_order(generated)
+    assert {t.name: shard_of(t.name, 2) for t in config.tables} == {"app.accounts": 1, "app.orders": 0, "app.events": 0}
+    loads = [k for k in keys if "/LOAD" in k]
+    cdc = {t.name: [k for k in keys if k.startswith(config.table_prefix(t)) and k not in loads] for t in config.tables}
+    orders, events, accounts = cdc["app.orders"], cdc["app.events"], cdc["app.accounts"]
+    first = [orders[0], events[0], accounts[0]]
+    during = [orders[1], events[1]]  # shard 0's own tables, landing while its run works
+    backlog = events[2:]
+    landed_while_running: list[str] = []
+
+    def on_round(run: LocalJobRun, number: int, commits: int) -> None:
+        if run.job == WARM_JOB and run.arguments["--shard"] == "0" and not landed_while_running:
+            # Someone else compacts a table the run owns, and DMS lands more, while the run works.
+            lake.spark.sql(f"CALL {lake.catalog}.system.rewrite_data_files(table => '{lake.database}.app_orders')")
+            lake.land_from(generated.landing, during)
+            lake.store()
+            landed_while_running.extend(during)
+            # The run is RUNNING and has not said it stops: it covers them.
+            assert [pipeline.notify(key) for key in during] == [[], []]
+
+    # The LOAD files land, but their events are lost: the warm runs find them and hand them to the full-load job.
+    lake.land_from(generated.landing, [*loads, *first])
+    pipeline = LocalPipeline(
+        config, lake.landing, lake.spark, database=lake.database, catalog=lake.catalog, store=lake.store(),
+        on_round=on_round,
+    )  # fmt: skip
+    runs = pipeline.deliver(first)
+    assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
+    assert sorted(r.arguments["--shard"] for r in runs if r.job == WARM_JOB) == ["0", "1"]
+    handed = [r for r in runs if r.job == "full_load"]
+    assert sorted(r.arguments["--table"] for r in handed) == sorted(t.name for t in config.tables)
+    assert all(r.arguments["--one_table"] == "true" for r in handed)
+    # The files that landed while shard 0's run worked were its own: a later round took them.
+    shard0 = next(r for r in runs if r.job == WARM_JOB and r.arguments["--shard"] == "0")
+    assert shard0.result is not None and set(during) <= set(shard0.result.applied_files)
+
+    # A backlog over handover_bytes goes to the cdc_replay job, for that table alone; small batches stay warm.
+    lake.land_from(generated.landing, [*backlog, orders[2], accounts[1]])
+    limit = sum((generated.landing / k).stat().st_size for k in backlog) - 1
+    small = LocalPipeline(
+        warm_config(handover_bytes=limit), lake.landing, lake.spark, database=lake.database, catalog=lake.catalog,
+        store=lake.store(),
+    )  # fmt: skip
+    later = small.deliver([*backlog, orders[2], accounts[1]])
+    assert not failed_runs(later), [r.error for r in failed_runs(later)]
+    replays = [r for r in later if r.job == "cdc_replay"]
+    assert [(r.arguments["--table"], r.arguments["--one_table"]) for r in replays] == [("app.events", "true")]
+    assert replays[0].result is not None and sorted(replays[0].result.applied_files) == sorted(backlog)
+
+    # The runs ended (quiet); the next files start the shards' next runs, which take up where they stopped.
+    rest = [k for k in keys if not (lake.landing / k).exists()]
+    lake.land_from(generated.landing, rest)
+    lake.store()
+    final = pipeline.deliver(rest)
+    assert not failed_runs(final), [r.error for r in failed_runs(final)]
+    assert {r.job for r in final} == {WARM_JOB}
+
+    assert sorted(recorded(pipeline)) == sorted(keys), "every landed file recorded exactly once"
+    assert_lake_equals_oracle(pipeline, generated.expected, tmp_path / "export")
+    # Each run that stopped said so first, under the markers' prefix, and no table or notice saw them.
+    markers = [o.key for o in lake.store().list(WARM_MARKER_PREFIX)]
+    assert markers and {m.split("/")[1] for m in markers} <= {"0", "1"}
