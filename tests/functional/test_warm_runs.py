@@ -12,12 +12,18 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.config import PipelineConfig
-from cdc_lake.core.names import WARM_JOB, WARM_MARKER_PREFIX
+from cdc_lake.core.jsonl import read_jsonl
+from cdc_lake.core.names import FILES_APPLIED_METRIC, GLUE_CATALOG, WARM_JOB, WARM_MARKER_PREFIX
 from cdc_lake.core.shards import shard_of
 from cdc_lake.engine.record import applied_files, snapshot_summaries
+from cdc_lake.jobs.entry import glue_entry
+from cdc_lake.jobs.replay import FULL_LOAD
+from cdc_lake.jobs.warm import CDC_WARM
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
+from cdc_lake.ops.export import export_tables
 from tests.support.configs import app_config
+from tests.support.glue_run import GlueRun
 from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths
 
 pytestmark = pytest.mark.spark
@@ -104,3 +110,38 @@ def test_warm_runs_hand_over_large_work_ride_out_a_foreign_compaction_and_end_ex
     # Each run that stopped said so first, under the markers' prefix, and no table or notice saw them.
     markers = [o.key for o in lake.store().list(WARM_MARKER_PREFIX)]
     assert markers and {m.split("/")[1] for m in markers} <= {"0", "1"}
+
+
+def test_the_warm_jobs_glue_entry_with_glues_arguments_applies_its_shard_and_says_it_stopped(
+    spark: Any, aws_endpoint: str, database: str, tmp_path: Path
+) -> None:
+    """The script's entry, as Glue starts it (its own --JOB_NAME and --JOB_RUN_ID among the arguments), on the Glue
+    catalog and S3 of the local endpoint: the shard's tables applied, each commit's metrics put, the stop marker
+    written before its last look."""
+    run = GlueRun(aws_endpoint, database, tmp_path)
+    loads = [k for k in run.keys if "/LOAD" in k]
+    for key in loads:
+        run.land(key)
+    glue_entry(FULL_LOAD, run.argv(loads[0]), run.client)
+    for key in run.keys:
+        run.land(key)
+    glue = run.client("glue")
+    for name in ("lake-cdc-warm", "lake-full-load", "lake-cdc-replay"):
+        glue.create_job(Name=name, Role="arn:aws:iam::123456789012:role/lake", Command={"Name": "glueetl"})
+    argv = ["cdc_warm.py", "--JOB_ID", "j_1", "--JOB_RUN_ID", "jr_warm_1", "--JOB_NAME", "lake-cdc-warm",
+            "--config_uri", f"s3://{run.bucket}/config/tables.json", "--bucket", run.bucket, "--shard", "0",
+            "--full_load_job", "lake-full-load", "--cdc_replay_job", "lake-cdc-replay", "--catalog", GLUE_CATALOG,
+            "--database", database, "--quiet_seconds", "0"]  # fmt: skip
+
+    outcome = glue_entry(CDC_WARM, argv, run.client)
+
+    assert not outcome.failures
+    cdc = [k for k in run.keys if k not in loads]
+    assert sorted(outcome.applied_files) == sorted(cdc)  # one shard: the whole configuration
+    assert sum(point["Sum"] for point in run.metric(FILES_APPLIED_METRIC)) >= len(cdc)
+    listed = run.s3.list_objects_v2(Bucket=run.bucket, Prefix=WARM_MARKER_PREFIX).get("Contents", [])
+    assert [item["Key"] for item in listed] == [f"{WARM_MARKER_PREFIX}0/jr_warm_1"]
+    export_tables(run.lake(), tmp_path / "export")
+    for table in run.config.tables:
+        expected = run.generated.expected / f"{table.name}.jsonl"
+        assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == read_jsonl(expected)

@@ -23,6 +23,7 @@ from cdc_lake.jobs.drift import DriftOptions
 from cdc_lake.jobs.maintenance import MaintenanceOptions
 from cdc_lake.jobs.replay import ReplayOptions
 from cdc_lake.jobs.source_check import SourceCheckOptions
+from cdc_lake.jobs.warm import WarmOptions
 
 
 def test_options_from_glue_argv_like_a_console_rerun():
@@ -38,6 +39,16 @@ def test_options_from_glue_argv_like_a_console_rerun():
         catalog="glue_catalog",
         database="",
     )
+
+
+def test_a_warm_run_reads_glues_own_job_name_and_run_id_which_glue_reserves():
+    """awsglue refuses to be asked for --JOB_RUN_ID (it always reads it): the warm run still gets it, and its name."""
+    argv = ["script.py", "--JOB_ID", "j_1", "--JOB_RUN_ID", "jr_42", "--JOB_NAME", "cdclake-cdc-warm",
+            "--config_uri", "s3://assets/tables.json", "--bucket", "raw", "--shard", "3",
+            "--full_load_job", "cdclake-full-load", "--cdc_replay_job", "cdclake-cdc-replay"]  # fmt: skip
+    options = WarmOptions.from_sys_argv(argv)
+    assert (options.JOB_RUN_ID, options.JOB_NAME, options.shard) == ("jr_42", "cdclake-cdc-warm", 3)
+    assert WarmOptions.from_sys_argv([a for a in argv if a not in ("--JOB_RUN_ID", "jr_42")]).JOB_RUN_ID == ""
 
 
 def test_the_stack_conf_argument_is_not_taken_for_config_uri():

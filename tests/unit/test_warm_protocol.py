@@ -349,3 +349,52 @@ def test_the_exploration_finds_two_runs_of_a_shard_applying_at_once_when_a_run_d
     monkeypatch.setattr(warm_module.WarmShift, "peer", lambda self: None)
     found = next((seed for seed in range(SCHEDULES) if explore(seed).overlaps), None)
     assert found is not None, "no interleaving overlapped without the yield: the exploration is too weak"
+
+
+def test_a_load_file_starts_a_full_load_run_for_its_table_and_a_missing_warm_job_name_is_refused():
+    from cdc_lake.core.exceptions import ConfigError
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.started: list[tuple[str, dict[str, str]]] = []
+
+        def get_job_runs(self, **_: Any) -> dict[str, Any]:
+            return {"JobRuns": []}
+
+        def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
+            self.started.append((JobName, Arguments))
+            return {"JobRunId": f"jr_{len(self.started)}"}
+
+    glue = Recorder()
+    event = s3_object_created_event(
+        BUCKET, [("app/orders/LOAD00000001.csv", 10, "a"), ("app/users/20250301-120501000.csv", 10, "b")]
+    )
+    starter = GlueJobStarter(glue, JOBS, markers=lambda _bucket, _prefix: [])
+    assert handle(event, config=CONFIG, starter=starter) == ["jr_1", "jr_2"]
+    assert glue.started == [
+        ("full_load", {"--bucket": BUCKET, "--key": "app/orders/LOAD00000001.csv", "--table": "app.orders"}),
+        (WARM_JOB, {"--bucket": BUCKET, "--shard": "1"}),
+    ]
+    without = GlueJobStarter(glue, {"full_load": "full_load", "cdc_replay": "cdc_replay"})
+    with pytest.raises(ConfigError, match="CDC_WARM_JOB_NAME"):
+        handle(event, config=CONFIG, starter=without)
+
+
+def test_the_deployed_function_reads_the_warm_jobs_name_and_lists_markers_only_in_warm_stacks(monkeypatch):
+    from dms_trigger import handler
+
+    monkeypatch.setattr(handler, "load_config_uri", lambda location, label: CONFIG)
+    environment = {
+        handler.CONFIG_ENV: "s3://assets/tables.json",
+        handler.FULL_LOAD_JOB_ENV: "lake-full-load",
+        handler.CDC_REPLAY_JOB_ENV: "lake-cdc-replay",
+    }
+    handler.clear_container_settings()
+    try:
+        plain = handler.container_settings(environment).starter
+        assert WARM_JOB not in plain.job_names and plain.markers is None
+        handler.clear_container_settings()
+        warm = handler.container_settings({**environment, handler.WARM_JOB_ENV: "lake-cdc-warm"}).starter
+        assert warm.job_names[WARM_JOB] == "lake-cdc-warm" and warm.markers is not None
+    finally:
+        handler.clear_container_settings()

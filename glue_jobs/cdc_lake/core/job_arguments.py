@@ -31,6 +31,8 @@ UPKEEP_ACTIONS: tuple[UpkeepAction, ...] = typing.get_args(UpkeepAction)
 MaintenanceAction = Literal[UpkeepAction, "reload", "rejects-replay", "rejects-accept"]
 DriftAction = Literal["verify", "repair"]
 SETTLE_TIMEOUT_SECONDS = 900.0
+# What awsglue's getResolvedOptions reads on its own (``Job.id_params()`` but --JOB_NAME, which it leaves to the job).
+GLUE_RESERVED = frozenset({"JOB_ID", "JOB_RUN_ID", "SECURITY_CONFIGURATION"})
 
 
 @dataclass(frozen=True)
@@ -148,11 +150,14 @@ def _read_as(cls: type, name: str, hint: Any) -> tuple[type, tuple[str, ...]]:
 
 
 def resolve_glue_arguments(argv: Sequence[str], required: Iterable[str], optional: Iterable[str]) -> dict[str, str]:
-    """Glue's own resolution of ``argv``: the required arguments, and those optional ones that are present."""
+    """Glue's own resolution of ``argv``: the required arguments, and those optional ones that are present. Glue's
+    own ids (``--JOB_RUN_ID``…) it always reads itself, and refuses to be asked for: they are passed through."""
     from awsglue.utils import getResolvedOptions
 
     wanted = [*required, *(name for name in optional if f"--{name}" in argv)]
-    return dict(getResolvedOptions(_only_named(argv, {f"--{name}" for name in wanted}), wanted))
+    asked = [name for name in wanted if name not in GLUE_RESERVED]
+    resolved = getResolvedOptions(_only_named(argv, {f"--{name}" for name in wanted}), asked)
+    return {name: value for name, value in resolved.items() if value is not None}
 
 
 def _only_named(argv: Sequence[str], names: set[str]) -> list[str]:

@@ -158,7 +158,8 @@ class DeployedPipeline:
             run = min(waiting, key=lambda r: r["StartedOn"])
             arguments = dict(run.get("Arguments") or {})
             key = arguments.get("--key", "")
-            self.report(f"glue-run {run['JobName']} {run['Id'][:12]}… (started for {key})")
+            started_for = key or f"shard {arguments.get('--shard')}"  # a warm run is its shard's
+            self.report(f"glue-run {run['JobName']} {run['Id'][:12]}… (started for {started_for})")
             started = time.monotonic()
             error = None
             try:
