@@ -12,15 +12,22 @@ for the start-up time, RUNNING, SUCCEEDED), and the simulation plays each run's 
   one lists each table from its listing window, and the tables with unapplied files are applied,
   ``parallel_tables`` at a time, one commit per table;
   it starts another round while files are pending and its time budget is not spent, waits up to
-  ``idle_seconds`` (checking every ``poll_seconds``) when none are, then ends.
+  ``idle_seconds`` (checking every ``poll_seconds``) when none are, then ends;
+- warm design (``runs.mode: warm``), played without the Lambda (in a busy day it starts each shard's run once):
+  each shard of ``tables_per_job`` tables (``core.shards``) is one long-lived run of G.025X workers that starts on
+  its first landed file and stops after ``quiet_seconds`` without one, and applies in rounds every owned table with
+  landed files, ``parallel_tables`` at a time (``WarmShard``). ``solve_warm`` finds the shards, and the batch time,
+  each lag goal needs.
 
 Out: runs, DPU-hours and dollars per day and month, freshness lag (commit minus landing) per (tables,
 interval, design), on one Glue version (``--glue-version``, default ``GLUE_VERSION`` or ``lake.glue_version``'s
 default); and the new design's 100 and 1,000 busy tables on every Glue version, each with its own price per
-DPU-hour and start-up time (``--usd-per-dpu-hour 6.0=0.30``, ``--startup-seconds 6.0=10``). Assumptions and
-defaults: docs/cost-simulation.md.
+DPU-hour and start-up time (``--usd-per-dpu-hour 6.0=0.30``, ``--startup-seconds 6.0=10``); the warm design
+for 100 and 1,000 busy tables beside the coalesced one, and the scheduled jobs priced on Glue Flex. Assumptions
+and defaults: docs/cost-simulation.md.
 
 Usage: python -m bench.simulate [--per-table-seconds 2.0] [--scale 1.0] [--glue-version 5.1] [--out bench/results]
+[--warm-batch-seconds 3.15] [--warm-cpu-seconds 0.94] [--tables-per-job 100] [--flex-usd-per-dpu-hour 0.29]
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ import math
 import random
 import sys
 import time
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,8 +50,16 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cdc_lake.core.config import PipelineConfig, UpkeepSettings, glue_version, parse_config
+from cdc_lake.core.config import (
+    PipelineConfig,
+    RunSettings,
+    UpkeepSettings,
+    WarmSettings,
+    glue_version,
+    parse_config,
+)
 from cdc_lake.core.names import GLUE_VERSION, GLUE_VERSIONS, GlueVersion
+from cdc_lake.core.shards import shard_of
 from cdc_lake.engine.drain import LISTING_THREADS
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
@@ -62,6 +78,22 @@ LANES_PER_WORKER = 2
 OLD_WORKERS = 2
 OLD_MAX_CONCURRENT_RUNS = 10
 NEW_MAX_CONCURRENT_RUNS = 1
+
+# The warm design (runs.mode warm) runs on G.025X workers: a quarter of a DPU and 2 vCPUs each (AWS Glue's worker
+# types). Its batch: a warm small batch (10 changes into 10,000 rows) on the Glue catalog + S3 path, measured by
+# bench.paths (docs/performance.md, "AWS's round trips"): 0.94 s against a local endpoint answering in about a
+# millisecond, 3.15 s with AWS's in-Region round trips held on each request.
+G025X_DPU = 0.25
+G025X_VCPUS = 2
+WARM_BATCH_LOCAL_S = 0.94
+WARM_BATCH_AWS_S = 3.15
+# The lake jobs the stack runs on Flex, as it sizes them (tests/unit/test_simulate.py checks they agree with infra/):
+# G.1X workers of the maintenance, drift and source-check jobs.
+MAINTENANCE_WORKERS = 2
+DRIFT_WORKERS = 2
+SOURCE_CHECK_WORKERS = 2
+_WARM = WarmSettings()
+_RUNS = RunSettings()
 
 # Event kinds on the virtual clock, in the order they are handled when they fall on the same instant.
 _RUNNING, _RUN_END, _ROUND_START, _ROUND_END, _LAND = range(5)
@@ -87,6 +119,69 @@ class GlueCosts:
 def published_costs() -> dict[GlueVersion, GlueCosts]:
     """Each Glue version's costs as ``cdc_lake.core.names.GLUE_VERSIONS`` records them (sources: the doc)."""
     return {version: GlueCosts(f.usd_per_dpu_hour, f.startup_seconds) for version, f in GLUE_VERSIONS.items()}
+
+
+@dataclass(frozen=True)
+class WarmGoal:
+    """Busy tables whose lag p95 must stay under ``p95_s``, on at most ``max_shards`` runs or ``max_usd_per_month``."""
+
+    tables: int
+    p95_s: float
+    max_shards: int | None = None
+    max_usd_per_month: float | None = None
+
+
+WARM_GOALS = (WarmGoal(100, 60.0, max_shards=1), WarmGoal(1000, 120.0, max_usd_per_month=1600.0))
+
+
+@dataclass(frozen=True)
+class WarmParams:
+    """The warm design (``runs.mode: warm``) as the simulation plays it, without the Lambda: each shard of
+    ``tables_per_job`` tables is one long-lived run of ``workers`` G.025X workers, started by its first landed file
+    and stopped after ``quiet_s`` without one. A run works in rounds: every owned table with files landed since its
+    last batch gets one batch of all of them, ``parallel_tables`` at a time.
+
+    A batch of one file takes ``batch_s``, of which ``cpu_s`` is the worker's CPU and the rest waiting on round
+    trips. Waiting overlaps across parallel batches; CPU does not: ``concurrent`` batches share ``vcpus``, so each
+    holds its lane for ``max(batch_s, concurrent × cpu_s / vcpus)`` (``lane_s``)."""
+
+    batch_s: float = WARM_BATCH_AWS_S
+    cpu_s: float = WARM_BATCH_LOCAL_S
+    vcpus: int = G025X_VCPUS
+    workers: int = _WARM.workers
+    tables_per_job: int = _WARM.tables_per_job
+    parallel_tables: int = _RUNS.parallel_tables
+    quiet_s: float = _WARM.quiet_seconds
+    lifetime_h: float = _WARM.lifetime_hours
+    tables: tuple[int, ...] = (100, 1000)
+    interval_s: float = 60.0
+    # Goals the batch time and shard size are solved for (solve_warm): simulated over solve_hours, then checked
+    # over the full window.
+    goals: tuple[WarmGoal, ...] = WARM_GOALS
+    solve_hours: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.cpu_s <= self.batch_s:
+            raise ValueError(f"a warm batch's CPU time ({self.cpu_s} s) must be in (0, batch_s = {self.batch_s} s]")
+        WarmSettings(tables_per_job=self.tables_per_job)  # the configuration's bounds
+
+    def shards(self, tables: int) -> int:
+        """Warm runs for ``tables`` tables, as the stack makes them."""
+        return WarmSettings(tables_per_job=self.tables_per_job).shards(tables)
+
+    def lane_s(self, concurrent: int) -> float:
+        """Seconds a one-file batch holds its lane while ``concurrent`` batches run at once."""
+        return max(self.batch_s, concurrent * self.cpu_s / self.vcpus)
+
+    def with_batch(self, batch_s: float) -> WarmParams:
+        """The same design with a ``batch_s`` batch: a faster batch waits less first (fewer round trips), so its CPU
+        time stays ``cpu_s`` unless the batch itself is shorter."""
+        return replace(self, batch_s=batch_s, cpu_s=min(self.cpu_s, batch_s))
+
+    @property
+    def dpu(self) -> float:
+        """DPUs one warm run is billed for."""
+        return self.workers * G025X_DPU
 
 
 @dataclass(frozen=True)
@@ -131,6 +226,16 @@ class SimParams:
     # After the window, land nothing more and let the runs finish (tests); off, files still unapplied at the
     # end of the window are the backlog.
     drain: bool = False
+    warm: WarmParams = field(default_factory=WarmParams)
+    # Glue Flex, the execution class on spare capacity (glueetl jobs on G.1X/G.2X, so neither the streaming warm
+    # runs nor, in the stack, the replay jobs): price per DPU-hour, us-east-1 (docs/cost-simulation.md's source).
+    flex_usd_per_dpu_hour: float = 0.29
+    # The scheduled jobs the stack runs on Flex, per run: maintenance of one table (bench-aging's `cdc-lake
+    # maintain`, 4.5 s locally, times the warm batch's AWS/local ratio for the round trips), verify of one table
+    # (bench-drift's 10M-row table, 31.9 s), the source check's catalog comparison.
+    maintain_table_s: float = 4.5 * WARM_BATCH_AWS_S / WARM_BATCH_LOCAL_S
+    verify_table_s: float = 31.9
+    source_check_s: float = 30.0
 
     @property
     def costs(self) -> GlueCosts:
@@ -144,8 +249,12 @@ class SimParams:
 
     def batch_s(self, files: int) -> float:
         """Time of one table's batch of ``files`` files, committed at its end (its listing not included)."""
-        upkeep = self.upkeep_s * self.scale / self.upkeep_every if self.upkeep_every else 0.0
-        return self.per_table_s * self.scale + self.extra_file_s * (files - 1) + upkeep
+        return self.per_table_s * self.scale + self.extra_file_s * (files - 1) + self.upkeep_share_s
+
+    @property
+    def upkeep_share_s(self) -> float:
+        """The replay's upkeep spread over its batches: ``upkeep_s`` every ``upkeep_every`` batches."""
+        return self.upkeep_s * self.scale / self.upkeep_every if self.upkeep_every else 0.0
 
     def listing_s(self, keys: float) -> float:
         """Time to list ``keys`` keys: pages of 1,000, at least one."""
@@ -282,6 +391,14 @@ def build_config(tables: int, design: str, params: SimParams) -> PipelineConfig:
     return parse_config({"lake": lake, "tables": specs, "runs": runs}, source=f"simulation of {tables} tables")
 
 
+def window_hours(tables: int, interval_s: float, params: SimParams) -> float:
+    """Hours a case is simulated over: ``hours``, or ``short_window_hours`` when it lands more files a day than
+    ``short_window_above_files`` (its runs and DPU-hours are then scaled to a day)."""
+    if tables * DAY_S / interval_s > params.short_window_above_files:
+        return min(params.hours, params.short_window_hours)
+    return params.hours
+
+
 def table_name(index: int) -> str:
     return f"public.t{index + 1:04d}"
 
@@ -324,11 +441,7 @@ class Simulation:
                 f"(at most {LANES_PER_WORKER} per worker)"
             )
         self.workers = runs.workers if runs.coalesced else OLD_WORKERS
-        files_per_day = tables * DAY_S / interval_s
-        hours = params.hours
-        if files_per_day > params.short_window_above_files:
-            hours = min(hours, params.short_window_hours)
-        self.window_s = hours * 3600.0
+        self.window_s = window_hours(tables, interval_s, params) * 3600.0
         limit = NEW_MAX_CONCURRENT_RUNS if runs.coalesced else OLD_MAX_CONCURRENT_RUNS
         self.glue = SimulatedGlue(self, {"full_load": limit, "cdc_replay": limit}, params.costs.startup_s)
         self.starter = GlueJobStarter(self.glue, JOB_NAMES, sleep=lambda seconds: None)
@@ -567,6 +680,324 @@ def simulate_versions(params: SimParams | None = None, reuse: Iterable[dict[str,
     return rows
 
 
+# The warm design (runs.mode: warm), played without the Lambda: in a busy day it only starts each shard's run once.
+
+
+@dataclass(slots=True)
+class ShardOutcome:
+    """What one shard's warm runs did in the window: each landed file's lag, the files left unapplied, the billed
+    seconds of its runs and how many runs started."""
+
+    lags: list[float]
+    backlog: int
+    billed_s: float
+    runs: int
+
+
+class WarmShard:
+    """One shard's warm runs on a virtual clock. ``landings``: each owned table's landing times, in order.
+
+    A run starts at the first landing (Glue's start-up and the script's fixed time, both billed, before its first
+    round). A round lists every owned table (``LISTING_THREADS`` at a time, one page each), then gives each table
+    with a landed file one batch, in table order, ``parallel_tables`` at a time; a batch takes every file of its
+    table landed by its start and commits at its end (``lane_s``, 0.2 s a further file, and the replay's upkeep share
+    as in the coalesced design). After a round that applied something the next starts at
+    once; after an empty one the run looks again every ``poll_s`` and stops once nothing has landed for ``quiet_s``,
+    or at a round's end once it has lived ``lifetime_h``. The next landing starts the next run."""
+
+    def __init__(self, landings: Sequence[Sequence[float]], end: float, params: SimParams, drain: bool = False) -> None:
+        self.landings = landings
+        self.end = end
+        self.params = params
+        self.warm = params.warm
+        self.drain = drain
+        self.startup_s = params.costs.startup_s + params.noop_s
+        self.discovery_s = params.list_page_s * math.ceil(len(landings) / LISTING_THREADS)
+        self.applied = [0] * len(landings)
+        # Per table, each batch's (files applied through it, commit time).
+        self.commits: list[list[tuple[int, float]]] = [[] for _ in landings]
+        # The oldest unapplied landing of each table with one.
+        self.due = [(times[0], index) for index, times in enumerate(landings) if times]
+        heapq.heapify(self.due)
+
+    def run(self) -> ShardOutcome:
+        billed_s, runs = 0.0, 0
+        start = self.due[0][0] if self.due else None
+        while start is not None and (self.drain or start < self.end):
+            stop = self._play_run(start)
+            runs += 1
+            billed_s += max(self.params.min_billed_s, (stop if self.drain else min(stop, self.end)) - start)
+            start = max(stop, self.due[0][0]) if self.due else None
+        return self._outcome(billed_s, runs)
+
+    def _play_run(self, start: float) -> float:
+        """One run, from the landing that started it; returns when it stops."""
+        now = start + self.startup_s
+        newest_landing = start
+        while self.drain or now < self.end:
+            if now - start >= self.warm.lifetime_h * 3600.0:
+                return now
+            listed = now + self.discovery_s
+            tables = []
+            while self.due and self.due[0][0] <= listed:
+                tables.append(heapq.heappop(self.due)[1])
+            if tables:
+                now, newest = self._round(listed, sorted(tables))
+                newest_landing = max(newest_landing, newest)
+                continue
+            quiet_from = newest_landing + self.warm.quiet_s
+            upcoming = self.due[0][0] if self.due else math.inf
+            if upcoming > quiet_from:
+                return max(listed, quiet_from)
+            # Nothing landed: look again every poll_s until the next landing.
+            now = listed + self.params.poll_s * max(1, math.ceil((upcoming - listed) / self.params.poll_s))
+        return now
+
+    def _round(self, listed: float, tables: list[int]) -> tuple[float, float]:
+        """Batches of ``tables``, in order, ``parallel_tables`` at a time; returns the round's end and the newest
+        landing it applied."""
+        lanes = [listed] * min(self.warm.parallel_tables, len(tables))
+        lane_s = self.warm.lane_s(len(lanes)) + self.params.upkeep_share_s
+        extra_file_s = self.params.extra_file_s
+        landings, applied, commits, due = self.landings, self.applied, self.commits, self.due
+        newest = -math.inf
+        for index in tables:
+            begins = heapq.heappop(lanes)
+            times = landings[index]
+            first, last = applied[index], bisect_right(times, begins)
+            committed = begins + lane_s + extra_file_s * (last - first - 1)
+            commits[index].append((last, committed))
+            applied[index] = last
+            newest = max(newest, times[last - 1])
+            if last < len(times):
+                heapq.heappush(due, (times[last], index))
+            heapq.heappush(lanes, committed)
+        return max(lanes), newest
+
+    def _outcome(self, billed_s: float, runs: int) -> ShardOutcome:
+        """Each file's lag: commit minus landing; a file not committed by the end counts ``end - landing``."""
+        lags: list[float] = []
+        backlog = 0
+        for times, commits in zip(self.landings, self.commits, strict=True):
+            done = 0
+            for last, committed in commits:
+                if committed > self.end and not self.drain:
+                    break
+                lags.extend([committed - landed for landed in times[done:last]])
+                done = last
+            backlog += len(times) - done
+            lags.extend([self.end - landed for landed in times[done:]])
+        return ShardOutcome(lags, backlog, billed_s, runs)
+
+
+def simulate_warm(tables: int, interval_s: float, params: SimParams | None = None) -> dict[str, Any]:
+    """The warm design for ``tables`` busy tables landing a file every ``interval_s`` s: the landings of the other
+    designs, each table in the shard ``core.shards.shard_of`` gives it, each shard played by ``WarmShard``."""
+    params = params or SimParams()
+    started = time.perf_counter()
+    warm = params.warm
+    window_s = window_hours(tables, interval_s, params) * 3600.0
+    schedule = landing_schedule(tables, interval_s, window_s, params)
+    shards = warm.shards(tables)
+    owned: list[list[list[float]]] = [[] for _ in range(shards)]
+    for index, times in enumerate(schedule):
+        owned[shard_of(table_name(index), shards)].append(times)
+    outcomes = [WarmShard(landings, window_s, params, params.drain).run() for landings in owned]
+    lags = sorted(lag for outcome in outcomes for lag in outcome.lags)
+    to_day = DAY_S / window_s
+    dpu_hours_per_day = sum(o.billed_s for o in outcomes) * warm.dpu / 3600.0 * to_day
+    usd_per_day = dpu_hours_per_day * params.costs.usd_per_dpu_hour
+    return {
+        "glue_version": params.glue_version,
+        "usd_per_dpu_hour": params.costs.usd_per_dpu_hour,
+        "startup_s": params.costs.startup_s,
+        "tables": tables,
+        "interval_s": interval_s,
+        "design": "warm",
+        "mode": "warm",
+        "capacity": f"{shards} × {warm.workers} G.025X",
+        "shards": shards,
+        "tables_per_job": warm.tables_per_job,
+        "largest_shard": max(len(landings) for landings in owned),
+        "workers": warm.workers,
+        "worker_type": "G.025X",
+        "parallel_tables": warm.parallel_tables,
+        "batch_s": warm.batch_s,
+        "cpu_s": warm.cpu_s,
+        "window_hours": round(window_s / 3600.0, 3),
+        "scaled_to_day": to_day != 1.0,
+        "files_landed": len(lags),
+        "runs_started": sum(o.runs for o in outcomes),
+        "dpu_hours_per_day": round(dpu_hours_per_day, 2),
+        "usd_per_day": round(usd_per_day, 2),
+        "usd_per_month": round(usd_per_day * params.days_per_month, 2),
+        "lag_p50_s": round(percentile(lags, 0.50), 1),
+        "lag_p95_s": round(percentile(lags, 0.95), 1),
+        "lag_max_s": round(lags[-1], 1) if lags else 0.0,
+        "backlog_files": sum(o.backlog for o in outcomes),
+        "wall_s": round(time.perf_counter() - started, 2),
+    }
+
+
+def shard_usd_per_month(params: SimParams) -> float:
+    """A warm run busy all month: ``workers × 0.25 DPU × 24 h × days × price``."""
+    return params.warm.dpu * 24.0 * params.days_per_month * params.costs.usd_per_dpu_hour
+
+
+def allowed_shards(goal: WarmGoal, params: SimParams) -> int:
+    """The most warm runs ``goal`` allows: its ``max_shards``, or as many busy runs as its budget pays for."""
+    limits = [goal.tables]
+    if goal.max_shards is not None:
+        limits.append(goal.max_shards)
+    if goal.max_usd_per_month is not None:
+        limits.append(int(goal.max_usd_per_month // shard_usd_per_month(params)))
+    return max(1, min(limits))
+
+
+def solve_warm(goal: WarmGoal, params: SimParams) -> dict[str, Any]:
+    """What the warm design needs for ``goal``, each found by bisection over ``solve_hours`` windows (then
+    simulated over the full window by ``shard_rows``):
+    - ``shards_at_today_batch``: the fewest shards whose p95 stays under the goal with today's ``batch_s``;
+    - ``batch_s_needed``: the slowest batch, to 0.01 s, that keeps it under the goal on the most shards the goal
+      allows (searched up to twice today's batch). Which shard owns a table depends on the number of shards
+      alone, so shards are searched, and ``tables_per_job`` is the smallest that makes that many."""
+    warm = params.warm
+    short = replace(params, hours=warm.solve_hours, short_window_hours=min(warm.solve_hours, params.short_window_hours))
+
+    def meets(shards: int, batch_s: float) -> bool:
+        tables_per_job = math.ceil(goal.tables / shards)
+        trial = replace(short, warm=replace(warm.with_batch(batch_s), tables_per_job=tables_per_job))
+        return float(simulate_warm(goal.tables, warm.interval_s, trial)["lag_p95_s"]) < goal.p95_s
+
+    # The fewest shards: from the default count, doubled until the goal is met, then bisected.
+    fewest, most = 1, min(goal.tables, warm.shards(goal.tables))
+    while most < goal.tables and not meets(most, warm.batch_s):
+        fewest, most = most + 1, min(goal.tables, 2 * most)
+    while fewest < most:
+        middle = (fewest + most) // 2
+        fewest, most = (fewest, middle) if meets(middle, warm.batch_s) else (middle + 1, most)
+    allowed = allowed_shards(goal, params)
+    slow, fast = 2 * warm.batch_s, 0.0
+    if meets(allowed, slow):
+        fast = slow
+    while slow - fast > 0.01:
+        batch_s = (slow + fast) / 2
+        slow, fast = (slow, batch_s) if meets(allowed, batch_s) else (batch_s, fast)
+    return {
+        "tables": goal.tables,
+        "p95_goal_s": goal.p95_s,
+        "max_usd_per_month": goal.max_usd_per_month,
+        "today_batch_s": warm.batch_s,
+        "shards_at_today_batch": fewest,
+        "tables_per_job_at_today_batch": math.ceil(goal.tables / fewest),
+        "usd_per_month_at_today_batch": round(fewest * shard_usd_per_month(params), 2),
+        "shards_allowed": allowed,
+        "tables_per_job_allowed": math.ceil(goal.tables / allowed),
+        "batch_s_needed": round(math.floor(fast * 20) / 20, 2),
+    }
+
+
+def shard_rows(solution: dict[str, Any], params: SimParams) -> list[dict[str, Any]]:
+    """A solution's two designs over the full window, where they differ from the default one: today's batch on the
+    shards it needs, and the slowest batch that meets the goal on the shards the goal allows."""
+    warm, tables = params.warm, solution["tables"]
+    options = [
+        replace(warm, tables_per_job=solution["tables_per_job_at_today_batch"]),
+        replace(warm.with_batch(solution["batch_s_needed"]), tables_per_job=solution["tables_per_job_allowed"]),
+    ]
+    rows = []
+    for option in options:
+        if option.batch_s <= 0 or (option.shards(tables), option.batch_s) == (warm.shards(tables), warm.batch_s):
+            continue
+        row = simulate_warm(tables, warm.interval_s, replace(params, warm=option))
+        rows.append(row | {"design": f"warm, for p95 < {solution['p95_goal_s']:g} s"})
+    return rows
+
+
+@dataclass(frozen=True)
+class WarmReport:
+    """The warm design beside the coalesced one (``rows``), what its goals need (``solutions``), and the scheduled
+    jobs on Flex (``flex``)."""
+
+    rows: list[dict[str, Any]]
+    solutions: list[dict[str, Any]]
+    flex: list[dict[str, Any]]
+
+
+def warm_report(params: SimParams, results: Iterable[dict[str, Any]] = ()) -> WarmReport:
+    """The warm design for ``warm.tables`` busy tables, each beside the coalesced row of ``results`` (simulate_all's,
+    same inputs) for the same case, then the rows solved for each goal; the scheduled jobs priced on Flex."""
+    warm = params.warm
+    coalesced = {(r["tables"], r["interval_s"]): r for r in results if r["design"] == "new"}
+    solutions = [solve_warm(goal, params) for goal in warm.goals]
+    rows = []
+    for tables in warm.tables:
+        row = coalesced.get((tables, warm.interval_s))
+        if row is not None:
+            worker_type = GLUE_VERSIONS[row["glue_version"]].worker_type
+            batch_s = round(params.per_table_s * params.scale, 2)
+            rows.append(
+                row | {"design": "coalesced", "capacity": f"1 × {row['workers']} {worker_type}", "batch_s": batch_s}
+            )
+        rows.append(simulate_warm(tables, warm.interval_s, params))
+        for solution in solutions:
+            if solution["tables"] == tables:
+                rows += shard_rows(solution, params)
+    flex = [job for tables in warm.tables for job in price_flex(tables, params)]
+    return WarmReport(rows, solutions, flex)
+
+
+# Glue Flex for the jobs nobody waits on.
+
+
+@dataclass(frozen=True)
+class ScheduledJob:
+    """A lake job the stack runs on Flex (infra/glue.py's FLEX_JOBS): its G.1X workers, how often it runs, runs a
+    month and seconds a run (start-up included)."""
+
+    job: str
+    workers: int
+    schedule: str
+    runs_per_month: float
+    run_s: float
+
+
+def scheduled_jobs(tables: int, params: SimParams) -> tuple[ScheduledJob, ...]:
+    """The stack's scheduled jobs for ``tables`` tables on their default schedules (infra/settings.py): maintenance
+    and the source check daily, the drift job's verify weekly."""
+    fixed = params.costs.startup_s + params.noop_s
+    days = params.days_per_month
+    return (
+        ScheduledJob("maintenance", MAINTENANCE_WORKERS, "daily", days, fixed + tables * params.maintain_table_s),
+        ScheduledJob("drift", DRIFT_WORKERS, "weekly", days / 7, fixed + tables * params.verify_table_s),
+        ScheduledJob("source_check", SOURCE_CHECK_WORKERS, "daily", days, fixed + params.source_check_s),
+    )
+
+
+def price_flex(tables: int, params: SimParams) -> list[dict[str, Any]]:
+    """Each scheduled job's month on the standard execution class and on Flex (same DPU-hours, Flex's rate)."""
+    rows = []
+    for job in scheduled_jobs(tables, params):
+        dpu_hours = job.workers * max(params.min_billed_s, job.run_s) / 3600.0 * job.runs_per_month
+        standard = dpu_hours * params.costs.usd_per_dpu_hour
+        flex = dpu_hours * params.flex_usd_per_dpu_hour
+        rows.append(
+            {
+                "job": job.job,
+                "schedule": job.schedule,
+                "tables": tables,
+                "workers": job.workers,
+                "runs_per_month": round(job.runs_per_month, 2),
+                "run_minutes": round(job.run_s / 60.0, 1),
+                "dpu_hours_per_month": round(dpu_hours, 2),
+                "usd_per_month": round(standard, 2),
+                "flex_usd_per_month": round(flex, 2),
+                "flex_saving_usd_per_month": round(standard - flex, 2),
+            }
+        )
+    return rows
+
+
 Columns = tuple[tuple[str, str], ...]
 COLUMNS: Columns = (
     ("tables", "tables"),
@@ -598,9 +1029,45 @@ VERSION_COLUMNS: Columns = (
     ("lag_p95_s", "lag p95 (s)"),
     ("window_hours", "window (h)"),
 )
+WARM_COLUMNS: Columns = (
+    ("tables", "tables"),
+    ("design", "design"),
+    ("capacity", "runs × workers"),
+    ("parallel_tables", "parallel"),
+    ("batch_s", "batch (s)"),
+    ("dpu_hours_per_day", "DPU-h/day"),
+    ("usd_per_month", "$/month"),
+    ("lag_p50_s", "lag p50 (s)"),
+    ("lag_p95_s", "lag p95 (s)"),
+    ("lag_max_s", "lag max (s)"),
+    ("backlog_files", "backlog"),
+    ("window_hours", "window (h)"),
+)
+FLEX_COLUMNS: Columns = (
+    ("job", "job"),
+    ("schedule", "schedule"),
+    ("tables", "tables"),
+    ("workers", "G.1X workers"),
+    ("runs_per_month", "runs/month"),
+    ("run_minutes", "minutes/run"),
+    ("dpu_hours_per_month", "DPU-h/month"),
+    ("usd_per_month", "$/month standard"),
+    ("flex_usd_per_month", "$/month Flex"),
+    ("flex_saving_usd_per_month", "saved by Flex"),
+)
 MAIN_TITLE = "One day of CDC on AWS: one run per file (old) vs coalesced runs (new)"
 VERSIONS_TITLE = "The coalesced design on each Glue version: its price per DPU-hour and its start-up"
-_TEXT_COLUMNS = {"design", "glue_version"}
+WARM_TITLE = "Warm runs (runs.mode: warm) beside the coalesced design, busy tables at 60 s"
+FLEX_TITLE = "The scheduled jobs on the standard execution class and on Flex"
+_TEXT_COLUMNS = {"design", "glue_version", "capacity", "job", "schedule"}
+_MONEY_COLUMNS = {
+    "usd_per_month",
+    "dpu_hours_per_day",
+    "old_over_new_cost",
+    "dpu_hours_per_month",
+    "flex_usd_per_month",
+    "flex_saving_usd_per_month",
+}
 
 
 def _cell(row: dict[str, Any], name: str) -> str:
@@ -610,7 +1077,7 @@ def _cell(row: dict[str, Any], name: str) -> str:
     if name == "interval_s":
         return f"{value:g}"
     if isinstance(value, float):
-        if name in {"usd_per_month", "dpu_hours_per_day", "old_over_new_cost"}:
+        if name in _MONEY_COLUMNS:
             return f"{value:,.2f}"
         return f"{value:,.0f}" if name == "runs_per_day" else f"{value:g}"
     if isinstance(value, int):
@@ -633,10 +1100,17 @@ def write_results(
     out: Path,
     wall_s: float,
     versions: list[dict[str, Any]] | None = None,
+    warm: WarmReport | None = None,
 ) -> None:
     """bench/results/simulation.json (inputs, wall time, rows) and simulation.md (the tables and their inputs)."""
     out.mkdir(parents=True, exist_ok=True)
-    document = {"params": asdict(params), "wall_s": round(wall_s, 1), "results": results, "versions": versions or []}
+    document = {
+        "params": asdict(params),
+        "wall_s": round(wall_s, 1),
+        "results": results,
+        "versions": versions or [],
+        "warm": asdict(warm) if warm else None,
+    }
     (out / "simulation.json").write_text(json.dumps(document, indent=2) + "\n")
     scaled = sorted({(r["tables"], r["interval_s"], r["window_hours"]) for r in results if r["scaled_to_day"]})
     costs = params.costs
@@ -658,7 +1132,37 @@ def write_results(
     text = render_markdown(results) + "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
     if versions:
         text += f"\n{VERSIONS_TITLE}:\n\n" + render_markdown(versions, VERSION_COLUMNS)
+    if warm:
+        text += f"\n{WARM_TITLE}:\n\n" + render_markdown(warm.rows, WARM_COLUMNS) + "\n"
+        text += "\n".join(f"- {line}" for line in warm_notes(warm, params)) + "\n"
+        text += f"\n{FLEX_TITLE}:\n\n" + render_markdown(warm.flex, FLEX_COLUMNS)
     (out / "simulation.md").write_text(text)
+
+
+def warm_notes(report: WarmReport, params: SimParams) -> list[str]:
+    """The warm design's inputs, and what each goal needs, one line each."""
+    warm = params.warm
+    lines = [
+        f"Warm inputs: batch {warm.batch_s:g} s of which {warm.cpu_s:g} s CPU, {warm.parallel_tables} tables at once "
+        f"on {warm.vcpus} vCPUs ({warm.lane_s(warm.parallel_tables):g} s a lane), {warm.workers} G.025X workers "
+        f"({warm.dpu:g} DPU) a run, start-up {params.costs.startup_s:g} s + {params.noop_s:g} s, quiet "
+        f"{warm.quiet_s:g} s, {params.extra_file_s:g} s per further file, upkeep {params.upkeep_share_s:.2f} s a "
+        f"batch, ${params.costs.usd_per_dpu_hour:g}/DPU-hour; a busy run costs ${shard_usd_per_month(params):,.2f} a "
+        "month.",
+    ]
+    for solution in report.solutions:
+        limit = f"{solution['shards_allowed']} run(s)"
+        if solution["max_usd_per_month"] is not None:
+            limit += f", the most ${solution['max_usd_per_month']:,.0f} a month pays for"
+        needed = solution["batch_s_needed"]
+        batch = f"a batch of at most {needed:g} s" if needed else "no batch time"
+        lines.append(
+            f"{solution['tables']:,} busy tables, p95 under {solution['p95_goal_s']:g} s: with today's "
+            f"{solution['today_batch_s']:g} s batch, {solution['shards_at_today_batch']} run(s) of at most "
+            f"{solution['tables_per_job_at_today_batch']} tables (${solution['usd_per_month_at_today_batch']:,.2f} a "
+            f"month); on {limit}, {batch} (to 0.05 s)."
+        )
+    return lines
 
 
 def print_table(results: list[dict[str, Any]], columns: Columns = COLUMNS, title: str = MAIN_TITLE) -> None:
@@ -724,12 +1228,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retained-days", type=float, default=defaults.retained_days, help="days of files listed; 0: new keys only"
     )
+    parser.add_argument(
+        "--check-seconds", type=float, default=defaults.check_s, help="a coalesced run's first look at an idle table"
+    )
+    parser.add_argument(
+        "--warm-batch-seconds", type=float, default=defaults.warm.batch_s, help="a warm small batch on AWS"
+    )
+    parser.add_argument(
+        "--warm-cpu-seconds", type=float, default=defaults.warm.cpu_s, help="the CPU part of --warm-batch-seconds"
+    )
+    parser.add_argument(
+        "--tables-per-job", type=int, default=defaults.warm.tables_per_job, help="tables a warm run owns"
+    )
+    parser.add_argument("--flex-usd-per-dpu-hour", type=float, default=defaults.flex_usd_per_dpu_hour)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     try:
         costs = override_costs(
             per_version(args.usd_per_dpu_hour, "--usd-per-dpu-hour"),
             per_version(args.startup_seconds, "--startup-seconds"),
+        )
+        warm = replace(
+            defaults.warm,
+            batch_s=args.warm_batch_seconds,
+            cpu_s=args.warm_cpu_seconds,
+            tables_per_job=args.tables_per_job,
         )
     except ValueError as error:
         parser.error(str(error))
@@ -740,14 +1263,20 @@ def main(argv: list[str] | None = None) -> int:
         glue_costs=costs,
         seed=args.seed,
         retained_days=args.retained_days,
+        check_s=args.check_seconds,
+        warm=warm,
+        flex_usd_per_dpu_hour=args.flex_usd_per_dpu_hour,
     )
     started = time.perf_counter()
     results = simulate_all(params)
     versions = simulate_versions(params, results)
+    report = warm_report(params, results)
     wall_s = time.perf_counter() - started
     print_table(results)
     print_table(versions, VERSION_COLUMNS, VERSIONS_TITLE)
-    write_results(results, params, args.out, wall_s, versions)
+    print_table(report.rows, WARM_COLUMNS, WARM_TITLE)
+    print_table(report.flex, FLEX_COLUMNS, FLEX_TITLE)
+    write_results(results, params, args.out, wall_s, versions, report)
     print(f"simulated {len(results)} cases in {wall_s:.1f} s; wrote {args.out / 'simulation.json'} and .md")
     return 0
 

@@ -1,8 +1,10 @@
 """The cost simulation (bench/simulate.py): its Glue stand-in, both designs' run scripts, and that the real
-Lambda handler is what starts every run."""
+Lambda handler is what starts every run; the warm design's shards, lanes and bill, the batch time its goals need,
+and the scheduled jobs on Flex."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -11,25 +13,43 @@ from botocore.exceptions import ClientError
 
 import bench.simulate as simulate_module
 from bench.simulate import (
+    DRIFT_WORKERS,
+    MAINTENANCE_WORKERS,
     NEW_MAX_CONCURRENT_RUNS,
     OLD_MAX_CONCURRENT_RUNS,
     OLD_WORKERS,
+    SOURCE_CHECK_WORKERS,
     VERSION_COLUMNS,
+    WARM_COLUMNS,
     GlueCosts,
     SimParams,
     Simulation,
     Sizing,
+    WarmGoal,
+    WarmParams,
+    WarmReport,
+    WarmShard,
+    allowed_shards,
+    landing_schedule,
     main,
     override_costs,
     per_version,
+    price_flex,
     published_costs,
     render_markdown,
+    scheduled_jobs,
+    shard_usd_per_month,
     simulate,
     simulate_all,
     simulate_versions,
+    simulate_warm,
+    solve_warm,
+    warm_report,
+    write_results,
 )
-from cdc_lake.core.config import RunSettings
+from cdc_lake.core.config import RunSettings, WarmSettings
 from cdc_lake.core.names import GLUE_VERSION_ENV
+from cdc_lake.core.shards import shard_of
 
 # Short windows keep the suite fast; retained_days=0 makes listings one page, so times are easy to check.
 QUICK = SimParams(hours=2.0, retained_days=0.0)
@@ -256,9 +276,209 @@ def test_the_command_line_takes_the_glue_version_from_the_environment(
 
     monkeypatch.setattr(simulate_module, "simulate_all", fake_simulate_all)
     monkeypatch.setattr(simulate_module, "simulate_versions", lambda params, reuse: [])
+    monkeypatch.setattr(simulate_module, "warm_report", lambda params, results: WarmReport([], [], []))
     monkeypatch.setenv(GLUE_VERSION_ENV, "6.0")
     assert main(["--out", str(tmp_path), "--usd-per-dpu-hour", "6.0=0.3"]) == 0
     monkeypatch.delenv(GLUE_VERSION_ENV)
     assert main(["--out", str(tmp_path)]) == 0
     assert [(p.glue_version, p.costs.usd_per_dpu_hour) for p in seen] == [("6.0", 0.3), ("5.1", 0.44)]
     assert "Glue 5.1" in (tmp_path / "simulation.md").read_text()
+
+
+# The warm design (runs.mode: warm): shards of long-lived G.025X runs, played without the Lambda.
+
+WARM_QUICK = SimParams(hours=2.0)
+# What a warm run does before its first round: Glue's start-up, the script's fixed time, one listing page.
+WARM_FIRST_ROUND = WARM_QUICK.costs.startup_s + WARM_QUICK.noop_s + WARM_QUICK.list_page_s
+# What each batch adds to its lane time: the replay's upkeep, 3 s every 16 batches.
+UPKEEP = WARM_QUICK.upkeep_share_s
+
+
+def play_shard(landings: list[list[float]], params: SimParams = WARM_QUICK, end: float = 3600.0) -> Any:
+    return WarmShard(landings, end, params, drain=True).run()
+
+
+def test_warm_defaults_are_the_configuration_and_the_measured_batch() -> None:
+    warm, settings = WarmParams(), WarmSettings()
+    assert (warm.tables_per_job, warm.workers, warm.quiet_s) == (100, 2, 600)
+    assert (warm.tables_per_job, warm.workers, warm.quiet_s) == (
+        settings.tables_per_job,
+        settings.workers,
+        settings.quiet_seconds,
+    )
+    assert warm.parallel_tables == RunSettings().parallel_tables == 4
+    # docs/performance.md, "AWS's round trips": 0.94 s locally, 3.15 s with AWS's in-Region round trips.
+    assert (warm.batch_s, warm.cpu_s) == (3.15, 0.94)
+    assert warm.dpu == 0.5  # two G.025X workers of a quarter DPU
+    with pytest.raises(ValueError, match="CPU time"):
+        WarmParams(batch_s=0.5, cpu_s=0.94)
+    with pytest.raises(ValueError, match="tables_per_job"):
+        WarmParams(tables_per_job=0)
+
+
+def test_warm_bill_is_shards_times_half_a_dpu_for_every_busy_hour() -> None:
+    params = replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, tables_per_job=50))
+    result = simulate_warm(200, 60, params)
+    assert result["shards"] == 4
+    assert result["runs_started"] == 4  # busy all the time: each shard's run never goes quiet
+    # Billed from each shard's first landing (within a second or two of midnight) to the end of the window.
+    assert result["dpu_hours_per_day"] == pytest.approx(4 * 0.5 * 24, rel=0.001)
+    assert result["usd_per_month"] == pytest.approx(4 * 0.5 * 24 * 0.44 * 30, rel=0.001)
+    assert shard_usd_per_month(params) == pytest.approx(0.5 * 24 * 0.44 * 30)
+
+
+def test_warm_tables_go_to_the_shard_the_stack_gives_them() -> None:
+    params = replace(SimParams(hours=0.5), warm=replace(WARM_QUICK.warm, tables_per_job=100))
+    result = simulate_warm(250, 60, params)
+    assert result["shards"] == 3 == WarmSettings().shards(250)
+    owners = [shard_of(f"public.t{index + 1:04d}", 3) for index in range(250)]
+    assert result["largest_shard"] == max(owners.count(shard) for shard in range(3))
+    assert result["files_landed"] == sum(len(t) for t in landing_schedule(250, 60, 1800, params))
+
+
+def test_a_warm_batch_waits_beside_the_others_but_shares_the_cpu() -> None:
+    warm = WarmParams()
+    assert warm.lane_s(1) == warm.lane_s(4) == 3.15  # 4 x 0.94 s of CPU fits 2 vCPUs within 3.15 s
+    wide = replace(warm, parallel_tables=8)
+    assert wide.lane_s(8) == pytest.approx(8 * 0.94 / 2)  # the CPU is the bottleneck: 3.76 s a batch
+    # Eight tables land one file each at once: four lanes take two turns; eight lanes one slower turn.
+    first, second = WARM_FIRST_ROUND + 3.15 + UPKEEP, WARM_FIRST_ROUND + 2 * (3.15 + UPKEEP)
+    assert sorted(play_shard([[0.0]] * 8).lags) == pytest.approx([first] * 4 + [second] * 4)
+    outcome = play_shard([[0.0]] * 8, replace(WARM_QUICK, warm=wide))
+    assert outcome.lags == pytest.approx([WARM_FIRST_ROUND + 3.76 + UPKEEP] * 8)
+
+
+def test_a_warm_batch_takes_every_file_landed_before_it_starts() -> None:
+    # Three files of one table land while the run starts: one batch applies them, 0.2 s a further file.
+    outcome = play_shard([[0.0, 1.0, 2.0]])
+    committed = WARM_FIRST_ROUND + 3.15 + UPKEEP + 2 * WARM_QUICK.extra_file_s
+    assert outcome.lags == pytest.approx([committed, committed - 1.0, committed - 2.0])
+    assert outcome.backlog == 0
+
+
+def test_a_quiet_warm_run_stops_and_the_next_file_starts_another() -> None:
+    outcome = play_shard([[0.0, 100.0, 2000.0]])
+    assert outcome.runs == 2
+    # The first run stops 600 s after its last landed file (checked every 5 s); the second 600 s after its only one.
+    assert outcome.billed_s == pytest.approx(700.0 + 600.0, abs=WARM_QUICK.poll_s + 1.0)
+    assert outcome.lags[2] == pytest.approx(WARM_FIRST_ROUND + 3.15 + UPKEEP)  # the second run's start-up, again
+
+
+def test_warm_runs_apply_every_landed_file_once() -> None:
+    params = replace(WARM_QUICK, drain=True)
+    schedule = landing_schedule(30, 60, 7200, params)
+    outcome = WarmShard(schedule, 7200, params, drain=True).run()
+    assert len(outcome.lags) == sum(len(times) for times in schedule) > 3000
+    assert outcome.backlog == 0
+    assert min(outcome.lags) >= 3.15
+
+
+def test_warm_lag_grows_with_the_batch_time() -> None:
+    p95 = [
+        simulate_warm(100, 60, replace(WARM_QUICK, warm=WARM_QUICK.warm.with_batch(batch_s)))["lag_p95_s"]
+        for batch_s in (1.5, 2.5, 3.15, 4.0)
+    ]
+    assert p95 == sorted(p95)
+    assert p95[0] < 30
+    assert p95[2] > 60  # today's 3.15 s batch misses 60 s on one shard of 100 tables
+
+
+def test_a_shard_behind_its_landings_lags_boundedly_while_a_batch_takes_all_of_a_tables_files() -> None:
+    # 100 tables x 3.34 s / 4 lanes = 83 s of batches a round, more than the 60 s interval: every table's
+    # batch takes a file more now and then, 0.2 s each, and the lag settles.
+    short, long = (simulate_warm(100, 60, replace(WARM_QUICK, hours=hours)) for hours in (2.0, 4.0))
+    assert 60 < short["lag_p95_s"] < 2 * 83
+    assert long["lag_max_s"] == pytest.approx(short["lag_max_s"], rel=0.25)
+    # When each further file costs more than the interval allows (3 s x 25 tables a lane > 60 s), it never settles.
+    slow = replace(WARM_QUICK, extra_file_s=3.0)
+    short, long = (simulate_warm(100, 60, replace(slow, hours=hours)) for hours in (2.0, 4.0))
+    assert long["lag_max_s"] > 1.6 * short["lag_max_s"] > 1000
+
+
+def test_solve_warm_finds_the_slowest_batch_and_the_fewest_shards_that_meet_a_goal() -> None:
+    params = replace(SimParams(hours=1.0), warm=replace(WarmParams(), solve_hours=1.0, tables_per_job=20))
+    goal = WarmGoal(60, 12.0, max_shards=1)
+    solution = solve_warm(goal, params)
+    assert (solution["shards_allowed"], solution["tables_per_job_allowed"]) == (1, 60)
+
+    def p95(batch_s: float, tables_per_job: int) -> float:
+        warm = replace(params.warm.with_batch(batch_s), tables_per_job=tables_per_job)
+        return float(simulate_warm(60, 60, replace(params, warm=warm))["lag_p95_s"])
+
+    needed = solution["batch_s_needed"]
+    assert 0 < needed < 3.15  # today's batch misses 12 s for 60 tables on one run
+    assert p95(needed, 60) < 12.0 <= p95(needed + 0.2, 60)  # found to 0.05 s, rounded down
+    shards = solution["shards_at_today_batch"]
+    assert shards > 1
+    assert p95(3.15, solution["tables_per_job_at_today_batch"]) < 12.0 <= p95(3.15, math.ceil(60 / (shards - 1)))
+    assert solution["usd_per_month_at_today_batch"] == pytest.approx(shards * shard_usd_per_month(params), abs=0.01)
+
+
+def test_a_goal_allows_as_many_busy_warm_runs_as_its_budget_pays_for() -> None:
+    params = SimParams()
+    assert allowed_shards(WarmGoal(1000, 120.0, max_usd_per_month=1600.0), params) == 10  # $158.40 each: $1,584
+    assert allowed_shards(WarmGoal(1000, 120.0, max_usd_per_month=100.0), params) == 1
+    assert allowed_shards(WarmGoal(100, 60.0, max_shards=1, max_usd_per_month=1600.0), params) == 1
+    assert allowed_shards(WarmGoal(5, 60.0, max_usd_per_month=1600.0), params) == 5  # a run per table at most
+
+
+def test_warm_report_puts_each_warm_case_beside_the_coalesced_one(tmp_path: Any) -> None:
+    params = replace(
+        QUICK, hours=1.0, tables=(10,), intervals_s=(60.0,), warm=replace(WarmParams(), tables=(10,), goals=())
+    )
+    results = simulate_all(params)
+    report = warm_report(params, results)
+    assert [(r["tables"], r["design"]) for r in report.rows] == [(10, "coalesced"), (10, "warm")]
+    assert report.rows[0]["capacity"] == "1 × 2 G.1X"
+    assert report.rows[1]["capacity"] == "1 × 2 G.025X"
+    table = render_markdown(report.rows, WARM_COLUMNS)
+    assert table.splitlines()[0].startswith("| tables | design | runs × workers |")
+    write_results(results, params, tmp_path, 1.0, warm=report)
+    text = (tmp_path / "simulation.md").read_text()
+    assert "Warm runs (runs.mode: warm)" in text
+    assert "Flex" in text
+
+
+def test_flex_lowers_the_scheduled_jobs_by_its_rate() -> None:
+    params = SimParams()
+    rows = {row["job"]: row for row in price_flex(100, params)}
+    assert set(rows) == {"maintenance", "drift", "source_check"}
+    for row in rows.values():
+        assert row["flex_usd_per_month"] == pytest.approx(row["usd_per_month"] * 0.29 / 0.44, abs=0.01)
+    maintenance = rows["maintenance"]
+    run_s = params.costs.startup_s + params.noop_s + 100 * params.maintain_table_s  # daily, 2 G.1X workers
+    assert maintenance["dpu_hours_per_month"] == pytest.approx(2 * run_s / 3600 * 30, abs=0.01)
+    assert maintenance["flex_saving_usd_per_month"] == pytest.approx(2 * run_s / 3600 * 30 * 0.15, abs=0.01)
+    assert rows["source_check"]["dpu_hours_per_month"] == pytest.approx(2 * 60 / 3600 * 30)  # the minute minimum
+
+
+def test_the_scheduled_jobs_are_the_stacks_flex_jobs_sized_and_timed_as_it_makes_them() -> None:
+    glue = pytest.importorskip("infra.glue")
+    source_check = pytest.importorskip("infra.source_check")
+    settings = pytest.importorskip("infra.settings")
+    assert {job.job for job in scheduled_jobs(100, SimParams())} == glue.FLEX_JOBS
+    assert glue.MAINTENANCE_SIZING.workers == MAINTENANCE_WORKERS
+    assert source_check.SOURCE_CHECK_SIZING.workers == SOURCE_CHECK_WORKERS
+    assert source_check.DRIFT_SIZING.workers == DRIFT_WORKERS
+    # scheduled_jobs prices maintenance and the source check daily, the drift verify weekly.
+    assert settings.DEFAULT_MAINTENANCE_SCHEDULE == "cron(30 3 * * ? *)"
+    assert settings.DEFAULT_SOURCE_CHECK_SCHEDULE == "cron(0 3 * * ? *)"
+    assert settings.DEFAULT_DRIFT_CHECK_SCHEDULE == "cron(0 4 ? * SUN *)"
+
+
+def test_the_command_line_takes_the_warm_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    seen: list[SimParams] = []
+
+    def fake_report(params: SimParams, results: Any) -> WarmReport:
+        seen.append(params)
+        return WarmReport([], [], [])
+
+    monkeypatch.setattr(simulate_module, "simulate_all", lambda params: [])
+    monkeypatch.setattr(simulate_module, "simulate_versions", lambda params, reuse: [])
+    monkeypatch.setattr(simulate_module, "warm_report", fake_report)
+    argv = ["--out", str(tmp_path), "--warm-batch-seconds", "2", "--tables-per-job", "50"]
+    assert main([*argv, "--flex-usd-per-dpu-hour", "0.3", "--check-seconds", "0.19"]) == 0
+    assert (seen[0].warm.batch_s, seen[0].warm.tables_per_job, seen[0].flex_usd_per_dpu_hour) == (2.0, 50, 0.3)
+    assert seen[0].check_s == 0.19
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--warm-batch-seconds", "0.5"])  # less than its 0.94 s of CPU
