@@ -21,7 +21,7 @@ TEST_SCOPE := $(if $(filter 5.1,$(RUNTIME)),,--ignore=tests/infra)
 DRIFT_ROWS ?= 10000000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs check test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-config bench-drift synth clean
+.PHONY: help setup demo demo-aws docs check test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-warm bench-config bench-drift synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -87,6 +87,9 @@ bench-large: setup ## part 1 of make bench up to a 100M-row table (10k..100M row
 
 bench-aging: setup ## day 30 of a busy table: 2,000 batches of 40 changes into one 50k-row table through the Lambda's handler (about 45 minutes), a full read every 100, then maintenance and 50 more; into bench/results/aging.*
 	$(PY) -m bench.aging
+
+bench-warm: setup ## 100 busy tables (a CDC file a minute each) for 20 minutes through the Lambda's handler and a warm run on the deployed path, with AWS's in-Region round trips and without (about 50 minutes); into bench/results/warm.*
+	$(PY) -m bench.warm
 
 bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
 	$(PY) -m bench.catalog

@@ -24,6 +24,7 @@ from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import DrainHooks, DrainResult
+from cdc_lake.engine.replay import RunResult
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.jobs.replay import ReplayOptions, run_job
 from cdc_lake.jobs.warm import WarmOptions, run_warm
@@ -70,10 +71,12 @@ class LocalGlueClient:
         context: ReplayContext,
         on_run: Callable[[LocalJobRun], None] | None = None,
         on_round: Callable[[LocalJobRun, int, int], None] | None = None,
+        on_batch: Callable[[LocalJobRun, RunResult], None] | None = None,
     ) -> None:
         self._context = context
         self._on_run = on_run
         self._on_round = on_round
+        self._on_batch = on_batch
         self._ids = itertools.count(1)
         self.runs: list[LocalJobRun] = []
         self.calls: Counter[str] = Counter()
@@ -84,7 +87,7 @@ class LocalGlueClient:
             raise ValueError(f"unknown job {JobName!r}")
         run = LocalJobRun(run_id=f"jr_local_{next(self._ids):06d}", job=JobName, arguments=dict(Arguments))
         self.runs.append(run)
-        if any(r.job == WARM_JOB and r.state == "RUNNING" for r in self.runs):
+        if JobName != WARM_JOB and any(r.job == WARM_JOB and r.state == "RUNNING" for r in self.runs):
             # A warm run handed a table over, and waits for that run before it stops: on Glue the two run side by
             # side; here the handed run runs now, inside the warm run's batch.
             self._execute(run)
@@ -109,11 +112,12 @@ class LocalGlueClient:
 
     def _execute(self, run: LocalJobRun) -> None:
         run.started = True
-        hook = self._on_round
+        hook, batch_hook = self._on_round, self._on_batch
         on_round = (lambda number, batches: hook(run, number, batches)) if hook else None
+        on_batch = (lambda batch: batch_hook(run, batch)) if batch_hook else None
         started = time.monotonic()
         try:
-            run.result = self._run(run, on_round)
+            run.result = self._run(run, DrainHooks(on_batch, on_round))
             if run.result.failures:
                 run.error = str(TableFailuresError(run.result.failures))
         except CdcLakeError as error:
@@ -125,7 +129,7 @@ class LocalGlueClient:
         if self._on_run:
             self._on_run(run)
 
-    def _run(self, run: LocalJobRun, on_round: Callable[[int, int], None] | None) -> DrainResult:
+    def _run(self, run: LocalJobRun, hooks: DrainHooks) -> DrainResult:
         lake = {
             "config_uri": "(local)",
             "catalog": self._context.location.catalog,
@@ -136,23 +140,24 @@ class LocalGlueClient:
             stack = {"full_load_job": "full_load", "cdc_replay_job": "cdc_replay", "quiet_seconds": "0"}
             glue = {"JOB_NAME": WARM_JOB, "JOB_RUN_ID": run.run_id}
             warm = WarmOptions.from_options({**lake, **stack, **glue, **run.arguments})
-            return run_warm(warm, self._context, self, DrainHooks(on_round=on_round))
+            return run_warm(warm, self._context, self, hooks)
         kind = next(k for k in TRIGGERED_JOBS if k == run.job)
         # Locally no file lands while a run works unless a test lands it: no waiting for more.
         options = ReplayOptions.from_options({**lake, "idle_seconds": "0", **run.arguments})
-        return run_job(kind, options, self._context, on_round=on_round)
+        return run_job(kind, options, self._context, on_batch=hooks.on_batch, on_round=hooks.on_round)
 
 
 class PipelineOptions(TypedDict, total=False):
     """A local pipeline's options: the lake ``database`` (default: the configuration's) in ``catalog`` (default:
-    the Hadoop one), the ``store`` runs read (default: the landing folder), and hooks told of each finished run
-    and each round of a run."""
+    the Hadoop one), the ``store`` runs read (default: the landing folder), and hooks told of each finished run,
+    each round of a run and each batch a run commits."""
 
     database: str | None
     catalog: str
     store: ObjectStore | None
     on_run: Callable[[LocalJobRun], None] | None
     on_round: Callable[[LocalJobRun, int, int], None] | None
+    on_batch: Callable[[LocalJobRun, RunResult], None] | None
 
 
 class LocalPipeline:
@@ -173,7 +178,9 @@ class LocalPipeline:
         catalog = options.get("catalog", LOCAL_CATALOG)
         self.location = LakeLocation(catalog, options.get("database") or config.lake.database)
         self.context = ReplayContext(spark=spark, location=self.location, config=config, store=self.store)
-        self.glue = LocalGlueClient(self.context, options.get("on_run"), options.get("on_round"))
+        self.glue = LocalGlueClient(
+            self.context, options.get("on_run"), options.get("on_round"), options.get("on_batch")
+        )
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
         """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed), then run the
