@@ -42,6 +42,7 @@ from bench.simulate import (
     print_table,
     simulate_all,
     simulate_versions,
+    warm_report,
     write_results,
 )
 from cdc_lake.core.config import PipelineConfig, glue_version, load_config
@@ -125,7 +126,8 @@ def many_tables(
     started = time.perf_counter()
     simulation = simulate_all(params)
     versions = simulate_versions(params, simulation)
-    write_results(simulation, params, out, time.perf_counter() - started, versions)
+    warm = warm_report(params, simulation)
+    write_results(simulation, params, out, time.perf_counter() - started, versions, warm)
     return drain, simulation, versions
 
 

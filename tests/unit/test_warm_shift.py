@@ -3,6 +3,7 @@ and the bound on a batch that keeps dead runs' branches removable."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -43,6 +44,9 @@ class Glue:
 
     def get_job_runs(self, JobName: str, MaxResults: int = 50, **_: Any) -> dict[str, Any]:
         return {"JobRuns": list(reversed(self.runs.get(JobName, [])))[:MaxResults]}
+
+    def get_job_run(self, JobName: str, RunId: str, **_: Any) -> dict[str, Any]:
+        return {"JobRun": next(r for r in self.runs[JobName] if r["Id"] == RunId)}
 
     def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
         run = {"Id": f"jr_{sum(map(len, self.runs.values())) + 1}", "JobRunState": "WAITING", "Arguments": Arguments}
@@ -129,3 +133,29 @@ def test_a_batch_past_the_bound_ends_the_run_and_the_bound_is_what_longest_run_c
     # The warm run lives for days, yet dead branches wait no longer than every other job's bound.
     assert CONFIG.runs.longest_run.total_seconds() < 24 * 3600
     assert CONFIG.runs.longest_run.total_seconds() >= WARM_BATCH_MINUTES * 60
+
+
+def test_the_watch_ends_the_run_when_a_batch_outlives_the_bound() -> None:
+    now = [0.0]
+    warm = shift(Glue(), now)
+    warm.batch_limit_seconds = 0.05  # the watchdog looks every 0.005 s
+    with warm.watch("app.orders"):
+        now[0] = 1.0
+        for _ in range(200):
+            if warm.overruns:  # type: ignore[attr-defined]
+                break
+            time.sleep(0.01)
+    assert len(warm.overruns) == 1  # type: ignore[attr-defined]
+    assert "app.orders: a batch has run longer than 0s; ending the warm run" in warm.overruns[0]  # type: ignore[attr-defined]
+
+
+def test_the_watch_stops_with_its_run() -> None:
+    warm = shift(Glue())
+    warm.batch_limit_seconds = 0.05
+    with warm.watch("app.orders"):
+        pass
+    watchdog = warm._watchdog
+    assert watchdog is not None and watchdog.is_alive()
+    warm.end()
+    watchdog.join(timeout=2)
+    assert not watchdog.is_alive()

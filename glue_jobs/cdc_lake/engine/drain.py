@@ -162,12 +162,15 @@ class DrainHooks:
     shift: Shift | None = None
 
 
+NO_HOOKS = DrainHooks()
+
+
 def drain(
     context: ReplayContext,
     budget: Budget,
     *,
     first: str | None = None,
-    hooks: DrainHooks = DrainHooks(),  # frozen: one shared default is safe
+    hooks: DrainHooks = NO_HOOKS,
     tables: Sequence[TableSpec] | None = None,
 ) -> DrainResult:
     """Apply every table's landed files until a round commits nothing for ``idle_seconds`` or the budget is spent.

@@ -10,7 +10,7 @@ It is a coalesced run (``engine.drain``) with four differences:
   that table landing meanwhile are its own), or after ``runs.warm.lifetime_hours``. Before its
   last look at the landing it writes a stop marker (``WARM_MARKER_PREFIX<shard>/<run id>``): the Lambda, finding the
   shard's run RUNNING with a marker, starts the next run, so a file landing after that look is never left to it.
-  A new run yields to a live run of its shard that is not stopping, and waits for one that is (``yield_to_peers``).
+  A new run yields to a live run of its shard that is not stopping, and waits for one that is (``WarmShift.peer``).
 - A batch that outlives ``WARM_BATCH_MINUTES`` ends the run: a run that lives for days then never holds a commit
   branch longer than that, and the clean-up of dead runs' branches (``RunSettings.longest_run``) need not wait days.
 """
@@ -31,7 +31,7 @@ from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB, WARM_MARKER_PREFIX
 from cdc_lake.core.shards import tables_of
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.drain import Budget, DrainHooks, DrainResult, HandOver, drain
+from cdc_lake.engine.drain import NO_HOOKS, Budget, DrainHooks, DrainResult, HandOver, drain
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,11 @@ def markers(context: ReplayContext) -> MarkerStore:
 
 
 class JobRuns(Protocol):
-    """What a warm run asks of Glue: the runs of a job, and starting one (boto3's Glue client has both)."""
+    """What a warm run asks of Glue: the runs of a job, one run, and starting one (boto3's Glue client has them)."""
 
     def get_job_runs(self, *, JobName: str, MaxResults: int) -> Mapping[str, Any]: ...
+
+    def get_job_run(self, *, JobName: str, RunId: str) -> Mapping[str, Any]: ...
 
     def start_job_run(
         self, *, JobName: str, Arguments: dict[str, str], JobRunQueuingEnabled: bool
@@ -110,6 +112,7 @@ class WarmShift:
     _batches: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watchdog: threading.Thread | None = None
+    _ended: threading.Event = field(default_factory=threading.Event)
 
     def peer(self) -> str | None:
         """None when this run may take the shard; else the id of a live run of the shard that is not stopping, to
@@ -147,7 +150,7 @@ class WarmShift:
         if handed is None:
             return False
         job, run_id = handed
-        state = self._state(job, run_id, table)
+        state = self._state(job, run_id)
         if state in LIVE_STATES:
             return True
         del self.handed[table]
@@ -212,9 +215,12 @@ class WarmShift:
             late = [t for t, began in self._batches.items() if now - began > self.batch_limit_seconds]
         return late[0] if late else None
 
+    def end(self) -> None:
+        """The run is over: its watch stops."""
+        self._ended.set()
+
     def _watch(self) -> None:
-        while True:
-            time.sleep(min(10.0, self.batch_limit_seconds / 10))
+        while not self._ended.wait(min(10.0, self.batch_limit_seconds / 10)):
             table = self.overdue()
             if table is not None:
                 why = (
@@ -225,11 +231,8 @@ class WarmShift:
                 self.overrun(why)
                 return
 
-    def _state(self, job: str, run_id: str, table: str) -> str:
-        runs = self.glue.get_job_runs(JobName=self.jobs[job], MaxResults=50).get("JobRuns", [])
-        found = next((r for r in runs if r.get("Id") == run_id), None)
-        # Out of the newest 50 runs it has long ended: its outcome is in the record, which the next batch reads.
-        return str(found["JobRunState"]) if found is not None else "SUCCEEDED"
+    def _state(self, job: str, run_id: str) -> str:
+        return str(self.glue.get_job_run(JobName=self.jobs[job], RunId=run_id)["JobRun"]["JobRunState"])
 
     def _live_run_of(self, job_name: str, table: str) -> str | None:
         runs = self.glue.get_job_runs(JobName=job_name, MaxResults=50).get("JobRuns", [])
@@ -240,14 +243,17 @@ class WarmShift:
         return None
 
 
-def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainHooks = DrainHooks()) -> DrainResult:  # noqa: B008
+def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainHooks = NO_HOOKS) -> DrainResult:
     """The shard's run: its tables' landed files, batch after batch, until quiet or old (``engine.drain`` with the
     shift's tables, handovers, watch and stop protocol; ``hooks``' own shift is replaced by it)."""
     config = context.config
     tables = tables_of(config, shift.shard)
     admitted = dataclasses.replace(context, admit=admit_small(config.runs.warm.handover_bytes))
     log.info("shard %d: %d table(s), quiet after %ss", shift.shard, len(tables), budget.idle_seconds)
-    return drain(admitted, budget, hooks=dataclasses.replace(hooks, shift=shift), tables=tables)
+    try:
+        return drain(admitted, budget, hooks=dataclasses.replace(hooks, shift=shift), tables=tables)
+    finally:
+        shift.end()
 
 
 def warm_budget(context: ReplayContext, quiet_seconds: int | None = None) -> Budget:

@@ -17,7 +17,7 @@ from cdc_lake.core.job_arguments import WarmArguments
 from cdc_lake.core.names import WARM_JOB
 from cdc_lake.core.shards import shard_count
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import DrainHooks, DrainResult
+from cdc_lake.engine.drain import NO_HOOKS, DrainHooks, DrainResult
 from cdc_lake.engine.warm import JobRuns, WarmShift, warm, warm_budget
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 
@@ -33,7 +33,7 @@ def run_warm(
     options: WarmOptions,
     context: ReplayContext,
     glue: JobRuns,
-    hooks: DrainHooks = DrainHooks(),  # noqa: B008  # frozen: one shared default is safe
+    hooks: DrainHooks = NO_HOOKS,
     adjust: Callable[[WarmShift], WarmShift] | None = None,
 ) -> DrainResult:
     """One warm run of ``--shard``: the shard's tables until quiet; nothing when a live run of the shard takes it.

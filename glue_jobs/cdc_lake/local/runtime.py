@@ -58,7 +58,8 @@ class LocalJobRun:
 
 
 class LocalGlueClient:
-    """Implements the Glue calls the Lambda makes, ``start_job_run`` and ``get_job_runs``, and runs the jobs here.
+    """Implements the Glue calls the Lambda and the warm runs make, ``start_job_run``, ``get_job_runs`` and
+    ``get_job_run``, and runs the jobs here.
 
     As on Glue, a started run waits (WAITING) until it can run: ``run_waiting`` runs the waiting runs one
     after another (each job allows one run at a time here), including runs started while it works; a run a warm
@@ -101,6 +102,11 @@ class LocalGlueClient:
                 {"Id": r.run_id, "JobName": r.job, "JobRunState": r.state, "Arguments": r.arguments} for r in runs
             ]
         }
+
+    def get_job_run(self, JobName: str, RunId: str, **_: Any) -> dict[str, Any]:
+        self.calls["get_job_run"] += 1
+        run = next(r for r in self.runs if r.run_id == RunId and r.job == JobName)
+        return {"JobRun": {"Id": run.run_id, "JobName": run.job, "JobRunState": run.state, "Arguments": run.arguments}}
 
     def run_waiting(self) -> list[LocalJobRun]:
         """Run every waiting run, oldest first, until none waits; return them."""
