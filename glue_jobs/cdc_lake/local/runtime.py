@@ -78,6 +78,8 @@ class LocalGlueClient:
         self._on_run = on_run
         self._on_round = on_round
         self._on_batch = on_batch
+        # Whether a warm run waits out runs.warm.quiet_seconds, as deployed (a benchmark landing files on a clock).
+        self.keep_quiet = False
         self._ids = itertools.count(1)
         self.runs: list[LocalJobRun] = []
         self.calls: Counter[str] = Counter()
@@ -142,8 +144,9 @@ class LocalGlueClient:
             "database": self._context.location.database,
         }
         if run.job == WARM_JOB:
-            # Locally no file lands while a run works unless a test lands it: no quiet time to wait out.
-            stack = {"full_load_job": "full_load", "cdc_replay_job": "cdc_replay", "quiet_seconds": "0"}
+            stack = {"full_load_job": "full_load", "cdc_replay_job": "cdc_replay"}
+            if not self.keep_quiet:  # locally no file lands while a run works unless a test lands it
+                stack["quiet_seconds"] = "0"
             glue = {"JOB_NAME": WARM_JOB, "JOB_RUN_ID": run.run_id}
             warm = WarmOptions.from_options({**lake, **stack, **glue, **run.arguments})
             return run_warm(warm, self._context, self, hooks)
