@@ -325,13 +325,7 @@ def _coalesce(
         of_kind = [r for r in requests if r.job == kind]
         if not of_kind:
             continue
-        waiting = starter.waiting_run(kind)
-        if waiting is None:
-            first, *rest = of_kind
-            to_start.append(first)
-            covered.extend((r, f"started for {first.key}") for r in rest)
-        else:
-            covered.extend((r, waiting) for r in of_kind)
+        _cover(of_kind, starter.waiting_run(kind), to_start, covered)
     return to_start, covered
 
 
@@ -352,14 +346,23 @@ def _warm(
             warm = dataclasses.replace(request, job=WARM_JOB, shard=shard)
             by_shard.setdefault((request.bucket, shard), []).append(warm)
     for (bucket, shard), of_shard in by_shard.items():
-        live = starter.warm_run(bucket, shard)
-        if live is None:
-            first, *rest = of_shard
-            to_start.append(first)
-            covered.extend((r, f"started for {first.key}") for r in rest)
-        else:
-            covered.extend((r, live) for r in of_shard)
+        _cover(of_shard, starter.warm_run(bucket, shard), to_start, covered)
     return to_start, covered
+
+
+def _cover(
+    group: list[JobRunRequest],
+    live: str | None,
+    to_start: list[JobRunRequest],
+    covered: list[tuple[JobRunRequest, str]],
+) -> None:
+    """One run for ``group``: the ``live`` run covers all of it, else its first request starts one for the rest."""
+    if live is None:
+        first, *rest = group
+        to_start.append(first)
+        covered.extend((r, f"started for {first.key}") for r in rest)
+    else:
+        covered.extend((r, live) for r in group)
 
 
 def _request_fields(request: JobRunRequest) -> dict[str, object]:

@@ -100,7 +100,12 @@ def run(kind: TriggeredJob, options: ReplayOptions, context: ReplayContext, clie
     """The replay job's Glue run: apply, putting each commit's metrics and then how long the landed files the run
     saw have waited unapplied (a refused table's too); fails the run (after every other table was applied) when a
     table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
-    outcome = run_job(kind, options, context, on_batch=clients.metrics.batch)
+    return reported(run_job(kind, options, context, on_batch=clients.metrics.batch), clients)
+
+
+def reported(outcome: DrainResult, clients: JobClients) -> DrainResult:
+    """A replay run's end, told: how long the landed files it saw have waited, what it announced, and the tables it
+    refused, which fail the run."""
     clients.metrics.oldest_waiting(outcome.waiting)
     if outcome.notices:
         clients.metrics.notices(len(outcome.notices))

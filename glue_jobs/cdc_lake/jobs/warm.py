@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
+from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.job_arguments import WarmArguments
 from cdc_lake.core.names import WARM_JOB
 from cdc_lake.core.shards import shard_count
@@ -20,6 +20,7 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import NO_HOOKS, DrainHooks, DrainResult
 from cdc_lake.engine.warm import JobRuns, WarmShift, warm, warm_budget
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
+from cdc_lake.jobs.replay import reported
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +71,9 @@ def run_warm(
 
 
 def run(options: WarmOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
-    """The warm job's Glue run: as ``run_warm``, with each commit's metrics, then the files left waiting; fails the
-    run when a table's batch was refused."""
-    outcome = run_warm(options, context, clients.glue, DrainHooks(on_batch=clients.metrics.batch))
-    clients.metrics.oldest_waiting(outcome.waiting)
-    if outcome.notices:
-        clients.metrics.notices(len(outcome.notices))
-    if outcome.failures:
-        clients.metrics.table_failures(len(outcome.failures))
-        raise TableFailuresError(outcome.failures)
-    return outcome
+    """The warm job's Glue run: as ``run_warm``, with each commit's metrics, then the end told as a replay run's
+    (``jobs.replay.reported``)."""
+    return reported(run_warm(options, context, clients.glue, DrainHooks(on_batch=clients.metrics.batch)), clients)
 
 
 CDC_WARM = GlueJob(WARM_JOB, WarmOptions, lake_context, run)
