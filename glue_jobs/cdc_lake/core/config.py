@@ -475,13 +475,13 @@ class LakeSettings(_Model):
 
 class WarmSettings(_Model):
     """``runs.mode: warm``: long-lived replay runs on Glue's smallest workers (G.025X, a ``gluestreaming`` job),
-    each owning a fixed share of the tables (docs/runs.md#warm-runs)."""
+    each owning a fixed share of the tables (docs/runs.md#warm-runs-runsmode-warm)."""
 
     tables_per_job: int = Field(
         default=100, ge=1, le=1000, description="Tables one warm run owns: the stack makes ceil(tables / this) shards"
     )
     quiet_seconds: int = Field(
-        default=600, ge=0, description="A warm run stops after this long without a landed file; the next file starts it"
+        default=600, ge=0, description="A warm run stops after this long without a commit; a new file starts the next"
     )
     handover_bytes: int = Field(
         default=64 * 1024 * 1024,

@@ -235,7 +235,7 @@ def drain(
             if step == "stop":
                 break
             if shift is not None and step in ("last look", "resume"):
-                shift.stopping() if last_look else shift.resumed()
+                (shift.stopping if last_look else shift.resumed)()
             elif step == "wait":
                 budget.sleep(budget.poll_seconds)
     result.seconds = clock() - started
