@@ -38,12 +38,11 @@ from cdc_lake.core.names import (
     TRIGGERED_JOBS,
     UNKNOWN_TABLE_OBJECTS_METRIC,
     WARM_JOB,
-    WARM_MARKER_PREFIX,
     StartedJob,
     TriggeredJob,
 )
 from cdc_lake.core.retry import RetryPolicy, retried
-from cdc_lake.core.shards import shard_count, shard_of
+from cdc_lake.core.shards import marked_run, marker_prefix, runs_of_shard, shard_count, shard_of
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
@@ -190,23 +189,19 @@ class GlueJobStarter:
 
     def warm_run(self, bucket: str, shard: int) -> str | None:
         """The id of the shard's warm run that will see a file landed now: one waiting or starting, or one running
-        that has not said it is stopping (no marker under ``WARM_MARKER_PREFIX<shard>/``); None: start one. Any
+        that has not said it is stopping (no marker under ``core.shards.marker_prefix``); None: start one. Any
         error reading runs or markers answers None: a needless run yields to a live one at its start."""
         name = self.job_names[WARM_JOB]
         try:
             runs = self.glue_client.get_job_runs(JobName=name, MaxResults=RECENT_RUNS).get("JobRuns", [])
-            ours = [
-                r
-                for r in runs
-                if r.get("JobRunState") in WARM_LIVE_STATES and (r.get("Arguments") or {}).get("--shard") == str(shard)
-            ]
+            ours = runs_of_shard(runs, shard, WARM_LIVE_STATES)
             if not ours:
                 return None
             if any(r["JobRunState"] != "RUNNING" for r in ours):
                 return str(next(r["Id"] for r in ours if r["JobRunState"] != "RUNNING"))
             if self.markers is None:
                 raise ConfigError("runs.mode warm: the starter cannot read the warm runs' stop markers")
-            stopping = {key.rsplit("/", 1)[1] for key in self.markers(bucket, f"{WARM_MARKER_PREFIX}{shard}/")}
+            stopping = {marked_run(key) for key in self.markers(bucket, marker_prefix(shard))}
         except (ClientError, BotoCoreError) as error:
             _log.warning("could not tell whether shard %d's warm run is live (%s); starting a run", shard, error)
             return None

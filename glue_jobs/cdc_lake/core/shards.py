@@ -2,15 +2,18 @@
 
 Rendezvous hashing: a table goes to the shard whose hash with the table's name is highest, so when the stack grows
 from n to n + 1 shards only the tables the new shard wins move (about 1 in n + 1), and every other table keeps its
-run. Pure: the Lambda routes by it, the warm job keeps to it, and the stack counts shards with it.
+run. Pure: the Lambda routes by it, the warm job keeps to it, and the stack counts shards with it; the Lambda and
+the warm runs both read a shard's runs and stop markers through it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.names import WARM_MARKER_PREFIX
 
 
 def shard_of(table: str, shards: int) -> int:
@@ -29,6 +32,28 @@ def tables_of(config: PipelineConfig, shard: int) -> Sequence[TableSpec]:
     """The configured tables ``shard`` owns, in configuration order."""
     count = shard_count(config)
     return [table for table in config.tables if shard_of(table.name, count) == shard]
+
+
+def marker_prefix(shard: int) -> str:
+    """Where the warm runs of ``shard`` say they are stopping, one object each (``marker_key``)."""
+    return f"{WARM_MARKER_PREFIX}{shard}/"
+
+
+def marker_key(shard: int, run_id: str) -> str:
+    return f"{marker_prefix(shard)}{run_id}"
+
+
+def marked_run(key: str) -> str:
+    """The run id a stop marker's key names."""
+    return key.rsplit("/", 1)[1]
+
+
+def runs_of_shard(runs: Iterable[Mapping[str, Any]], shard: int, states: Iterable[str]) -> list[Mapping[str, Any]]:
+    """Of Glue's ``JobRuns`` of the warm job, those of ``shard`` (their ``--shard`` argument) in one of ``states``."""
+    wanted = set(states)
+    return [
+        r for r in runs if r.get("JobRunState") in wanted and (r.get("Arguments") or {}).get("--shard") == str(shard)
+    ]
 
 
 def _weight(shard: int, table: str) -> bytes:

@@ -8,7 +8,7 @@ It is a coalesced run (``engine.drain``) with four differences:
   lives. Both commit through the same record, so neither applies a file twice.
 - It stops after ``runs.warm.quiet_seconds`` without a landed file (once no run it handed a table to lives: files of
   that table landing meanwhile are its own), or after ``runs.warm.lifetime_hours``. Before its
-  last look at the landing it writes a stop marker (``WARM_MARKER_PREFIX<shard>/<run id>``): the Lambda, finding the
+  last look at the landing it writes a stop marker (``core.shards.marker_key``): the Lambda, finding the
   shard's run RUNNING with a marker, starts the next run, so a file landing after that look is never left to it.
   A new run yields to a live run of its shard that is not stopping, and waits for one that is (``WarmShift.peer``).
 - A batch that outlives ``WARM_BATCH_MINUTES`` ends the run: a run that lives for days then never holds a commit
@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB, WARM_MARKER_PREFIX
-from cdc_lake.core.shards import tables_of
+from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
+from cdc_lake.core.shards import marked_run, marker_key, marker_prefix, runs_of_shard, tables_of
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.drain import NO_HOOKS, Budget, DrainHooks, DrainResult, HandOver, drain
@@ -38,15 +38,6 @@ log = logging.getLogger(__name__)
 # A Glue run in these states may still commit (or has not listed yet).
 LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING", "STOPPING"})
 PEER_POLL_SECONDS = 5.0
-
-
-def marker_key(shard: int, run_id: str) -> str:
-    """Where a warm run of ``shard`` says it is stopping."""
-    return f"{WARM_MARKER_PREFIX}{shard}/{run_id}"
-
-
-def marker_prefix(shard: int) -> str:
-    return f"{WARM_MARKER_PREFIX}{shard}/"
 
 
 def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
@@ -122,14 +113,9 @@ class WarmShift:
         store = markers(self.context)
         while True:
             runs = self.glue.get_job_runs(JobName=self.warm_job, MaxResults=50).get("JobRuns", [])
-            peers = [
-                str(r["Id"])
-                for r in runs
-                if r.get("Id") != self.run_id
-                and r.get("JobRunState") == "RUNNING"
-                and (r.get("Arguments") or {}).get("--shard") == str(self.shard)
-            ]
-            stopping = {o.key.rsplit("/", 1)[1]: o.key for o in store.list(marker_prefix(self.shard))}
+            running = runs_of_shard(runs, self.shard, ["RUNNING"])
+            peers = [str(r["Id"]) for r in running if r.get("Id") != self.run_id]
+            stopping = {marked_run(o.key): o.key for o in store.list(marker_prefix(self.shard))}
             for ended in set(stopping) - set(peers) - {self.run_id}:
                 store.delete(stopping[ended])
             alive = [peer for peer in peers if peer not in stopping]

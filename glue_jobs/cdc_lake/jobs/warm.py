@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from cdc_lake.core.exceptions import JobArgumentError
@@ -35,10 +34,8 @@ def run_warm(
     context: ReplayContext,
     glue: JobRuns,
     hooks: DrainHooks = NO_HOOKS,
-    adjust: Callable[[WarmShift], WarmShift] | None = None,
 ) -> DrainResult:
-    """One warm run of ``--shard``: the shard's tables until quiet; nothing when a live run of the shard takes it.
-    ``adjust`` may change the run's shift (tests give a batch bound and what an overrun does)."""
+    """One warm run of ``--shard``: the shard's tables until quiet; nothing when a live run of the shard takes it."""
     shards = shard_count(context.config)
     if options.shard >= shards:
         raise JobArgumentError(
@@ -51,7 +48,6 @@ def run_warm(
     }
     run_id = options.JOB_RUN_ID or f"local-{uuid.uuid4().hex[:12]}"
     shift = WarmShift(context, glue, options.shard, run_id, jobs, options.bucket)
-    shift = adjust(shift) if adjust else shift
     peer = shift.peer()
     if peer is not None:
         log.info("shard %d: run %s is live and not stopping; it takes the landed files", options.shard, peer)
