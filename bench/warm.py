@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.simulate import percentile
 from cdc_lake.core.catalogs import glue_catalog_conf
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
@@ -168,12 +169,12 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
         "batches": phase.batches,
         "lag_s": {
             "p50": round(statistics.median(lags), 1),
-            "p95": round(lags[int(0.95 * (len(lags) - 1))], 1),
+            "p95": round(percentile(lags, 0.95), 1),
             "max": round(lags[-1], 1),
         },
         "batch_s": {
             "p50": round(statistics.median(phase.batch_s), 2),
-            "p95": round(sorted(phase.batch_s)[int(0.95 * (len(phase.batch_s) - 1))], 2),
+            "p95": round(percentile(sorted(phase.batch_s), 0.95), 2),
         },
         "requests_per_batch": {"glue": round(glue / phase.batches, 1), "s3": round(s3 / phase.batches, 1)},
         "requests": dict(sorted(requests.items())),
