@@ -4,7 +4,8 @@ Glue Data Catalog with S3FileIO, files read from a bucket through S3A) on a loca
 - a small CDC run (``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times,
   warm) on each catalog, in one Spark session holding both; then on the Glue catalog again with the local
   endpoint holding each Glue and S3 request as long as AWS answers in-Region (``aws_endpoint.IN_REGION``), so
-  that the network's share of a small run shows, with the requests it makes;
+  that the network's share of a small run shows, with the requests it makes; and so into a merge-on-read table,
+  whose small batch is a row delta (``engine.row_delta``);
 - ``cdc-lake demo`` against ``cdc-lake demo-aws``, each in a fresh process, as ``make demo`` and
   ``make demo-aws`` run them once set up.
 
@@ -89,8 +90,13 @@ class _LakePath:
         return seconds
 
 
-# (name, catalog, the endpoint's delay profile while it runs)
-PATHS = (("hadoop", LOCAL_CATALOG, "0"), ("glue", GLUE_CATALOG, "0"), ("glue_in_region", GLUE_CATALOG, "in-region"))
+# (name, catalog, the endpoint's delay profile while it runs, the table merge-on-read: a row delta)
+PATHS = (
+    ("hadoop", LOCAL_CATALOG, "0", False),
+    ("glue", GLUE_CATALOG, "0", False),
+    ("glue_in_region", GLUE_CATALOG, "in-region", False),
+    ("glue_in_region_row_delta", GLUE_CATALOG, "in-region", True),
+)
 
 
 def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, Any]:
@@ -111,8 +117,10 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
     prefix = config.table_prefix(table)
     load = write_load_data(spark, SMALL_TABLE_ROWS, work / "load")
     figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
-    for path, catalog, delay in PATHS:
+    merge_on_read = config.model_copy(update={"lake": config.lake.model_copy(update={"write_mode": "merge-on-read"})})
+    for path, catalog, delay, row_delta in PATHS:
         set_delay(endpoint, delay)
+        path_config = merge_on_read if row_delta else config
         landing = work / path / "landing"
         (landing / prefix).mkdir(parents=True)
         shutil.copyfile(load.single, landing / prefix / load_file_name(1))
@@ -121,7 +129,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
             lake = _LakePath(landing, LocalFolderStore(landing), location)
         else:
             lake = _LakePath(landing, S3Store(LANDING_BUCKET, client=s3), location, s3)
-        full_load_s = lake.land_and_apply(spark, config, prefix + load_file_name(1))
+        full_load_s = lake.land_and_apply(spark, path_config, prefix + load_file_name(1))
         max_key, seconds, jobs, requests, held = SMALL_TABLE_ROWS, [], [], [], []
         for number in range(SMALL_RUNS):
             moment = CDC_START + dt.timedelta(seconds=number + 1)
@@ -130,7 +138,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
             lake.land(prefix + file.name)
             served_requests(endpoint, reset=True)
             before = last_spark_job(spark)
-            seconds.append(lake.apply(spark, config, prefix + file.name))
+            seconds.append(lake.apply(spark, path_config, prefix + file.name))
             jobs.append(last_spark_job(spark) - before)
             held.append(served_delay(endpoint))
             requests.append(served_requests(endpoint))
@@ -208,6 +216,15 @@ def main() -> int:
         f"as long as AWS answers; median of {SMALL_RUNS}) | | {remote['median_s']:.2f} s: "
         f"{remote['median_s'] - glue['median_s']:+.2f} s over no delay; its requests held {network:.2f} s in all "
         f"(some at once) | {remote['median_s'] / glue['median_s']:.2f} |"
+    )
+    delta = figures["glue_in_region_row_delta"]
+    asked = delta["requests"]
+    lines.append(
+        f"| the same into a merge-on-read table: a row delta (engine.row_delta), in-Region round trips | | "
+        f"{delta['median_s']:.2f} s, {delta['spark_jobs'][-1]} job; {asked.get('glue:GetTable', 0)} GetTable, "
+        f"{asked.get('glue:UpdateTable', 0)} UpdateTable, "
+        f"{sum(n for kind, n in asked.items() if kind.startswith('s3:'))} S3 requests; its requests held "
+        f"{statistics.median(delta['held_s']):.2f} s | {delta['median_s'] / remote['median_s']:.2f} of the MERGE's |"
     )
     if "demos_s" in figures:
         demo, demo_aws = figures["demos_s"]["demo"], figures["demos_s"]["demo-aws"]

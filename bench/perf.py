@@ -521,8 +521,8 @@ class PerfBench:
 
     # ------------------------------------------------------------------------------------------- scenarios
 
-    def full_load(self, database: str, rows: int, files: int) -> float:
-        return self.apply(database, self.land_load(database, rows, files))
+    def full_load(self, database: str, rows: int, files: int, config: PipelineConfig | None = None) -> float:
+        return self.apply(database, self.land_load(database, rows, files), config)
 
     def current_rows(self, rows: int) -> Path:
         """The table before any CDC, as plain Parquet (the rebuild's input): the baseline's output."""
@@ -660,22 +660,26 @@ class PerfBench:
 
     def small_runs(self) -> dict[str, Any]:
         """``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times, warm: seconds,
-        Spark jobs and metadata commits per run, for the table without history and with it. Side by side with the
-        first, each CDC file merged by hand into a plain merge-on-read table of the same rows (``peer_merge``),
-        which must end equal to the lake table."""
+        Spark jobs and metadata commits per run, for the table as configured (copy-on-write at this size: the MERGE),
+        merge-on-read (a row delta, ``engine.row_delta``), and with history. Side by side with the first two, each CDC
+        file merged by hand into a plain merge-on-read table of the same rows (``peer_merge``), which must end equal
+        to the lake table."""
         figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
-        peer = peer_table(self.spark, self.table, self.current_rows(SMALL_TABLE_ROWS), PEER_MODES[0])
-        for history in (False, True):
-            label = "history" if history else "plain"
+        merge_on_read = self.config.lake.model_copy(update={"write_mode": "merge-on-read"})
+        variants = {
+            "plain": self.config,
+            "row_delta": self.config.model_copy(update={"lake": merge_on_read}),
+            "history": self.config.model_copy(update={"tables": [self.table.model_copy(update={"history": True})]}),
+        }
+        for label, config in variants.items():
+            beside = label != "history"
             self.progress(
                 f"{SMALL_RUNS} small runs ({label}): {SMALL_RUN_CHANGES} changes into "
-                f"{short_count(SMALL_TABLE_ROWS)} rows{'' if history else ', each beside a plain MERGE INTO'} …"
+                f"{short_count(SMALL_TABLE_ROWS)} rows{', each beside a plain MERGE INTO' if beside else ''} …"
             )
-            config = self.config
-            if history:
-                config = config.model_copy(update={"tables": [self.table.model_copy(update={"history": True})]})
+            peer = peer_table(self.spark, self.table, self.current_rows(SMALL_TABLE_ROWS), PEER_MODES[0])
             database = f"small_runs_{label}"
-            self.full_load(database, SMALL_TABLE_ROWS, 1)
+            self.full_load(database, SMALL_TABLE_ROWS, 1, config)
             max_key, runs, peers = SMALL_TABLE_ROWS, [], []
             for number in range(SMALL_RUNS):
                 moment = CDC_START + dt.timedelta(seconds=number + 1)
@@ -683,18 +687,21 @@ class PerfBench:
                 before, jobs = self.metadata_version(database), last_spark_job(self.spark)
                 seconds = self.apply(database, key, config)
                 runs.append((seconds, last_spark_job(self.spark) - jobs, self.metadata_version(database) - before))
-                if not history:
+                if beside:
                     jobs = last_spark_job(self.spark)
                     seconds = peer_merge(self.spark, self.table, peer, self.landing(database) / key)
                     peers.append((seconds, last_spark_job(self.spark) - jobs))
             figures[label] = _small_figures(runs)
-            if not history:
-                figures["peer_merge"] = _small_figures(peers)
+            if beside:
+                figures[f"{label}_peer_merge"] = _small_figures(peers)
                 lake = fingerprint(self.lake_frame(database), self.table.column_names)
                 merged = fingerprint(self.spark.table(peer), self.table.column_names)
                 if lake != merged:
-                    raise OracleMismatch(f"small runs: the lake table {lake} differs from the plain MERGE's {merged}")
-        self.spark.sql(f"DROP TABLE {peer} PURGE")
+                    raise OracleMismatch(
+                        f"small runs ({label}): the lake table {lake} differs from the MERGE's {merged}"
+                    )
+            self.spark.sql(f"DROP TABLE {peer} PURGE")
+        figures["peer_merge"] = figures["plain_peer_merge"]
         return figures
 
     def demo(self) -> float:
@@ -821,6 +828,13 @@ def describe(figures: dict[str, Any]) -> list[str]:
         f"{_commits(plain['spark_jobs'])} Spark jobs | plain `MERGE INTO` a merge-on-read table, side by side: "
         f"{_seconds(hand['median_s'])}, {_commits(hand['spark_jobs'])} jobs | "
         f"cdc-lake takes {plain['median_s'] / hand['median_s']:.2f}× its time |"
+    )
+    row_delta, beside = small_run["row_delta"], small_run["row_delta_peer_merge"]
+    lines.append(
+        f"| small run into a merge-on-read table (a row delta): {into} | {_seconds(row_delta['median_s'])}, "
+        f"{_commits(row_delta['spark_jobs'])} Spark jobs | plain `MERGE INTO` a merge-on-read table, side by side: "
+        f"{_seconds(beside['median_s'])}, {_commits(beside['spark_jobs'])} jobs | "
+        f"cdc-lake takes {row_delta['median_s'] / beside['median_s']:.2f}× its time |"
     )
     lines.append(
         f"| small run with history: {into} | {_seconds(history['median_s'])}, "

@@ -47,6 +47,15 @@ MOST_IDLE_GET_TABLE = 3
 MOST_IDLE_METADATA_READS = 1
 
 
+# The same batch into a merge-on-read table, as a row delta (engine.row_delta): the one-task read-check-reduce (1 job),
+# the keys' rows found by Iceberg's reader in the driver (no job). Glue: the planning read's GetTable (the table kept
+# loaded, refreshed), the row delta's refresh before it makes its snapshot, and its one commit (a GetTable and an
+# UpdateTable, Iceberg's compare-and-swap on Glue); the upkeep's read of the table's shape after the commit.
+MOST_ROW_DELTA_JOBS = 1
+MOST_ROW_DELTA_GLUE_REQUESTS = 3
+MOST_ROW_DELTA_S3_REQUESTS = 39
+
+
 def _last_job(spark: SparkSession) -> int:
     return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
 
@@ -96,6 +105,36 @@ def test_a_small_batch_runs_few_jobs_and_loads_its_table_few_times(
     glue_calls = sum(n for kind, n in requests.items() if kind.startswith("glue:"))
     s3_calls = sum(n for kind, n in requests.items() if kind.startswith("s3:"))
     assert glue_calls <= MOST_GLUE_REQUESTS and s3_calls <= MOST_S3_REQUESTS, cost
+
+
+def test_a_small_batch_into_a_merge_on_read_table_is_a_row_delta_of_few_requests(
+    spark: SparkSession, aws_endpoint: str, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_lake.engine import row_delta
+
+    run = GlueRun(aws_endpoint, database, tmp_path, write_mode="merge-on-read")
+    context = run.context()
+    keys = [key for key in run.keys if key.startswith(TABLE.replace(".", "/") + "/")]
+    for key in keys[:-1]:
+        run.land(key)
+        replay(context, parse_key(key, run.config))
+    run.land(keys[-1])
+    made: list[int] = []
+    real = row_delta.commit_row_delta
+    monkeypatch.setattr(row_delta, "commit_row_delta", lambda *args: made.append(real(*args)) or made[-1])
+
+    result, jobs, compiled, requests = _counted_run(spark, aws_endpoint, context, keys[-1])
+
+    assert made == [result.snapshot_id] and result.applied_files == [keys[-1]]
+    export_tables(run.lake(), tmp_path / "export", [TABLE])
+    assert read_jsonl(tmp_path / "export" / f"{TABLE}.jsonl") == read_jsonl(run.generated.expected / f"{TABLE}.jsonl")
+    cost = f"{jobs} Spark jobs, {compiled} classes compiled, requests {dict(sorted(requests.items()))}"
+    print(cost)
+    assert jobs <= MOST_ROW_DELTA_JOBS, cost
+    assert requests["glue:UpdateTable"] == 1, cost  # one metadata commit
+    glue_calls = sum(n for kind, n in requests.items() if kind.startswith("glue:"))
+    s3_calls = sum(n for kind, n in requests.items() if kind.startswith("s3:"))
+    assert glue_calls <= MOST_ROW_DELTA_GLUE_REQUESTS and s3_calls <= MOST_ROW_DELTA_S3_REQUESTS, cost
 
 
 def test_a_drain_round_with_nothing_pending_runs_no_spark_job(

@@ -25,13 +25,13 @@ class GlueRun:
     """What a deployed run finds on the local endpoint: the configuration and a generated source's files in
     buckets, a lake database of its own in the Glue catalog, and the AWS clients its Python side builds."""
 
-    def __init__(self, endpoint: str, database: str, tmp_path: Path) -> None:
+    def __init__(self, endpoint: str, database: str, tmp_path: Path, **lake: Any) -> None:
         self.client = partial(aws_client, endpoint)  # what the job builds its AWS clients with
         self.s3, self.cloudwatch = self.client("s3"), self.client("cloudwatch")
         self.database = database
         self.bucket = f"raw-{uuid.uuid4().hex[:12]}"
         self.s3.create_bucket(Bucket=self.bucket)
-        data = app_config_data() | {"lake": {"database": database}}
+        data = app_config_data() | {"lake": {"database": database, **lake}}
         self.config: PipelineConfig = parse_config(data)
         self.s3.put_object(Bucket=self.bucket, Key="config/tables.json", Body=json.dumps(data).encode())
         spec = GeneratorSpec(seed=7, initial_rows=30, cdc_files=2, changes_per_file=10, cached_changes=0)

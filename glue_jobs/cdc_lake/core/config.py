@@ -459,6 +459,14 @@ class LakeSettings(_Model):
         "task, its changed keys collected to the driver as the MERGE's source: no shuffle and no second read, where "
         "a small batch's cost is Spark's per-job overhead, not its rows (docs/performance.md#small-batches)",
     )
+    row_delta_keys: int = Field(
+        default=10_000,
+        ge=0,
+        description="A small batch of at most this many keys into an unpartitioned merge-on-read table is committed "
+        "through Iceberg's RowDelta (its keys' rows found by Iceberg's reader in the driver, one data file and one "
+        "delete file, one metadata commit), not Spark's MERGE; 0: always the MERGE "
+        "(docs/performance.md#small-batches)",
+    )
     upkeep: UpkeepSettings = Field(default_factory=UpkeepSettings)
     glue_version: GlueVersion = Field(
         default=GLUE_VERSION,

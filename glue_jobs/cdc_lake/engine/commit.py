@@ -157,7 +157,7 @@ def commit_transaction(lake: Lake, transaction: Transaction[R]) -> Committed[R] 
             head = written
         for requirement in transaction.requirements:
             requirement()
-        kept = _kept_record(lake, transaction.table_name, record.properties if record else {})
+        kept = kept_record(lake, transaction.table_name, record.properties if record else {})
         fast_forward(lake.spark, dotted, branch, base, kept)
         landed = True
         assert record is not None  # the last update asked for it
@@ -167,7 +167,7 @@ def commit_transaction(lake: Lake, transaction: Transaction[R]) -> Committed[R] 
             _drop_branch(lake.spark, dotted, branch)
 
 
-def _kept_record(
+def kept_record(
     lake: Lake, table_name: str, properties: Mapping[str, str]
 ) -> Callable[[int, int], Mapping[str, str]] | None:
     """The ``RECORD`` table property a commit recording ``properties`` sets as it moves main (None: a commit that

@@ -22,6 +22,12 @@ fails there first, by name:
 - ``TableOperations.current`` (``Metadata``): one immutable version of the table's metadata, so the reads that
   decide the record of applied files and the replay's upkeep agree; ``Snapshot.sequenceNumber``/``parentId``:
   where main's lineage begins once expiry removed its oldest part.
+- A small batch's row delta (``engine.row_delta``): ``IcebergGenerics`` projecting ``MetadataColumns.FILE_PATH`` and
+  ``ROW_POSITION`` (where the batch's keys' rows are, read in the driver); ``GenericAppenderFactory`` fed by
+  ``SparkValueConverter`` (a data file and a position delete file from the rows Spark holds, no Spark job);
+  ``Transactions.newTransaction`` with ``RowDelta``, ``startMetadata``/``currentMetadata`` and
+  ``TableOperations.commit`` (the snapshot and the record's table property in one metadata commit, from one read);
+  ``StaticTableOperations`` over the metadata committed (``kept_commit``: the next batch plans from it).
 
 Java failures are told apart here too, by the classes (and Spark's error conditions) in their cause chain, never
 by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its
@@ -32,17 +38,20 @@ by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``C
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import threading
+import time
+import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from py4j.java_gateway import JavaClass
+from py4j.java_gateway import JavaClass, JavaObject
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -88,6 +97,12 @@ _JSON_WRITERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 # Tables each thread keeps loaded (``_load``): the drain's threads each apply one table at a time.
 _LOADED = threading.local()
 _LOADED_PER_THREAD = 16
+# The metadata of a row delta this process committed, per session and table (``kept_commit``): what the table's next
+# batch plans from without asking the catalog. Trusted for this long after the commit: a table this process alone
+# writes is read again only by its commits, whose compare-and-swap refuses a plan made on what someone else moved.
+KEPT_COMMIT_SECONDS = 300.0
+_KEPT_COMMITS: dict[tuple[int, int, str], tuple[float, Any]] = {}
+_KEPT_COMMITS_LOCK = threading.Lock()
 
 
 class commit_properties:
@@ -146,9 +161,10 @@ class Metadata:
     """One version of a table's metadata (immutable): what several reads must see alike, whatever commits land
     meanwhile (every ``_load`` may return the table refreshed by another thread)."""
 
-    def __init__(self, spark: SparkSession, dotted_name: str) -> None:
+    def __init__(self, spark: SparkSession, dotted_name: str, *, own_commit: bool = False) -> None:
+        """``own_commit``: the metadata of this process's own last row delta when it holds one (``kept_commit``)."""
         self._spark = spark
-        self._metadata = _load(spark, dotted_name).operations().current()
+        self._metadata = _reading(spark, dotted_name, own_commit=own_commit).operations().current()
 
     def lineage(self, branch: str = "main", at: int | None = None) -> Iterator[tuple[int, Mapping[str, str]]]:
         """``branch_lineage`` in this version; from snapshot ``at`` instead of the branch's head when given."""
@@ -227,7 +243,7 @@ def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, 
 
 
 def table_properties(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> dict[str, str]:
-    return _as_dict(spark, _load(spark, dotted_name, as_kept=as_kept).properties())
+    return _as_dict(spark, _reading(spark, dotted_name, own_commit=as_kept, as_kept=as_kept).properties())
 
 
 def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: str | None) -> None:
@@ -237,6 +253,7 @@ def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: 
 
 def set_table_properties(spark: SparkSession, dotted_name: str, values: Mapping[str, str | None]) -> None:
     """Set (or where None, remove) table properties in one metadata commit, no snapshot."""
+    forget_commit(spark, dotted_name)
     update = _load(spark, dotted_name).updateProperties()
     for name, value in values.items():
         update = update.set(name, value) if value is not None else update.remove(name)
@@ -254,7 +271,7 @@ class BranchHead:
 
 def branches(spark: SparkSession, dotted_name: str, prefix: str, *, as_kept: bool = False) -> list[BranchHead]:
     """The table's branches whose name starts with ``prefix``, from one metadata read (``as_kept``: ``_load``'s)."""
-    table = _load(spark, dotted_name, as_kept=as_kept)
+    table = _reading(spark, dotted_name, own_commit=as_kept, as_kept=as_kept)
     refs = table.refs()
     heads = []
     for name in _as_json(spark, refs.keySet()):
@@ -270,6 +287,7 @@ def branches(spark: SparkSession, dotted_name: str, prefix: str, *, as_kept: boo
 
 def empty_commit(spark: SparkSession, dotted_name: str, properties: Mapping[str, str], branch: str | None) -> int:
     """A snapshot with no data change carrying only ``properties``, on ``branch`` or main; returns its id."""
+    forget_commit(spark, dotted_name)
     iceberg_table = _load(spark, dotted_name)
     append = iceberg_table.newAppend()
     if branch is not None:
@@ -386,6 +404,7 @@ def _commit_refs(
     ``as_kept``: the first try makes its change from the table as this thread last saw it (``_load``), for a
     caller that just read it: the commit is a compare-and-swap, so a stale base fails it and the retry reads.
     """
+    forget_commit(spark, dotted_name)
     operations = _load(spark, dotted_name, as_kept=as_kept).operations()
     builders = java_class(spark, "org.apache.iceberg.TableMetadata")
     tries = 0
@@ -446,9 +465,13 @@ def _load(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> An
     return table
 
 
-def has_table(spark: SparkSession, dotted_name: str) -> bool:
+def has_table(spark: SparkSession, dotted_name: str, *, own_commit: bool = False) -> bool:
     """Whether the table exists, asked through the kept tables (``_load``): a kept table's refresh (on Glue a
-    GetTable) and no metadata read, where Spark's catalog loads the table anew each time."""
+    GetTable) and no metadata read, where Spark's catalog loads the table anew each time. ``own_commit``: yes without
+    asking when this process's own row delta made it what it is (``kept_commit``); a drop since fails the batch's
+    commit, whose refusal then asks again."""
+    if own_commit and kept_commit(spark, dotted_name) is not None:
+        return True
     try:
         _load(spark, dotted_name)
     except (Py4JJavaError, PySparkException) as error:  # Spark's NoSuchTableException arrives as PySpark's
@@ -456,6 +479,52 @@ def has_table(spark: SparkSession, dotted_name: str) -> bool:
             return False
         raise
     return True
+
+
+def _reading(spark: SparkSession, dotted_name: str, *, own_commit: bool, as_kept: bool = False) -> Any:
+    """The table to read: with ``own_commit``, the metadata of this process's own last row delta when it holds one
+    (read-only: never commit through it); else ``_load``'s."""
+    kept = kept_commit(spark, dotted_name) if own_commit else None
+    return kept if kept is not None else _load(spark, dotted_name, as_kept=as_kept)
+
+
+def kept_commit(spark: SparkSession, dotted_name: str) -> Any | None:
+    """The table as this process's last row delta left it (a read-only table over the metadata it committed), while
+    ``KEPT_COMMIT_SECONDS`` young and no other write of this process touched the table since; else None."""
+    key = _kept_key(spark, dotted_name)
+    with _KEPT_COMMITS_LOCK:
+        kept = _KEPT_COMMITS.get(key)
+        if kept is None:
+            return None
+        if time.monotonic() - kept[0] > KEPT_COMMIT_SECONDS:
+            del _KEPT_COMMITS[key]
+            return None
+        return kept[1]
+
+
+def forget_commit(spark: SparkSession, dotted_name: str) -> None:
+    """Stop trusting the kept commit of the table: this process writes it otherwise, or its commit failed."""
+    with _KEPT_COMMITS_LOCK:
+        _KEPT_COMMITS.pop(_kept_key(spark, dotted_name), None)
+
+
+def _keep_commit(spark: SparkSession, dotted_name: str, table: Any, metadata: Any) -> None:
+    kept = _static_table(spark, table, metadata)
+    with _KEPT_COMMITS_LOCK:
+        _KEPT_COMMITS[_kept_key(spark, dotted_name)] = (time.monotonic(), kept)
+
+
+def _static_table(spark: SparkSession, table: Any, metadata: Any) -> Any:
+    """A read-only table over one version of ``table``'s metadata: its refresh asks nothing."""
+    locations = java_class(spark, "org.apache.iceberg.LocationProviders").locationsFor(
+        metadata.location(), metadata.properties()
+    )
+    static = java_class(spark, "org.apache.iceberg.StaticTableOperations")(metadata, table.io(), locations)
+    return java_class(spark, "org.apache.iceberg.BaseTable")(static, table.name())
+
+
+def _kept_key(spark: SparkSession, dotted_name: str) -> tuple[int, int, str]:
+    return id(_gateway_client(spark)), int(spark._jsparkSession.hashCode()), dotted_name
 
 
 def _loaded_tables(spark: SparkSession) -> OrderedDict[str, Any]:
@@ -617,3 +686,243 @@ def _sdk_action(throwable: Any) -> str | None:
             service = client.group(1)
             return f"{service}:{_S3_ACTIONS.get(operation, operation) if service == 's3' else operation}"
     return None
+
+
+# Key types whose values Iceberg binds from what py4j passes (numbers, text, decimals) or from their ISO text (dates),
+# and whose values read back compare equal in Python: the row delta finds a batch's keys by them.
+ROW_DELTA_KEY_TYPES = frozenset({"BOOLEAN", "INTEGER", "LONG", "STRING", "DECIMAL", "DATE"})
+_TIMED_TYPES = frozenset({"DATE", "TIME", "TIMESTAMP"})
+
+
+@dataclass(frozen=True)
+class RowDeltaTarget:
+    """A table a row delta may write (``row_delta_target``): ``table``, the one this thread keeps loaded, which it
+    commits through; ``reading``, the version its batch planned from (the kept commit, or that table), which it
+    finds the keys' rows in; and the table's columns as Iceberg orders them."""
+
+    table: Any
+    reading: Any
+    columns: tuple[T.StructField, ...]
+    schema_id: int  # of ``columns``: the commit refuses a table whose columns moved on since
+
+
+def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str]) -> RowDeltaTarget | None:
+    """The table, when a row delta may write it: merge-on-read, unpartitioned, format 2, and keys of
+    ``ROW_DELTA_KEY_TYPES``; read as the batch's plan read it when that was this process's own commit
+    (``kept_commit``), else anew: the batch may have altered its columns."""
+    own = kept_commit(spark, dotted_name)
+    reading = own if own is not None else _load(spark, dotted_name, as_kept=True)  # its mode: as planned
+    metadata = reading.operations().current()
+    properties = _as_dict(spark, metadata.properties())
+    if (
+        properties.get("write.merge.mode") != "merge-on-read"
+        or properties.get("write.delete.mode") != "merge-on-read"
+        or int(metadata.formatVersion()) != 2
+        or not metadata.spec().isUnpartitioned()
+    ):
+        return None
+    if own is None:
+        reading = _load(spark, dotted_name)  # its columns anew: the batch may have altered them
+    schema = reading.schema()
+    for key in keys:
+        field_ = schema.findField(key)
+        if field_ is None or str(field_.type().typeId().toString()) not in ROW_DELTA_KEY_TYPES:
+            return None
+    converted = java_class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(schema)
+    fields = tuple(T.StructType.fromJson(json.loads(converted.json())).fields)
+    return RowDeltaTarget(_load(spark, dotted_name, as_kept=True), reading, fields, int(schema.schemaId()))
+
+
+def key_positions(
+    spark: SparkSession,
+    target: RowDeltaTarget,
+    snapshot_id: int,
+    keys: Sequence[str],
+    values: Sequence[tuple[Any, ...]],
+) -> list[tuple[str, int]]:
+    """Where the rows of these keys live in snapshot ``snapshot_id``: (data file, row position), ordered as a position
+    delete file must be. Read by Iceberg's generic reader in the driver, over the files the keys' statistics do not
+    rule out, with the deletes already there applied; no Spark job, no catalog call."""
+    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    condition = expressions.alwaysTrue()
+    for index, key in enumerate(keys):
+        distinct = sorted({_literal(row[index]) for row in values}, key=repr)
+        array = gateway.new_array(java_class(spark, "java.lang.Object"), len(distinct))
+        for position, value in enumerate(distinct):
+            array[position] = value
+        condition = getattr(expressions, "and")(condition, getattr(expressions, "in")(key, array))
+    schema = target.reading.schema()
+    columns = java_class(spark, "java.util.ArrayList")()
+    for key in keys:
+        columns.add(schema.findField(key))
+    metadata_columns = java_class(spark, "org.apache.iceberg.MetadataColumns")
+    columns.add(metadata_columns.FILE_PATH)
+    columns.add(metadata_columns.ROW_POSITION)
+    projection = java_class(spark, "org.apache.iceberg.Schema")(columns)
+    generics = java_class(spark, "org.apache.iceberg.data.IcebergGenerics")
+    rows = generics.read(target.reading).useSnapshot(snapshot_id).where(condition).project(projection).build()
+    wanted = {tuple(_literal(v) for v in row) for row in values} if len(keys) > 1 else None
+    found: list[tuple[str, int]] = []
+    try:
+        iterator = rows.iterator()
+        while iterator.hasNext():
+            record = iterator.next()
+            if wanted is not None and tuple(_literal(record.get(i)) for i in range(len(keys))) not in wanted:
+                continue  # each key column's IN matched, the combination did not
+            found.append((str(record.get(len(keys))), int(record.get(len(keys) + 1))))
+    finally:
+        rows.close()
+    return sorted(found)
+
+
+def _literal(value: Any) -> Any:
+    """A key's value as Iceberg binds it and as it reads back into Python alike: a date as its ISO text."""
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, JavaObject):
+        return str(value.toString())  # a LocalDate read back
+    return value
+
+
+@dataclass(frozen=True)
+class RowDelta:
+    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (a Java ``List<Row>`` in the table's column
+    order) added as one data file, ``positions`` deleted as one position delete file, ``summary`` kept by its
+    snapshot, and ``table_properties`` (given the new snapshot's id and sequence number) set by the same commit."""
+
+    base: int
+    rows: Any
+    row_count: int
+    positions: Sequence[tuple[str, int]]
+    summary: Mapping[str, str]
+    table_properties: Callable[[int, int], Mapping[str, str]] | None
+
+
+def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarget, delta: RowDelta) -> int:
+    """Write ``delta``'s files and commit them in one metadata commit that moves main from ``delta.base`` to the new
+    snapshot; returns its id. Any commit since ``base`` refuses it (``TableMovedError``), as the branch protocol's
+    (``commit.commit_transaction``) is refused: the batch plans again.
+
+    On the Glue catalog that is one ``GetTable`` to read the table (and its metadata file only when it moved), and
+    the commit's own ``GetTable`` and ``UpdateTable`` (Iceberg's compare-and-swap). The snapshot and the table
+    properties are made in an Iceberg transaction on the metadata just read, and that metadata is committed as it
+    stands: ``Transaction.commitTransaction`` would read the table once more. The metadata committed is kept
+    (``kept_commit``) for the next batch's plan."""
+    table = target.table
+    operations = table.operations()
+    transaction = java_class(spark, "org.apache.iceberg.Transactions").newTransaction(table.name(), operations)
+    base = transaction.startMetadata()  # the batch's one read of the table
+    if _main_of(base) != delta.base or int(base.currentSchemaId()) != target.schema_id:
+        forget_commit(spark, dotted_name)
+        raise TableMovedError(f"{dotted_name}: main or the columns moved on since snapshot {delta.base}")
+    pending = transaction.table()
+    written: list[Any] = []
+    try:
+        operation = transaction.newRowDelta() if delta.row_count or delta.positions else transaction.newAppend()
+        if delta.row_count:
+            written.append(_write_rows(spark, pending, target.columns, delta.rows))
+            operation = operation.addRows(written[-1])
+        if delta.positions:
+            written.append(_write_positions(spark, pending, delta.positions))
+            paths = java_class(spark, "java.util.ArrayList")()
+            for path in sorted({path for path, _ in delta.positions}):
+                paths.add(path)
+            operation = operation.addDeletes(written[-1]).validateDataFilesExist(paths).validateDeletedFiles()
+        if delta.row_count or delta.positions:  # main is at base: what it validates since then is nothing
+            operation = operation.validateFromSnapshot(delta.base)
+        for key, value in delta.summary.items():
+            operation = operation.set(key, value)
+        operation.commit()  # into the transaction: no catalog call
+        snapshot = pending.currentSnapshot()
+        if delta.table_properties is not None:
+            values = delta.table_properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))
+            update = transaction.updateProperties()
+            for key, value in values.items():
+                update = update.set(key, value)
+            update.commit()
+        committed = transaction.currentMetadata()
+        with conflicts_raised():
+            operations.commit(base, committed)
+        written.clear()
+        _keep_commit(spark, dotted_name, table, committed)
+        return int(snapshot.snapshotId())
+    except BaseException:
+        forget_commit(spark, dotted_name)
+        raise
+    finally:
+        for content_file in written:  # not committed: nothing refers to them
+            with suppress(Py4JJavaError):  # else an orphan, which maintenance removes
+                table.io().deleteFile(str(content_file.location()))
+
+
+def _main_of(metadata: Any) -> int | None:
+    main = metadata.ref("main")
+    return int(main.snapshotId()) if main is not None else None
+
+
+def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: Any) -> Any:
+    schema = table.schema()
+    factory = _appender_factory(spark, table)
+    writer = factory.newDataWriter(_output_file(spark, table), _file_format(spark, table, "write.format.default"), None)
+    converter = java_class(spark, "org.apache.iceberg.spark.SparkValueConverter")
+    times = java_class(spark, "org.apache.iceberg.util.DateTimeUtil")
+    timed = []
+    for column in columns:
+        kind = schema.findField(column.name).type()
+        type_id = str(kind.typeId().toString())
+        if type_id in _TIMED_TYPES:
+            zoned = type_id == "TIMESTAMP" and bool(kind.shouldAdjustToUTC())
+            timed.append((column.name, type_id, zoned))
+    try:
+        for index in range(rows.size()):
+            # Spark's external values as Iceberg's internal ones; dates and times then as the generic writer takes them.
+            record = converter.convert(schema, rows.get(index))
+            for name, type_id, zoned in timed:
+                value = record.getField(name)
+                if value is None:
+                    continue
+                if type_id == "DATE":
+                    record.setField(name, times.dateFromDays(value))
+                elif type_id == "TIME":
+                    record.setField(name, times.timeFromMicros(value))
+                else:
+                    record.setField(
+                        name, times.timestamptzFromMicros(value) if zoned else times.timestampFromMicros(value)
+                    )
+            writer.write(record)
+    finally:
+        writer.close()
+    return writer.toDataFile()
+
+
+def _write_positions(spark: SparkSession, table: Any, positions: Sequence[tuple[str, int]]) -> Any:
+    factory = _appender_factory(spark, table)
+    writer = factory.newPosDeleteWriter(
+        _output_file(spark, table), _file_format(spark, table, "write.delete.format.default"), None
+    )
+    delete = java_class(spark, "org.apache.iceberg.deletes.PositionDelete").create()
+    try:
+        for path, position in positions:
+            writer.write(delete.set(path, position, None))
+    finally:
+        writer.close()
+    return writer.toDeleteFile()
+
+
+def _appender_factory(spark: SparkSession, table: Any) -> Any:
+    factory = java_class(spark, "org.apache.iceberg.data.GenericAppenderFactory")(table.schema(), table.spec())
+    return factory.setAll(table.properties())
+
+
+def _output_file(spark: SparkSession, table: Any) -> Any:
+    """A new file under the table's data location, named as Iceberg's own writers name theirs."""
+    factories = java_class(spark, "org.apache.iceberg.io.OutputFileFactory")
+    return factories.builderFor(table, 0, 0).operationId(uuid.uuid4().hex).build().newOutputFile()
+
+
+def _file_format(spark: SparkSession, table: Any, property_name: str) -> Any:
+    properties = table.properties()
+    name = properties.get(property_name) or properties.get("write.format.default") or "parquet"
+    return java_class(spark, "org.apache.iceberg.FileFormat").fromString(name)

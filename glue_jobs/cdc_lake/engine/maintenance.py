@@ -24,6 +24,7 @@ from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.iceberg_java import (
     Metadata,
+    forget_commit,
     has_write_order,
     is_expiry_beaten_by_a_branch,
     set_table_properties,
@@ -224,8 +225,8 @@ class TableShape:
     pinned_mode: str | None = None  # PINNED_WRITE_MODE: what upkeep keeps whatever the configuration says
 
 
-def table_shape(lake: Lake, name: str) -> TableShape:
-    metadata = Metadata(lake.spark, lake.location.dotted(name))
+def table_shape(lake: Lake, name: str, *, own_commit: bool = False) -> TableShape:
+    metadata = Metadata(lake.spark, lake.location.dotted(name), own_commit=own_commit)
     head = metadata.head_summary()
     properties = metadata.properties()
     compacted = properties.get(COMPACTED, "0")
@@ -291,7 +292,7 @@ def upkeep(context: LakeContext, name: str, mode: WriteMode) -> list[Maintenance
     spark, location, lake = context.spark, context.location, context.config.lake
     settings = lake.upkeep
     now = dt.datetime.now(dt.UTC)
-    shape = table_shape(context, name)
+    shape = table_shape(context, name, own_commit=True)  # right after the commit: as it left the table
     results: list[MaintenanceResult] = []
     fitting = fitting_write_mode(shape, mode, lake.copy_on_write_up_to_mb)
     if fitting != shape.write_mode:
@@ -306,6 +307,7 @@ def upkeep(context: LakeContext, name: str, mode: WriteMode) -> list[Maintenance
         if step not in steps:
             continue
         started = time.monotonic()
+        forget_commit(spark, location.dotted(name))  # written now by Spark's procedures, not the row delta
         if step == "compact":
             detail = compact(context, name, thorough=False)
             dotted = location.dotted(name)

@@ -59,6 +59,7 @@ from cdc_lake.engine.changes import (
 )
 from cdc_lake.engine.commit import (
     ChangedKeys,
+    Committed,
     Transaction,
     Update,
     base_snapshot,
@@ -74,6 +75,7 @@ from cdc_lake.engine.continuity import check_waiting_file, first_batch_notices, 
 from cdc_lake.engine.history import commit_history, ensure_history_table
 from cdc_lake.engine.iceberg_java import (
     Metadata,
+    RowDeltaTarget,
     aws_denial,
     conflicts_raised,
     root_cause,
@@ -93,6 +95,7 @@ from cdc_lake.engine.rejects import (
     quarantine,
     write_rejects,
 )
+from cdc_lake.engine.row_delta import commit_changes, row_delta_target_of
 from cdc_lake.engine.schema import align_lake_table, plan_schema
 from cdc_lake.engine.spark_types import local_relation
 from cdc_lake.engine.tables import (
@@ -215,7 +218,7 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
     if isinstance(trigger, TableSpec):
         table, upto = trigger, None
         # A configured table with no lake table yet is created only once a data file of it has landed.
-        if not table_exists(context, table):
+        if not table_exists(context, table, own_commit=True):
             if landed is None or not landed.covers(None):
                 landed = list_landed(context.store, context.config, table)
             if not landed.files:
@@ -301,7 +304,8 @@ def record_refusal(context: ReplayContext, table: TableSpec, error: CdcLakeError
 def _attempt(
     context: ReplayContext, table: TableSpec, trigger: DmsFile | None, landed: LandedFiles | None, started: float
 ) -> RunResult:
-    # The bases are read before the listing: if a table moves on after this, its commit is refused.
+    # The bases are read before the listing: if a table moves on after this, its commit is refused. A table this
+    # process's own row delta last wrote is planned from that commit (a refused commit forgets it: a retry reads).
     recorded = _recorded(context, table)
     start = _common_start(context.config, table, recorded.states)
     if trigger is not None and start is not None and trigger.key <= start:
@@ -535,7 +539,8 @@ def commit_batch(
     rejects = write_quarantined(context, batch, read)
     load = read.load
     updates = [load.update()] if load is not None else []
-    if reduced.last_changes is not None:
+    target = _row_delta(context, read, reduced, batch)
+    if reduced.last_changes is not None and target is None:
         updates += batch_updates(context, table, reduced.last_changes, batch.base_summary, reduced.keys)
     else:
         updates.append(Update("record"))
@@ -552,7 +557,13 @@ def commit_batch(
     transaction = Transaction(
         table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: _confirm_listed(context, batch)]
     )
-    committed = commit_transaction(context, transaction)
+    if target is not None:
+        assert reduced.last_changes is not None
+        committed: Committed[BatchRecord] | None = commit_changes(
+            context, target, table, reduced.last_changes, transaction
+        )
+    else:
+        committed = commit_transaction(context, transaction)
     if committed is None:
         return None
     return RunResult(
@@ -565,6 +576,16 @@ def commit_batch(
         listing_start=batch.next_listing_start,
         notices=list(notices),
     )
+
+
+def _row_delta(context: ReplayContext, read: BatchRead, reduced: Reduced, batch: Batch) -> RowDeltaTarget | None:
+    """The lake table when the batch commits as a row delta (``row_delta``): a small batch of change files alone,
+    into a table without history or rejects."""
+    if not read.checked_in_reduce or read.load is not None or batch.history_plan is not None:
+        return None
+    if reduced.last_changes is None or quarantines(read.table):
+        return None
+    return row_delta_target_of(context, read.table, reduced.keys)
 
 
 def committed_with_retries(
@@ -666,16 +687,17 @@ def _refusal(
 
 
 def _recorded(context: ReplayContext, table: TableSpec) -> Recorded:
-    main = _recorded_of(context, table.lake_table)
+    main = _recorded_of(context, table.lake_table, own_commit=True)
     history = _recorded_of(context, history_name(table)) if table.history else None
     return dataclasses.replace(main, history=history)
 
 
-def _recorded_of(context: ReplayContext, table_name: str) -> Recorded:
+def _recorded_of(context: ReplayContext, table_name: str, *, own_commit: bool = False) -> Recorded:
     # The state is read from the base's own lineage: if the table moves on, the commit will be refused. The
-    # columns and the base's summary come from the same version of the metadata: one load of the table.
+    # columns and the base's summary come from the same version of the metadata: one load of the table, none with
+    # ``own_commit`` when this process's own row delta last wrote it (``iceberg_java.kept_commit``).
     dotted = context.location.dotted(table_name)
-    metadata = Metadata(context.spark, dotted)
+    metadata = Metadata(context.spark, dotted, own_commit=own_commit)
     record = record_in(metadata, dotted)
     while record.head is None:  # a new table gets an empty first snapshot; read again, another run may be ahead
         base_snapshot(context, table_name)

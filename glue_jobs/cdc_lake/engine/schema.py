@@ -27,7 +27,7 @@ from cdc_lake.core.identifiers import lake_name
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.engine.iceberg_java import is_already_exists
+from cdc_lake.engine.iceberg_java import forget_commit, is_already_exists
 from cdc_lake.engine.spark_types import config_type, lake_type
 from cdc_lake.engine.tables import Lake, source_doc
 
@@ -235,6 +235,8 @@ def align_lake_table(
         elif current.dataType != wanted and widens(current.dataType, wanted):
             lake.spark.sql(f"ALTER TABLE {target} ALTER COLUMN {quote(spec.name)} TYPE {wanted.simpleString()}")
             done.append(f"widened column {spec.name} to {spec.type}")
+    if done:
+        forget_commit(lake.spark, lake.location.dotted(table_name))  # the columns moved on from the kept commit
     for change in done:
         log.info("%s: %s", table_name, change)
     return done

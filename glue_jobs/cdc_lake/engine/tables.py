@@ -97,7 +97,7 @@ def ensure_table(lake: Lake, table: TableSpec, settings: LakeSettings) -> None:
     On AWS the stack creates the database and the job's role may not (it has no ``glue:CreateDatabase``): a
     missing one is then refused, never created where the stack did not put it.
     """
-    if table_exists(lake, table):
+    if table_exists(lake, table, own_commit=True):
         return
     ensure_database(lake)
     definition = TableDefinition(
@@ -247,6 +247,7 @@ def _alter(spark: SparkSession, statement: str) -> None:
     retried(alter, METADATA_COMMIT_RETRIES, is_concurrent, what=f"{statement}: concurrent metadata commit")
 
 
-def table_exists(lake: Lake, table: TableSpec | str) -> bool:
+def table_exists(lake: Lake, table: TableSpec | str, *, own_commit: bool = False) -> bool:
+    """Whether the lake table exists (``own_commit``: ``iceberg_java.has_table``'s)."""
     name = table if isinstance(table, str) else table.lake_table
-    return has_table(lake.spark, lake.location.dotted(name))
+    return has_table(lake.spark, lake.location.dotted(name), own_commit=own_commit)

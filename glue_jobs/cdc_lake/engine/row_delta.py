@@ -1,0 +1,65 @@
+"""A small batch committed through Iceberg's own ``RowDelta``: no Spark SQL planning and one catalog read.
+
+Spark's ``MERGE INTO`` plans, analyses and loads its target (four ``GetTable`` on Glue) and runs three jobs however few
+its rows; the branch protocol around it (``commit.commit_transaction``) makes three metadata commits. A batch of a
+few hundred keys needs none of that: the keys' rows are found by Iceberg's generic reader in the driver (the files
+their statistics do not rule out), their positions written as one position delete file, the keys' new rows as one
+data file, and both committed with the batch's record in one metadata commit, only while main is still at the
+snapshot the batch planned from. The table that results is the MERGE's (``tests/functional/test_row_delta.py``
+runs both on the same changes); what it cannot write (copy-on-write, partitioned, format 3, keys of other types, a
+table with history or rejects) keeps the MERGE.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pyspark.sql import DataFrame
+
+from cdc_lake.core.config import TableSpec
+from cdc_lake.core.shapes import OP
+from cdc_lake.core.sql import quote
+from cdc_lake.engine.commit import ChangedKeys, Committed, R, Transaction, kept_record
+from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.iceberg_java import RowDelta, RowDeltaTarget, commit_row_delta, key_positions, row_delta_target
+from cdc_lake.engine.record import RUN_ID
+from cdc_lake.engine.spark_types import select_sql
+
+
+def row_delta_target_of(context: LakeContext, table: TableSpec, keys: ChangedKeys) -> RowDeltaTarget | None:
+    """The lake table when its batch of ``keys`` may be a row delta (``lake.row_delta_keys``, and what
+    ``iceberg_java.row_delta_target`` asks of the table); None: the MERGE."""
+    if not 0 < keys.count <= context.config.lake.row_delta_keys:
+        return None
+    return row_delta_target(context.spark, context.location.dotted(table.lake_table), table.primary_key)
+
+
+def commit_changes(
+    context: LakeContext, target: RowDeltaTarget, table: TableSpec, last_changes: DataFrame, transaction: Transaction[R]
+) -> Committed[R]:
+    """Commit each key's last change (``last_changes``, a local relation: read without a job) as ``transaction``
+    would (its base, record and requirements; its updates are the MERGE's, not used here)."""
+    spark, base = context.spark, transaction.base_snapshot_id
+    keys = select_sql(last_changes, [quote(k) for k in table.primary_key]).collect()
+    positions = key_positions(spark, target, base, table.primary_key, [tuple(row) for row in keys])
+    upserts = select_sql(last_changes.where(f"{OP} <> 'D'"), _in_lake_order(table, target))
+    rows = upserts._jdf.collectAsList()
+    for requirement in transaction.requirements:
+        requirement()
+    made = transaction.record()
+    summary = {**made.properties, RUN_ID: uuid.uuid4().hex}
+    delta = RowDelta(base, rows, int(rows.size()), positions, summary, kept_record(context, table.lake_table, summary))
+    return Committed(commit_row_delta(spark, context.location.dotted(table.lake_table), target, delta), made)
+
+
+def _in_lake_order(table: TableSpec, target: RowDeltaTarget) -> list[str]:
+    """The new rows' columns in the lake table's order, as it types them: a column the lake keeps and the run does
+    not (dropped at the source) is NULL."""
+    named = {c.name.lower(): c.name for c in table.columns}
+    columns = []
+    for field in target.columns:
+        kind = field.dataType.simpleString()
+        source = named.get(field.name.lower())
+        value = quote(source) if source is not None else "NULL"
+        columns.append(f"CAST({value} AS {kind}) AS {quote(field.name)}")
+    return columns
