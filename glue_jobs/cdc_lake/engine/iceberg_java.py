@@ -101,7 +101,8 @@ _LOADED_PER_THREAD = 16
 # batch plans from without asking the catalog. Trusted for this long after the commit: a table this process alone
 # writes is read again only by its commits, whose compare-and-swap refuses a plan made on what someone else moved.
 KEPT_COMMIT_SECONDS = 300.0
-_KEPT_COMMITS: dict[tuple[int, int, str], tuple[float, Any]] = {}
+_KEPT_COMMITS_MOST = 1024  # a warm run's shard is 100 tables; each entry holds one version of a table's metadata
+_KEPT_COMMITS: OrderedDict[tuple[int, int, str], tuple[float, Any]] = OrderedDict()
 _KEPT_COMMITS_LOCK = threading.Lock()
 
 
@@ -510,8 +511,12 @@ def forget_commit(spark: SparkSession, dotted_name: str) -> None:
 
 def _keep_commit(spark: SparkSession, dotted_name: str, table: Any, metadata: Any) -> None:
     kept = _static_table(spark, table, metadata)
+    key = _kept_key(spark, dotted_name)
     with _KEPT_COMMITS_LOCK:
-        _KEPT_COMMITS[_kept_key(spark, dotted_name)] = (time.monotonic(), kept)
+        _KEPT_COMMITS.pop(key, None)
+        _KEPT_COMMITS[key] = (time.monotonic(), kept)  # the most recent last
+        while len(_KEPT_COMMITS) > _KEPT_COMMITS_MOST:
+            _KEPT_COMMITS.popitem(last=False)
 
 
 def _static_table(spark: SparkSession, table: Any, metadata: Any) -> Any:
