@@ -1,5 +1,6 @@
 """A replay run in a process of its own, for the kill tests: ``python -m tests.functional.killable_run CONFIG LANDING
-WAREHOUSE DATABASE [--die-after fast_forward|commit_history] [--aws-endpoint URL --bucket BUCKET] [--warm]``.
+WAREHOUSE DATABASE [--die-after fast_forward|commit_history|commit_row_delta] [--aws-endpoint URL --bucket BUCKET]
+[--warm]``.
 
 With ``--aws-endpoint`` it runs as deployed: the Glue Data Catalog and S3 on the local endpoint, files read from
 ``BUCKET`` (LANDING is then unused).
@@ -7,7 +8,8 @@ With ``--aws-endpoint`` it runs as deployed: the Glue Data Catalog and S3 on the
 It prints ``ready`` once its Spark session is up, then drains every landed file of every table, as a replay job
 run does; with ``--warm``, as the warm runs of every shard do (``runs.mode: warm``, whatever CONFIG says), with the
 runs they hand tables over to. ``--die-after`` kills the process itself (SIGKILL) right after the first call of that
-step returns: after main moved to a run's branch, or after a history commit, before the run records anything more.
+step returns: after main moved to a run's branch, after a history commit, or after a row delta's commit, before the
+run records anything more.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from cdc_lake.core.config import load_config
 from cdc_lake.core.names import GLUE_CATALOG, WARM_JOB
 from cdc_lake.core.shards import shard_count
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
-from cdc_lake.engine import commit, replay
+from cdc_lake.engine import commit, replay, row_delta
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.tables import LakeLocation
@@ -35,7 +37,11 @@ from tests.support.aws import aws_client
 from tests.support.lake import GLUE_WAREHOUSE
 
 # Where each step is looked up at call time: the module that calls it.
-STEPS = {"fast_forward": (commit, "fast_forward"), "commit_history": (replay, "commit_history")}
+STEPS = {
+    "fast_forward": (commit, "fast_forward"),
+    "commit_history": (replay, "commit_history"),
+    "commit_row_delta": (row_delta, "commit_row_delta"),
+}
 
 
 def die_after(step: str) -> None:

@@ -1,12 +1,13 @@
 """Crash safety: replay runs killed with SIGKILL (the process group, as a lost Glue worker or an OOM kill ends
-them) at random moments, and at the two worst ones, then run again. The first run is a coalesced one; every later
+them) at random moments, and at the three worst ones, then run again. The first run is a coalesced one; every later
 run, the last included, is the warm runs of every shard (``runs.mode: warm``, as a stack switched to it runs), so a
-warm run is killed at the worst moment and at random, and the next one takes up from there.
+warm run is killed at the worst moment and at random, and the next one takes up from there. One table is
+merge-on-read, so its small batches commit as row deltas (``engine.row_delta``), one of them killed right after.
 
 After the last run the lake equals the oracle, every landed file is recorded once in the table's lineage (and
 in its history's), every data file the tables reference exists, and the only branches left are those of killed
 runs: young, so kept (a live run's branch is never removed), and removed once older than the longest run.
-``CDC_LAKE_KILLS`` sets how many runs are killed on each lake path (3 in ``make test``, 20 in ``make soak``), and
+``CDC_LAKE_KILLS`` sets how many runs are killed on each lake path (4 in ``make test``, 20 in ``make soak``), and
 ``CDC_LAKE_KILL_PATHS`` the paths: the Hadoop catalog in ``make test``; ``make soak`` adds the Glue Data Catalog
 with S3, as deployed.
 """
@@ -43,11 +44,12 @@ from tests.support.configs import app_config_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-KILLS = int(os.environ.get("CDC_LAKE_KILLS", "3"))
+KILLS = int(os.environ.get("CDC_LAKE_KILLS", "4"))
 KILL_PATHS = os.environ.get("CDC_LAKE_KILL_PATHS", "hadoop").split(",")
 REPO = Path(__file__).resolve().parents[2]
-# The two worst moments: main just moved to a run's branch, and a history commit landed before the main one.
-TARGETED = ("fast_forward", "commit_history")
+# The three worst moments: main just moved to a run's branch, a history commit landed before the main one, and a row
+# delta committed (the run then neither tags its files nor upkeeps the table).
+TARGETED = ("fast_forward", "commit_history", "commit_row_delta")
 
 
 def killed_run(args: list[str], rng: random.Random, die_after: str | None, *, warm: bool) -> int:
@@ -102,6 +104,7 @@ def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
 ) -> None:
     data = app_config_data() | {"lake": {"database": database}}
     data["tables"][1]["history"] = True  # app.orders keeps history: its commit comes before main's
+    data["tables"][2]["write_mode"] = "merge-on-read"  # app.events: its small batches are row deltas
     config = parse_config(data)
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(data))
