@@ -46,7 +46,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -391,6 +391,13 @@ def _java_map(spark: SparkSession, values: Mapping[str, str]) -> Any:
     return java_map
 
 
+def _java_list(spark: SparkSession, values: Iterable[Any]) -> Any:
+    java_list = java_class(spark, "java.util.ArrayList")()
+    for value in values:
+        java_list.add(value)
+    return java_list
+
+
 def _commit_refs(
     spark: SparkSession, dotted_name: str, change: Callable[[Any, Any], Any], *, as_kept: bool = False
 ) -> None:
@@ -716,7 +723,8 @@ def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str])
     ``ROW_DELTA_KEY_TYPES``; read as the batch's plan read it when that was this process's own commit
     (``kept_commit``), else anew: the batch may have altered its columns."""
     own = kept_commit(spark, dotted_name)
-    reading = own if own is not None else _load(spark, dotted_name, as_kept=True)  # its mode: as planned
+    table = _load(spark, dotted_name, as_kept=True)
+    reading = own if own is not None else table  # its mode: as planned
     metadata = reading.operations().current()
     properties = _as_dict(spark, metadata.properties())
     if (
@@ -727,7 +735,7 @@ def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str])
     ):
         return None
     if own is None:
-        reading = _load(spark, dotted_name)  # its columns anew: the batch may have altered them
+        table = reading = _load(spark, dotted_name)  # its columns read anew: the batch may have altered them
     schema = reading.schema()
     for key in keys:
         field_ = schema.findField(key)
@@ -735,7 +743,7 @@ def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str])
             return None
     converted = java_class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(schema)
     fields = tuple(T.StructType.fromJson(json.loads(converted.json())).fields)
-    return RowDeltaTarget(_load(spark, dotted_name, as_kept=True), reading, fields, int(schema.schemaId()))
+    return RowDeltaTarget(table, reading, fields, int(schema.schemaId()))
 
 
 def key_positions(
@@ -749,23 +757,14 @@ def key_positions(
     delete file must be. Read by Iceberg's generic reader in the driver, over the files the keys' statistics do not
     rule out, with the deletes already there applied; no Spark job, no catalog call."""
     expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
     condition = expressions.alwaysTrue()
     for index, key in enumerate(keys):
-        distinct = sorted({_literal(row[index]) for row in values}, key=repr)
-        array = gateway.new_array(java_class(spark, "java.lang.Object"), len(distinct))
-        for position, value in enumerate(distinct):
-            array[position] = value
-        condition = getattr(expressions, "and")(condition, getattr(expressions, "in")(key, array))
+        distinct = _java_list(spark, sorted({_literal(row[index]) for row in values}, key=repr))
+        condition = getattr(expressions, "and")(condition, getattr(expressions, "in")(key, distinct))
     schema = target.reading.schema()
-    columns = java_class(spark, "java.util.ArrayList")()
-    for key in keys:
-        columns.add(schema.findField(key))
     metadata_columns = java_class(spark, "org.apache.iceberg.MetadataColumns")
-    columns.add(metadata_columns.FILE_PATH)
-    columns.add(metadata_columns.ROW_POSITION)
-    projection = java_class(spark, "org.apache.iceberg.Schema")(columns)
+    columns = [schema.findField(key) for key in keys] + [metadata_columns.FILE_PATH, metadata_columns.ROW_POSITION]
+    projection = java_class(spark, "org.apache.iceberg.Schema")(_java_list(spark, columns))
     generics = java_class(spark, "org.apache.iceberg.data.IcebergGenerics")
     rows = generics.read(target.reading).useSnapshot(snapshot_id).where(condition).project(projection).build()
     wanted = {tuple(_literal(v) for v in row) for row in values} if len(keys) > 1 else None
@@ -831,9 +830,7 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
             operation = operation.addRows(written[-1])
         if delta.positions:
             written.append(_write_positions(spark, pending, delta.positions))
-            paths = java_class(spark, "java.util.ArrayList")()
-            for path in sorted({path for path, _ in delta.positions}):
-                paths.add(path)
+            paths = _java_list(spark, sorted({path for path, _ in delta.positions}))
             operation = operation.addDeletes(written[-1]).validateDataFilesExist(paths).validateDeletedFiles()
         if delta.row_count or delta.positions:  # main is at base: what it validates since then is nothing
             operation = operation.validateFromSnapshot(delta.base)
