@@ -150,7 +150,7 @@ class WarmParams:
     vcpus: int = G025X_VCPUS
     workers: int = _WARM.workers
     tables_per_job: int = _WARM.tables_per_job
-    parallel_tables: int = _RUNS.parallel_tables
+    parallel_tables: int = _WARM.parallel_tables
     quiet_s: float = _WARM.quiet_seconds
     lifetime_h: float = _WARM.lifetime_hours
     tables: tuple[int, ...] = (100, 1000)

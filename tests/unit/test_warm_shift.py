@@ -3,6 +3,7 @@ and the bound on a batch that keeps dead runs' branches removable."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.drain import HandOver
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.engine.warm import WarmShift, admit_small
+from cdc_lake.engine.warm import WarmShift, admit_small, warm_budget
 
 CONFIG = parse_config(
     {
@@ -159,3 +160,15 @@ def test_the_watch_stops_with_its_run() -> None:
     warm.end()
     watchdog.join(timeout=2)
     assert not watchdog.is_alive()
+
+
+def test_a_warm_run_applies_its_own_number_of_tables_at_once() -> None:
+    context = ReplayContext(spark=None, location=LakeLocation("c", "db"), config=CONFIG, store=None)  # type: ignore[arg-type]
+    budget = warm_budget(context)
+    assert budget.parallel_tables == CONFIG.runs.warm.parallel_tables == 8 != CONFIG.runs.parallel_tables
+    quick = CONFIG.model_copy(
+        update={
+            "runs": CONFIG.runs.model_copy(update={"warm": CONFIG.runs.warm.model_copy(update={"parallel_tables": 3})})
+        }
+    )
+    assert warm_budget(dataclasses.replace(context, config=quick)).parallel_tables == 3

@@ -500,6 +500,14 @@ class WarmSettings(_Model):
         default=24, ge=1, le=160, description="A warm run ends after this long; the next landed file starts another"
     )
     workers: int = Field(default=2, ge=2, le=20, description="G.025X workers of each warm run")
+    parallel_tables: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="Tables one warm run applies at once; more than runs.parallel_tables because a warm small batch "
+        "mostly waits on Glue and S3 round trips, which overlap, while its CPU is a fraction of it "
+        "(docs/cost-simulation.md#warm-runs-runsmode-warm)",
+    )
 
     def shards(self, tables: int) -> int:
         """How many warm runs share ``tables`` tables."""

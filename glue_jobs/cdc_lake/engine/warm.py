@@ -243,7 +243,7 @@ def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainH
 
 
 def warm_budget(context: ReplayContext, quiet_seconds: int | None = None) -> Budget:
-    """A warm run's budget: its lifetime, its quiet time, the configured poll and tables at once."""
+    """A warm run's budget: its lifetime, its quiet time, the configured poll and its own tables at once."""
     runs = context.config.runs
     quiet = runs.warm.quiet_seconds if quiet_seconds is None else quiet_seconds
-    return Budget(runs.warm.lifetime_hours * 3600.0, float(quiet), runs.poll_seconds, runs.parallel_tables)
+    return Budget(runs.warm.lifetime_hours * 3600.0, float(quiet), runs.poll_seconds, runs.warm.parallel_tables)
