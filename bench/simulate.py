@@ -151,6 +151,7 @@ class WarmParams:
     workers: int = _WARM.workers
     tables_per_job: int = _WARM.tables_per_job
     parallel_tables: int = _WARM.parallel_tables
+    round_s: float = _WARM.round_seconds
     quiet_s: float = _WARM.quiet_seconds
     lifetime_h: float = _WARM.lifetime_hours
     tables: tuple[int, ...] = (100, 1000)
@@ -701,9 +702,10 @@ class WarmShard:
     round). A round lists every owned table (``LISTING_THREADS`` at a time, one page each), then gives each table
     with a landed file one batch, in table order, ``parallel_tables`` at a time; a batch takes every file of its
     table landed by its start and commits at its end (``lane_s``, 0.2 s a further file, and the replay's upkeep share
-    as in the coalesced design). After a round that applied something the next starts at
-    once; after an empty one the run looks again every ``poll_s`` and stops once nothing has landed for ``quiet_s``,
-    or at a round's end once it has lived ``lifetime_h``. The next landing starts the next run."""
+    as in the coalesced design). A round starts ``round_s`` (at most ``quiet_s``) after the last at the soonest: after
+    one that applied something the next starts then; after an empty one the run looks again every ``poll_s`` and
+    stops once nothing has landed for ``quiet_s``, or at a round's end once it has lived ``lifetime_h``. The next
+    landing starts the next run."""
 
     def __init__(self, landings: Sequence[Sequence[float]], end: float, params: SimParams, drain: bool = False) -> None:
         self.landings = landings
@@ -738,11 +740,13 @@ class WarmShard:
             if now - start >= self.warm.lifetime_h * 3600.0:
                 return now
             listed = now + self.discovery_s
+            paced = now + min(self.warm.round_s, self.warm.quiet_s)  # the next round starts no sooner
             tables = []
             while self.due and self.due[0][0] <= listed:
                 tables.append(heapq.heappop(self.due)[1])
             if tables:
                 now, newest = self._round(listed, sorted(tables))
+                now = max(now, paced)
                 newest_landing = max(newest_landing, newest)
                 continue
             quiet_from = newest_landing + self.warm.quiet_s
@@ -750,7 +754,7 @@ class WarmShard:
             if upcoming > quiet_from:
                 return max(listed, quiet_from)
             # Nothing landed: look again every poll_s until the next landing.
-            now = listed + self.params.poll_s * max(1, math.ceil((upcoming - listed) / self.params.poll_s))
+            now = max(paced, listed + self.params.poll_s * max(1, math.ceil((upcoming - listed) / self.params.poll_s)))
         return now
 
     def _round(self, listed: float, tables: list[int]) -> tuple[float, float]:

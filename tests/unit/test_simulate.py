@@ -4,6 +4,7 @@ and the scheduled jobs on Flex."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from typing import Any
@@ -374,9 +375,30 @@ def test_warm_runs_apply_every_landed_file_once() -> None:
     assert min(outcome.lags) >= 3.15
 
 
+def test_a_warm_shard_starts_a_round_at_most_every_round_s() -> None:
+    landings = [[float(second) for second in range(120)]]  # one table, a file a second
+
+    def commit_times(round_s: float) -> list[float]:
+        params = replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, round_s=round_s))
+        shard = WarmShard(landings, 120.0, params)
+        shard.run()
+        return [committed for _, committed in shard.commits[0]]
+
+    assert WarmParams().round_s == WarmSettings().round_seconds == 20
+    lane = 3.15 + UPKEEP
+    paced, unpaced = commit_times(20.0), commit_times(0.0)
+    # Paced: each round starts 20 s after the last began; from the second on, each batch takes the 20 files landed
+    # since and ends a lane and 19 further files later.
+    assert paced[1] - paced[0] == pytest.approx(20.0 + 19 * 0.2 - 3.0)  # the first took 1 file, landed at 0
+    assert [b - a for a, b in itertools.pairwise(paced[1:])] == pytest.approx([20.0] * (len(paced) - 2))
+    # Unpaced: the next round lists as soon as the batch commits, over four times as often.
+    assert len(unpaced) > 4 * len(paced)
+    assert min(b - a for a, b in itertools.pairwise(unpaced)) >= lane
+
+
 def test_warm_lag_grows_with_the_batch_time_and_falls_with_the_lanes() -> None:
-    def p95(batch_s: float, lanes: int) -> float:
-        warm = replace(WARM_QUICK.warm.with_batch(batch_s), parallel_tables=lanes)
+    def p95(batch_s: float, lanes: int, round_s: float = 0.0) -> float:
+        warm = replace(WARM_QUICK.warm.with_batch(batch_s), parallel_tables=lanes, round_s=round_s)
         return float(simulate_warm(100, 60, replace(WARM_QUICK, warm=warm))["lag_p95_s"])
 
     four = [p95(batch_s, 4) for batch_s in (1.5, 2.5, 3.15, 4.0)]
@@ -384,7 +406,10 @@ def test_warm_lag_grows_with_the_batch_time_and_falls_with_the_lanes() -> None:
     assert four[0] < 30
     assert four[2] > 60  # the 3.15 s batch misses 60 s on one shard of 100 tables, four at once
     # Eight at once: 8 x 0.94 s of CPU on 2 vCPUs makes each lane 3.76 s, yet the round is 47 s, not 83 s.
-    assert p95(3.15, 8) < 60 < four[2]
+    eight = p95(3.15, 8)
+    assert eight < 30
+    # Rounds paced at 20 s add a wait for the next round: still well under a minute.
+    assert eight + 5 < p95(3.15, 8, round_s=20) < 45
 
 
 def test_a_shard_behind_its_landings_lags_boundedly_while_a_batch_takes_all_of_a_tables_files() -> None:
@@ -401,7 +426,7 @@ def test_a_shard_behind_its_landings_lags_boundedly_while_a_batch_takes_all_of_a
 
 
 def test_solve_warm_finds_the_slowest_batch_and_the_fewest_shards_that_meet_a_goal() -> None:
-    warm = replace(WarmParams(), solve_hours=1.0, tables_per_job=20, parallel_tables=4)
+    warm = replace(WarmParams(), solve_hours=1.0, tables_per_job=20, parallel_tables=4, round_s=0.0)
     params = replace(SimParams(hours=1.0), warm=warm)
     goal = WarmGoal(60, 12.0, max_shards=1)
     solution = solve_warm(goal, params)

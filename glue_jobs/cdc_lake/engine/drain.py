@@ -99,12 +99,14 @@ class DrainResult:
 @dataclass(frozen=True)
 class Budget:
     """How long a run goes on: rounds while files land, none started after ``seconds``, measured by ``clock``
-    (waits by ``sleep``; tests give their own)."""
+    (waits by ``sleep``; tests give their own). A round starts at most every ``round_seconds``: each lists every
+    table, and S3 bills the listings, so fast rounds would make them the bill."""
 
     seconds: float
     idle_seconds: float
     poll_seconds: float
     parallel_tables: int
+    round_seconds: float = 0.0
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
 
@@ -200,6 +202,7 @@ def drain(
         ThreadPoolExecutor(max_workers=LISTING_THREADS, thread_name_prefix="cdc-lake-list") as lister,
     ):
         while True:
+            round_started = clock()
             work: list[tuple[TableSpec, LandedFiles | None]]
             if result.rounds == 0:
                 work = [(t, None) for t in tables]
@@ -236,11 +239,19 @@ def drain(
                 break
             if shift is not None and step in ("last look", "resume"):
                 (shift.stopping if last_look else shift.resumed)()
-            elif step == "wait":
-                budget.sleep(budget.poll_seconds)
+            if step != "last look":
+                _pause(budget, step, now - round_started)
     result.seconds = clock() - started
     result.waiting = still_waiting(context, listings, seen)
     return result
+
+
+def _pause(budget: Budget, step: str, round_took: float) -> None:
+    """Before the next round: ``poll_seconds`` after a round that found nothing to do ("wait"), and what is left of
+    ``round_seconds`` since the last round began."""
+    pause = max(budget.poll_seconds if step == "wait" else 0.0, budget.round_seconds - round_took)
+    if pause > 0:
+        budget.sleep(pause)
 
 
 def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: str) -> str:
