@@ -84,6 +84,7 @@ NEW_MAX_CONCURRENT_RUNS = 1
 # bench.paths (docs/performance.md, "AWS's round trips"): 0.94 s against a local endpoint answering in about a
 # millisecond, 3.15 s with AWS's in-Region round trips held on each request.
 G025X_DPU = 0.25
+S3_LIST_USD_PER_1000 = 0.005  # S3 Standard LIST, us-east-1 (https://aws.amazon.com/s3/pricing/)
 G025X_VCPUS = 2
 WARM_BATCH_LOCAL_S = 0.94
 WARM_BATCH_AWS_S = 3.15
@@ -687,12 +688,13 @@ def simulate_versions(params: SimParams | None = None, reuse: Iterable[dict[str,
 @dataclass(slots=True)
 class ShardOutcome:
     """What one shard's warm runs did in the window: each landed file's lag, the files left unapplied, the billed
-    seconds of its runs and how many runs started."""
+    seconds of its runs, how many runs started and how many table listings its rounds made."""
 
     lags: list[float]
     backlog: int
     billed_s: float
     runs: int
+    listings: int = 0
 
 
 class WarmShard:
@@ -716,6 +718,7 @@ class WarmShard:
         self.startup_s = params.costs.startup_s + params.noop_s
         self.discovery_s = params.list_page_s * math.ceil(len(landings) / LISTING_THREADS)
         self.applied = [0] * len(landings)
+        self.listings = 0  # one per owned table a round
         # Per table, each batch's (files applied through it, commit time).
         self.commits: list[list[tuple[int, float]]] = [[] for _ in landings]
         # The oldest unapplied landing of each table with one.
@@ -740,6 +743,7 @@ class WarmShard:
             if now - start >= self.warm.lifetime_h * 3600.0:
                 return now
             listed = now + self.discovery_s
+            self.listings += len(self.landings)
             paced = now + min(self.warm.round_s, self.warm.quiet_s)  # the next round starts no sooner
             tables = []
             while self.due and self.due[0][0] <= listed:
@@ -791,7 +795,7 @@ class WarmShard:
                 done = last
             backlog += len(times) - done
             lags.extend([self.end - landed for landed in times[done:]])
-        return ShardOutcome(lags, backlog, billed_s, runs)
+        return ShardOutcome(lags, backlog, billed_s, runs, self.listings)
 
 
 def simulate_warm(tables: int, interval_s: float, params: SimParams | None = None) -> dict[str, Any]:
@@ -811,6 +815,7 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
     to_day = DAY_S / window_s
     dpu_hours_per_day = sum(o.billed_s for o in outcomes) * warm.dpu / 3600.0 * to_day
     usd_per_day = dpu_hours_per_day * params.costs.usd_per_dpu_hour
+    listings_per_month = sum(o.listings for o in outcomes) * to_day * params.days_per_month
     return {
         "glue_version": params.glue_version,
         "usd_per_dpu_hour": params.costs.usd_per_dpu_hour,
@@ -839,6 +844,8 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
         "lag_p95_s": round(percentile(lags, 0.95), 1),
         "lag_max_s": round(lags[-1], 1) if lags else 0.0,
         "backlog_files": sum(o.backlog for o in outcomes),
+        "s3_listing_usd_per_month": round(listings_per_month / 1000 * S3_LIST_USD_PER_1000, 2),
+        "round_s": warm.round_s,
         "wall_s": round(time.perf_counter() - started, 2),
     }
 
@@ -1045,6 +1052,7 @@ WARM_COLUMNS: Columns = (
     ("lag_p95_s", "lag p95 (s)"),
     ("lag_max_s", "lag max (s)"),
     ("backlog_files", "backlog"),
+    ("s3_listing_usd_per_month", "S3 listings $/month"),
     ("window_hours", "window (h)"),
 )
 FLEX_COLUMNS: Columns = (
@@ -1066,6 +1074,7 @@ FLEX_TITLE = "The scheduled jobs on the standard execution class and on Flex"
 _TEXT_COLUMNS = {"design", "glue_version", "capacity", "job", "schedule"}
 _MONEY_COLUMNS = {
     "usd_per_month",
+    "s3_listing_usd_per_month",
     "dpu_hours_per_day",
     "old_over_new_cost",
     "dpu_hours_per_month",

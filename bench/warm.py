@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.simulate import percentile
+from bench.simulate import S3_LIST_USD_PER_1000, percentile
 from cdc_lake.core.catalogs import glue_catalog_conf
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
@@ -53,7 +53,6 @@ QUIET_S = 60
 DRIVER_MEMORY = "3g"  # of a G.025X worker's 4 GB
 PHASES = (("in-region", "AWS's in-Region round trips"), ("0", "no delay"))
 MONTH_S = 30 * 24 * 3600.0
-S3_LIST_USD_PER_1000 = 0.005  # S3 Standard LIST, us-east-1 (https://aws.amazon.com/s3/pricing/)
 
 
 def bench_config(tables: int, database: str) -> PipelineConfig:

@@ -396,6 +396,15 @@ def test_a_warm_shard_starts_a_round_at_most_every_round_s() -> None:
     assert min(b - a for a, b in itertools.pairwise(unpaced)) >= lane
 
 
+def test_a_busy_warm_run_lists_each_table_once_a_round() -> None:
+    paced = simulate_warm(100, 60, WARM_QUICK)
+    # Rounds every 20 s, each listing the 100 tables: 3 a minute each, at $0.005 per 1,000.
+    assert paced["s3_listing_usd_per_month"] == pytest.approx(100 * 3 * 60 * 24 * 30 / 1000 * 0.005, rel=0.02)
+    unpaced = simulate_warm(100, 60, replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, round_s=0.0)))
+    assert unpaced["s3_listing_usd_per_month"] > 1.4 * paced["s3_listing_usd_per_month"]
+    assert unpaced["lag_p95_s"] < paced["lag_p95_s"]
+
+
 def test_warm_lag_grows_with_the_batch_time_and_falls_with_the_lanes() -> None:
     def p95(batch_s: float, lanes: int, round_s: float = 0.0) -> float:
         warm = replace(WARM_QUICK.warm.with_batch(batch_s), parallel_tables=lanes, round_s=round_s)
