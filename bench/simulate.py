@@ -79,12 +79,13 @@ OLD_WORKERS = 2
 OLD_MAX_CONCURRENT_RUNS = 10
 NEW_MAX_CONCURRENT_RUNS = 1
 
+S3_LIST_USD_PER_1000 = 0.005  # S3 Standard LIST, us-east-1 (https://aws.amazon.com/s3/pricing/)
+
 # The warm design (runs.mode warm) runs on G.025X workers: a quarter of a DPU and 2 vCPUs each (AWS Glue's worker
 # types). Its batch: a warm small batch (10 changes into 10,000 rows) on the Glue catalog + S3 path, measured by
 # bench.paths (docs/performance.md, "AWS's round trips"): 0.94 s against a local endpoint answering in about a
 # millisecond, 3.15 s with AWS's in-Region round trips held on each request.
 G025X_DPU = 0.25
-S3_LIST_USD_PER_1000 = 0.005  # S3 Standard LIST, us-east-1 (https://aws.amazon.com/s3/pricing/)
 G025X_VCPUS = 2
 WARM_BATCH_LOCAL_S = 0.94
 WARM_BATCH_AWS_S = 3.15
