@@ -720,6 +720,7 @@ class WarmShard:
         self.discovery_s = params.list_page_s * math.ceil(len(landings) / LISTING_THREADS)
         self.applied = [0] * len(landings)
         self.listings = 0  # one per owned table a round
+        self.pace_s = min(self.warm.round_s, self.warm.quiet_s)  # as engine.warm.warm_budget paces a run's rounds
         # Per table, each batch's (files applied through it, commit time).
         self.commits: list[list[tuple[int, float]]] = [[] for _ in landings]
         # The oldest unapplied landing of each table with one.
@@ -745,7 +746,7 @@ class WarmShard:
                 return now
             listed = now + self.discovery_s
             self.listings += len(self.landings)
-            paced = now + min(self.warm.round_s, self.warm.quiet_s)  # the next round starts no sooner
+            paced = now + self.pace_s  # the next round starts no sooner
             tables = []
             while self.due and self.due[0][0] <= listed:
                 tables.append(heapq.heappop(self.due)[1])
