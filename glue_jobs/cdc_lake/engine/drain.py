@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from enum import Enum, auto
 from typing import Any, Protocol
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
@@ -167,6 +168,25 @@ class DrainHooks:
 NO_HOOKS = DrainHooks()
 
 
+class Looking(Enum):
+    """How a run looks at the landing after a round: what decides its next step (``_next_step``)."""
+
+    PLAIN = auto()  # no shift: a coalesced run
+    SHIFT = auto()  # a shift's run, going on
+    HOLDING = auto()  # a shift's run whose shift waits on a run it handed a table to
+    LAST = auto()  # a shift's run that said it is stopping: this round was its last look
+
+
+class Step(Enum):
+    """What a run does after a round."""
+
+    STOP = auto()
+    LAST_LOOK = auto()  # say so (``Shift.stopping``), then one more round
+    RESUME = auto()  # the last look found files: go on (``Shift.resumed``)
+    GO_ON = auto()  # the next round at once (within the round's pace)
+    WAIT = auto()  # the next round after ``poll_seconds``
+
+
 def drain(
     context: ReplayContext,
     budget: Budget,
@@ -230,45 +250,43 @@ def drain(
             now = clock()
             if commits:
                 last_work = now
-            looking = "plain" if shift is None else "last" if last_look else "shift"
-            if looking == "shift" and not commits and shift is not None and shift.holding():
-                looking = "holding"
+            looking = Looking.PLAIN if shift is None else Looking.LAST if last_look else Looking.SHIFT
+            if looking is Looking.SHIFT and not commits and shift is not None and shift.holding():
+                looking = Looking.HOLDING
             step = _next_step(budget, now - started, now - last_work, commits, looking)
-            last_look = step == "last look"
-            if step == "stop":
+            last_look = step is Step.LAST_LOOK
+            if step is Step.STOP:
                 break
-            if shift is not None and step in ("last look", "resume"):
+            if shift is not None and step in (Step.LAST_LOOK, Step.RESUME):
                 (shift.stopping if last_look else shift.resumed)()
-            if step != "last look":
+            if step is not Step.LAST_LOOK:
                 _pause(budget, step, now - round_started)
     result.seconds = clock() - started
     result.waiting = still_waiting(context, listings, seen)
     return result
 
 
-def _pause(budget: Budget, step: str, round_took: float) -> None:
-    """Before the next round: ``poll_seconds`` after a round that found nothing to do ("wait"), and what is left of
-    ``round_seconds`` since the last round began."""
-    pause = max(budget.poll_seconds if step == "wait" else 0.0, budget.round_seconds - round_took)
+def _pause(budget: Budget, step: Step, round_took: float) -> None:
+    """Before the next round: ``poll_seconds`` after a round that found nothing to do (``Step.WAIT``), and what is
+    left of ``round_seconds`` since the last round began."""
+    pause = max(budget.poll_seconds if step is Step.WAIT else 0.0, budget.round_seconds - round_took)
     if pause > 0:
         budget.sleep(pause)
 
 
-def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: str) -> str:
-    """After a round that ``ran`` seconds into the run, ``quiet`` since its last commit, for a run ``looking``
-    "plain" (no shift), "shift", "holding" (its shift waits on a run it handed a table to) or "last" (its shift said
-    it is stopping; this round was its last look): "stop", "last look" (say so, then one more round), "resume" (the
-    last look found files; go on), "go on" or "wait"."""
+def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: Looking) -> Step:
+    """The step after a round that ``ran`` seconds into the run, ``quiet`` since its last commit, for a run
+    ``looking`` at the landing as it does (``Looking``)."""
     spent = ran >= budget.seconds
-    if looking == "last":
-        return "stop" if spent or not commits else "resume"
-    if looking == "holding" and not spent:
-        return "wait"
+    if looking is Looking.LAST:
+        return Step.STOP if spent or not commits else Step.RESUME
+    if looking is Looking.HOLDING and not spent:
+        return Step.WAIT
     if spent or (not commits and quiet >= budget.idle_seconds):
         if spent:
             log.info("time budget of %ss spent", budget.seconds)
-        return "stop" if looking == "plain" else "last look"
-    return "go on" if commits else "wait"
+        return Step.STOP if looking is Looking.PLAIN else Step.LAST_LOOK
+    return Step.GO_ON if commits else Step.WAIT
 
 
 def survey(context: ReplayContext) -> list[Notice]:
