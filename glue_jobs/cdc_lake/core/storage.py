@@ -58,6 +58,14 @@ class ObjectStore(Protocol):
         """Whether the object carries ``APPLIED_TAG`` (one request); False when it is gone."""
         ...
 
+    def put(self, key: str, data: bytes) -> None:
+        """Write a small object (a warm run's stop marker, ``core.shards.marker_key``; runs never write DMS files)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object; one already gone is no error."""
+        ...
+
 
 def changed_since_listed(
     store: ObjectStore, prefix: str, listed: Sequence[StoredObject]

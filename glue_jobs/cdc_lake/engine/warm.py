@@ -25,11 +25,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.shards import marked_run, marker_key, marker_prefix, runs_of_shard, tables_of
-from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.drain import NO_HOOKS, Budget, DrainHooks, DrainResult, HandOver, drain
 
@@ -56,20 +55,6 @@ def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
             raise HandOver(batch.table.name, "cdc_replay", batch.trigger.key, reason)
 
     return admit
-
-
-class MarkerStore(Protocol):
-    """The raw bucket as a warm run writes its stop markers there (``S3Store``, ``LocalFolderStore``)."""
-
-    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]: ...
-
-    def put(self, key: str, data: bytes) -> None: ...
-
-    def delete(self, key: str) -> None: ...
-
-
-def markers(context: ReplayContext) -> MarkerStore:
-    return cast(MarkerStore, context.store)
 
 
 class JobRuns(Protocol):
@@ -110,7 +95,7 @@ class WarmShift:
         which the shard is left (it lists the landing again before it stops). A stopping run is waited for, up to
         the batch bound: it makes no commit after its last look. Markers of runs that ended are removed."""
         began = self.clock()
-        store = markers(self.context)
+        store = self.context.store
         while True:
             runs = self.glue.get_job_runs(JobName=self.warm_job, MaxResults=50).get("JobRuns", [])
             running = runs_of_shard(runs, self.shard, ["RUNNING"])
@@ -184,11 +169,11 @@ class WarmShift:
                 self._batches.pop(table, None)
 
     def stopping(self) -> None:
-        markers(self.context).put(marker_key(self.shard, self.run_id), self.run_id.encode())
+        self.context.store.put(marker_key(self.shard, self.run_id), self.run_id.encode())
         log.info("shard %d: stop marker written; a last look at the landing", self.shard)
 
     def resumed(self) -> None:
-        markers(self.context).delete(marker_key(self.shard, self.run_id))
+        self.context.store.delete(marker_key(self.shard, self.run_id))
 
     @property
     def warm_job(self) -> str:
