@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.core.config import load_config
-from infra.packaging import REPO_ROOT, SourceLayout, build_assets, first_party_modules, import_graph
+from infra.packaging import (
+    GLUE_SCRIPTS,
+    REPO_ROOT,
+    SourceLayout,
+    build_assets,
+    first_party_modules,
+    import_graph,
+    imported_modules,
+)
 
 # The laptop tools: CLI, demo, generator, local runtime and session.
 LAPTOP_TOOLS = "cdc_lake/local/"
@@ -105,6 +113,18 @@ def test_imports_only_go_down_between_rooms() -> None:
         and not any(target == allowed or target.startswith(allowed + ".") for allowed in ROOMS[room])
     )
     assert not upward, "imports against the rooms' order:\n  " + "\n  ".join(upward)
+
+
+def test_no_job_module_imports_another() -> None:
+    """A job's module (the one its Glue script takes the job from) imports no other job's: what jobs share lives in
+    the modules beside them that no script names (``jobs.entry``, ``jobs.arguments``)."""
+    layout, modules = SourceLayout(), first_party_modules()
+    named = {name for job in GLUE_SCRIPTS for name in imported_modules(layout.glue_script(job)) if name in modules}
+    jobs = {name for name in named if name.startswith("cdc_lake.jobs.")} - {"cdc_lake.jobs.entry"}
+    assert "cdc_lake.jobs.warm" in jobs
+    graph = import_graph()
+    sideways = sorted(f"{name} -> {target}" for name in jobs for target in graph[name] if target in jobs)
+    assert not sideways, "job modules importing each other:\n  " + "\n  ".join(sideways)
 
 
 def test_no_import_cycles() -> None:

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.exceptions import UnreachableSourceError
-from cdc_lake.jobs.arguments import SourceOptions
-from cdc_lake.jobs.source_check import source_url
+from cdc_lake.jobs.arguments import SourceOptions, source_url
 from cdc_lake.ops import mysql_catalog, source_catalog
 from cdc_lake.ops.source_check import (
     ENGINE_SCHEMES,

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from cdc_lake.core.job_arguments import DriftArguments
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.jobs.arguments import SourceOptions
+from cdc_lake.jobs.arguments import SourceOptions, source_url
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
-from cdc_lake.jobs.source_check import source_url
 from cdc_lake.ops.repair import repair
 from cdc_lake.ops.source_tls import SourceAddress
 from cdc_lake.ops.verify import Settle, TableVerify, verify

@@ -1,5 +1,7 @@
 """The one entry of the Glue scripts: logging, the job's options, the AWS clients, the configuration, the
-job's context and the metrics publisher, made here once, then the job's ``run(options, context, clients)``."""
+job's context and the metrics publisher, made here once, then the job's ``run(options, context, clients)``.
+
+The replay jobs and the warm job end alike: ``reported`` tells a run's end and fails it when a table was refused."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from typing import Any, Generic, TypeVar
 from pyspark.sql import SparkSession
 
 from cdc_lake.core.config import PipelineConfig, load_config_uri
+from cdc_lake.core.exceptions import TableFailuresError
 from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.job_arguments import JobArguments, LakeArguments
 from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.drain import DrainResult
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.jobs.logs import structure_job_logs
@@ -64,6 +68,18 @@ def glue_entry(
     metrics = CloudWatchPublisher(aws_client("cloudwatch"), options.lake_database(config))
     glue = aws_client("glue") if GLUE_JOBS[job.name].warm else None
     return job.run(options, context, JobClients(s3, aws_client("secretsmanager"), metrics, glue))
+
+
+def reported(outcome: DrainResult, clients: JobClients) -> DrainResult:
+    """A replay run's end, told: how long the landed files it saw have waited, what it announced, and the tables it
+    refused, which fail the run."""
+    clients.metrics.oldest_waiting(outcome.waiting)
+    if outcome.notices:
+        clients.metrics.notices(len(outcome.notices))
+    if outcome.failures:
+        clients.metrics.table_failures(len(outcome.failures))
+        raise TableFailuresError(outcome.failures)
+    return outcome
 
 
 def lake_context(options: LakeArguments, config: PipelineConfig, s3: Any) -> ReplayContext:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from functools import partial
 
 from cdc_lake.core.dms_files import JOB_FOR_FILE_KIND, parse_key
-from cdc_lake.core.exceptions import JobArgumentError, TableFailuresError
+from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.job_arguments import ReplayArguments
 from cdc_lake.core.names import TriggeredJob
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import Budget, DrainHooks, DrainResult, ListingLog, drain, still_waiting
 from cdc_lake.engine.replay import RunResult, replay
-from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
+from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context, reported
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +101,6 @@ def run(kind: TriggeredJob, options: ReplayOptions, context: ReplayContext, clie
     saw have waited unapplied (a refused table's too); fails the run (after every other table was applied) when a
     table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
     return reported(run_job(kind, options, context, on_batch=clients.metrics.batch), clients)
-
-
-def reported(outcome: DrainResult, clients: JobClients) -> DrainResult:
-    """A replay run's end, told: how long the landed files it saw have waited, what it announced, and the tables it
-    refused, which fail the run."""
-    clients.metrics.oldest_waiting(outcome.waiting)
-    if outcome.notices:
-        clients.metrics.notices(len(outcome.notices))
-    if outcome.failures:
-        clients.metrics.table_failures(len(outcome.failures))
-        raise TableFailuresError(outcome.failures)
-    return outcome
 
 
 FULL_LOAD = GlueJob("full_load", ReplayOptions, lake_context, partial(run, "full_load"))

@@ -7,17 +7,15 @@ itself is ``cdc_lake.ops.source_check``, which ``cdc-lake config-check-source`` 
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.job_arguments import SourceCheckArguments
-from cdc_lake.jobs.arguments import SourceOptions
+from cdc_lake.jobs.arguments import SourceOptions, source_url
 from cdc_lake.jobs.entry import GlueJob, JobClients, configuration
 from cdc_lake.ops.source_catalog import Difference
-from cdc_lake.ops.source_check import check_source, engine_scheme, secret_url
+from cdc_lake.ops.source_check import check_source
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +27,6 @@ class SourceCheckOptions(SourceCheckArguments):
     @property
     def source(self) -> SourceOptions:
         return SourceOptions.of(self)
-
-
-def source_url(source: SourceOptions, secrets: Any) -> str:
-    """The source's URL from its secret, read with the Secrets Manager client ``secrets``. It holds the password:
-    never print it unmasked. An engine the jobs cannot reach (Oracle, SQL Server) is refused before the secret is
-    read."""
-    engine_scheme(source.engine)
-    secret = json.loads(secrets.get_secret_value(SecretId=source.secret)["SecretString"])
-    return secret_url(secret, source.engine, source.database)
 
 
 def run(options: SourceCheckOptions, config: PipelineConfig, clients: JobClients) -> list[Difference]:

@@ -18,8 +18,7 @@ from cdc_lake.core.shards import shard_count
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.drain import NO_HOOKS, DrainHooks, DrainResult
 from cdc_lake.engine.warm import JobRuns, WarmShift, warm, warm_budget
-from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
-from cdc_lake.jobs.replay import reported
+from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context, reported
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ def run_warm(
 
 def run(options: WarmOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
     """The warm job's Glue run: as ``run_warm``, with each commit's metrics, then the end told as a replay run's
-    (``jobs.replay.reported``)."""
+    (``jobs.entry.reported``)."""
     return reported(run_warm(options, context, clients.glue, DrainHooks(on_batch=clients.metrics.batch)), clients)
 
 
