@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.config import parse_config
-from cdc_lake.core.exceptions import DmsInputError, RecordLostError
-from cdc_lake.engine.continuity import HistoryGapError
+from cdc_lake.core.exceptions import DmsInputError, HistoryGapError, RecordLostError, RollbackRefusedError
 from cdc_lake.engine.iceberg_java import table_properties
 from cdc_lake.engine.record import RECORD, REFUSED
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.ops import operations
-from cdc_lake.ops.operations import RollbackRefusedError, list_changes, rollback
+from cdc_lake.ops.operations import list_changes, rollback
 from tests.support.configs import items_config, items_config_data
 from tests.support.lake import Lake, on_both_paths, write_file
 

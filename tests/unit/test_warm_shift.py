@@ -11,11 +11,11 @@ import pytest
 
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.dms_files import LandedFiles, list_landed
+from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.plan import ReplayState, plan_run
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.drain import HandOver
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.engine.warm import WarmShift, admit_small, warm_budget
 

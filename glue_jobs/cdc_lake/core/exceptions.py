@@ -122,6 +122,11 @@ class ReplayOrderError(CdcLakeError):
     """Raised when applying the landed files would break DMS order (e.g. a file landed late or changed)."""
 
 
+class HistoryGapError(ReplayOrderError):
+    """Raised when the landing lacks files the lake table's history needs: applying what is left would skip their
+    changes (``engine.continuity``)."""
+
+
 class CommitConflictError(CdcLakeError):
     """Raised when concurrent runs kept conflicting on the table after every retry."""
 
@@ -133,6 +138,20 @@ class ConcurrentCommitError(CdcLakeError):
 
 class TableMovedError(CdcLakeError):
     """Raised when another commit moved the table's main branch after a run planned from it: the run plans again."""
+
+
+class RollbackRefusedError(CdcLakeError):
+    """Raised when a rollback would undo files the landing no longer holds (the re-apply could not restore them):
+    nothing was moved."""
+
+
+class HandOver(Exception):  # not an error (no CdcLakeError): the batch goes to another run
+    """Raised when a run leaves a batch to a run of ``job`` for its table alone, up to ``key``
+    (``ReplayContext.admit`` raises it: a warm run hands over LOAD files and large backlogs)."""
+
+    def __init__(self, table: str, job: str, key: str, reason: str) -> None:
+        super().__init__(f"{table}: {reason}; handed to a {job} run up to {key}")
+        self.table, self.job, self.key, self.reason = table, job, key, reason
 
 
 class TableFailuresError(CdcLakeError):

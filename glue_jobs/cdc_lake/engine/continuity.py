@@ -23,14 +23,10 @@ from typing import Any
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, load_counter
-from cdc_lake.core.exceptions import ReplayOrderError
+from cdc_lake.core.exceptions import HistoryGapError
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.plan import ReplayState, RunPlan, unapplied_files
 from cdc_lake.core.storage import ObjectStore, StoredObject
-
-
-class HistoryGapError(ReplayOrderError):
-    """The landing lacks files the lake table's history needs: applying what is left would skip their changes."""
 
 
 def _rebuild_hint(table: TableSpec) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
-from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError, RecordLostError
+from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError, HandOver, RecordLostError
 from cdc_lake.core.notices import Notice, unique
 from cdc_lake.core.plan import ReplayState, applied, listing_start, plan_run
 from cdc_lake.core.storage import ObjectStore, StoredObject
@@ -116,15 +116,6 @@ class Budget:
         runs = config.runs
         idle = runs.idle_seconds if idle_seconds is None else idle_seconds
         return cls(runs.time_budget_seconds, idle, runs.poll_seconds, runs.parallel_tables)
-
-
-class HandOver(Exception):  # not an error: the batch goes to another run
-    """A batch a run leaves to a run of ``job`` for its table alone, up to ``key`` (``ReplayContext.admit`` raises
-    it: a warm run hands over LOAD files and large backlogs)."""
-
-    def __init__(self, table: str, job: str, key: str, reason: str) -> None:
-        super().__init__(f"{table}: {reason}; handed to a {job} run up to {key}")
-        self.table, self.job, self.key, self.reason = table, job, key, reason
 
 
 class Shift(Protocol):

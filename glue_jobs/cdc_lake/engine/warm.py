@@ -27,10 +27,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.shards import marked_run, marker_key, marker_prefix, runs_of_shard, tables_of
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.drain import NO_HOOKS, Budget, DrainHooks, DrainResult, HandOver, drain
+from cdc_lake.engine.drain import NO_HOOKS, Budget, DrainHooks, DrainResult, drain
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.dms_files import list_landed
-from cdc_lake.core.exceptions import CdcLakeError
+from cdc_lake.core.exceptions import CdcLakeError, RollbackRefusedError
 from cdc_lake.core.notices import Notice, notices_from_json
 from cdc_lake.core.plan import ReplayState, missing_to_reapply
 from cdc_lake.engine.context import ReplayContext
@@ -109,10 +109,6 @@ class Rollback:
     snapshot_id: int
     history_snapshot_id: int | None
     files_to_reapply: int
-
-
-class RollbackRefusedError(CdcLakeError):
-    """A rollback the landing cannot replay: nothing was moved."""
 
 
 def rollback(context: ReplayContext, table: TableSpec, to_snapshot: int) -> Rollback:
