@@ -8,32 +8,27 @@ round at a time (its ``on_round`` hands control back); it lists the landed files
 in-memory bucket, and goes on while its last round committed, up to a round budget (its clock counts rounds).
 Only a table's batch is a stand-in, without Spark: it applies every listed file not applied yet, as a replay
 does. A Lambda's read of the runs and its start are separate steps: between them, other Lambdas and runs may
-move (the race window). The property: every landed file is applied by a run that listed after it landed.
+move (the race window). The property: every landed file is applied by a run that listed after it landed. The
+model is ``tests.support.protocol``'s, shared with ``test_warm_protocol``; this module gives its runs and script.
 """
 
 from __future__ import annotations
 
 import random
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pytest
 
-from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
-from cdc_lake.core.dms_files import LandedFiles, list_landed
-from cdc_lake.core.storage import StoredObject
-from cdc_lake.engine import drain as drain_module
-from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, DrainHooks, ListingLog, drain
-from cdc_lake.engine.replay import RunResult
-from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.core.config import PipelineConfig, parse_config
+from cdc_lake.engine.drain import Budget, DrainHooks, drain
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger import handler as trigger
 from dms_trigger.handler import GlueJobStarter, handle
+from tests.support import protocol
+from tests.support.protocol import BUCKET, ModelGlue, RunScript, cdc_keys, lost_wake_ups
 
-BUCKET = "landing"
 TABLES = ("app.orders", "app.users")
 CONFIG: PipelineConfig = parse_config(
     {
@@ -43,212 +38,54 @@ CONFIG: PipelineConfig = parse_config(
     }
 )
 JOBS = {"full_load": "full_load", "cdc_replay": "cdc_replay"}
-STEP_TIMEOUT_S = 30
 
 
 @dataclass
-class Run:
-    run_id: str
-    state: str = "WAITING"
+class Run(protocol.Run):
     job: str = "cdc_replay"
-    drain: DrainThread | None = None
 
 
-@dataclass
-class World:
-    """Landed files, applied files (with the run that applied them and when it listed them), the Glue runs,
-    and the scheduler's RNG."""
+@dataclass(kw_only=True)
+class World(protocol.World):
+    """The model's world with one run of the job active at a time, as the stack sets it; a run goes on for at most
+    ``max_rounds`` rounds."""
 
-    rng: random.Random
+    config: ClassVar[PipelineConfig] = CONFIG
+    max_active: ClassVar[int] = 1
+
     max_rounds: int
-    landed: list[str] = field(default_factory=list)
-    landed_at: dict[str, int] = field(default_factory=dict)
-    applied: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
-    runs: list[Run] = field(default_factory=list)
-    clock: int = 0
-    lambdas: list[str] = field(default_factory=list)  # files whose event is not yet handled
-    depth: int = 0
-    listed_at: dict[str, int] = field(default_factory=dict)  # per table prefix: when it was last listed
-    active: Run | None = None  # the run whose drain is going
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def tick(self) -> int:
-        with self.lock:  # a drain lists its tables from several threads
-            self.clock += 1
-            return self.clock
+    def starter(self) -> GlueJobStarter:
+        return GlueJobStarter(ModelGlue(self), JOBS, sleep=lambda _: None)
 
-    # --- the bucket, as drain and list_landed see it -------------------------------------------------
+    def script(self, run: protocol.Run) -> RunScript:
+        return DrainScript(self, run)
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
-        self.listed_at[prefix] = self.tick()
-        keys = sorted(k for k in self.landed if k.startswith(prefix) and (start_after is None or k > start_after))
-        # Larger than a blank CSV object could be, so no listing reads one to tell.
-        return [StoredObject(key, 1000, "etag") for key in keys]
+    def job_runs(self, job: str) -> list[dict[str, Any]]:
+        return [{"Id": r.run_id, "JobRunState": r.state} for r in reversed(self.runs) if r.job == job]
 
-    def uri(self, key: str) -> str:
-        return f"memory://{key}"
-
-    def folders(self, prefix: str) -> list[str]:
-        depth = prefix.count("/")
-        return sorted({"/".join(k.split("/")[: depth + 1]) + "/" for k in self.landed if k.startswith(prefix)})
-
-    def read_head(self, key: str, size: int) -> bytes:
-        raise AssertionError("a batch stand-in reads no file")
-
-    def batch(self, context: ReplayContext, table: TableSpec, landed: LandedFiles | None = None) -> RunResult:
-        """A table's batch without Spark: every listed file not applied yet is applied, as a replay does."""
-        assert self.active is not None
-        landed = landed if landed is not None else list_landed(context.store, context.config, table)
-        listed_at = self.listed_at[context.config.table_prefix(table)]
-        new = [f.key for f in landed.files if f.key not in self.applied]
-        for key in new:
-            self.applied[key] = [*self.applied.get(key, []), (self.active.run_id, listed_at)]
-        return RunResult(table.name, landed.newest, applied_files=new)
-
-    # --- actors -------------------------------------------------------------------------------------
-
-    def enabled(self) -> list[Callable[[], None]]:
-        steps: list[Callable[[], None]] = [lambda key=key: self.invoke(key) for key in self.lambdas]
-        active = [r for r in self.runs if r.state in {"STARTING", "RUNNING"}]
-        waiting = [r for r in self.runs if r.state == "WAITING"]
-        if waiting and not active:
-            steps.append(lambda run=waiting[0]: self.start(run))
-        for run in active:
-            steps.append(lambda run=run: self.advance(run))
-        return steps
-
-    def land(self, key: str) -> None:
-        self.landed.append(key)
-        self.landed_at[key] = self.tick()
-        self.lambdas.append(key)
-
-    def invoke(self, key: str) -> None:
-        self.lambdas.remove(key)
-        event = s3_object_created_event(BUCKET, [(key, 10, "etag")])
-        handle(event, config=CONFIG, starter=GlueJobStarter(ModelGlue(self), JOBS, sleep=lambda _: None))
-
-    def start(self, run: Run) -> None:
-        run.state = "STARTING"
-        self.tick()
-
-    def advance(self, run: Run) -> None:
-        """STARTING becomes RUNNING (the script starts); a RUNNING run's drain goes on for one round."""
-        if run.state == "STARTING":
-            run.state = "RUNNING"
-        else:
-            if run.drain is None:
-                run.drain = DrainThread(self, run)
-            self.active = run
-            run.drain.step()
-        self.tick()
-
-    def race_window(self) -> None:
-        """Between a Lambda's read of the runs and its start: let 0..3 other steps happen."""
-        if self.depth >= 2:
-            return
-        self.depth += 1
-        try:
-            for _ in range(self.rng.randint(0, 3)):
-                steps = self.enabled()
-                if not steps:
-                    break
-                self.rng.choice(steps)()
-        finally:
-            self.depth -= 1
+    def new_run(self, run_id: str, job: str, arguments: Mapping[str, str]) -> Run:
+        return Run(run_id=run_id, job=job)
 
 
-class DrainThread:
-    """A Glue run's script: the real ``drain`` in a thread of its own, going one round each time ``step`` lets it
-    (its ``on_round`` hands control back), the run SUCCEEDED once drain returns."""
+class DrainScript(RunScript):
+    """A Glue run's script: the real ``drain``, one round a step."""
 
-    def __init__(self, world: World, run: Run) -> None:
-        self.world = world
-        self.run = run
-        self.rounds = 0
-        self.error: BaseException | None = None
-        self._go = threading.Semaphore(0)
-        self._yielded = threading.Semaphore(0)
-        threading.Thread(target=self._script, daemon=True).start()
+    world: World
 
-    def step(self) -> None:
-        self._go.release()
-        if not self._yielded.acquire(timeout=STEP_TIMEOUT_S):
-            raise AssertionError(f"{self.run.run_id}: drain did not finish its round")
-        if self.error is not None:
-            raise self.error
-
-    def _script(self) -> None:
-        self._go.acquire()
-        context = ReplayContext(spark=None, location=LakeLocation("lake", "db"), config=CONFIG, store=self.world)  # type: ignore[arg-type]
+    def main(self) -> None:
         # No time passes but rounds: the budget is the round budget, and a round that commits nothing ends it.
         budget = Budget(self.world.max_rounds, 0, 0, parallel_tables=1, clock=lambda: self.rounds)
-        try:
-            drain(context, budget, hooks=DrainHooks(on_round=self._round_done))
-        except BaseException as error:  # surfaced by step()
-            self.error = error
-        self.run.state = "SUCCEEDED"
-        self._yielded.release()
-
-    def _round_done(self, number: int, commits: int) -> None:
-        self.rounds = number
-        self._yielded.release()
-        self._go.acquire()
-
-
-class ModelGlue:
-    """The Glue client a Lambda gets: reads and starts runs in the model, with the race window after a read."""
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-
-    def get_job_runs(self, JobName: str, MaxResults: int = 100, **_: Any) -> dict[str, Any]:
-        of_job = [r for r in reversed(self.world.runs) if r.job == JobName]
-        runs = [{"Id": r.run_id, "JobRunState": r.state} for r in of_job][:MaxResults]
-        self.world.tick()
-        self.world.race_window()
-        return {"JobRuns": runs}
-
-    def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
-        run = Run(run_id=f"jr_{len(self.world.runs) + 1}", job=JobName)
-        self.world.runs.append(run)
-        self.world.tick()
-        return {"JobRunId": run.run_id}
+        drain(self.world.context(), budget, hooks=DrainHooks(on_round=self.on_round))
 
 
 @pytest.fixture(autouse=True)
 def batches_without_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """drain applies each table's batch through the world that runs it (see World.batch), the store drain keeps its
-    listings with (``ListingLog``) in front of it."""
-
-    def batch(context: ReplayContext, table: TableSpec, landed: LandedFiles | None = None) -> RunResult:
-        assert isinstance(context.store, ListingLog)
-        world = context.store.store
-        assert isinstance(world, World)
-        return world.batch(context, table, landed)
-
-    monkeypatch.setattr(drain_module, "replay", batch)
+    protocol.batches_without_spark(monkeypatch)
 
 
 def explore(seed: int, files: int = 6, max_rounds: int = 3) -> World:
-    rng = random.Random(seed)
-    world = World(rng=rng, max_rounds=max_rounds)
-    to_land = [f"{TABLES[i % 2].replace('.', '/')}/20250301-1205{i:02d}000.csv" for i in range(files)]
-    while to_land or world.enabled():
-        steps = world.enabled()
-        if to_land and (not steps or rng.random() < 0.35):
-            world.land(to_land.pop(0))
-        else:
-            rng.choice(steps)()
-    return world
-
-
-def lost_wake_ups(world: World) -> list[str]:
-    """Files not applied by a run that listed after they landed."""
-    return [
-        key
-        for key in world.landed
-        if not any(listed_at > world.landed_at[key] for _run, listed_at in world.applied.get(key, []))
-    ]
+    return protocol.explore(World(rng=random.Random(seed), max_rounds=max_rounds), cdc_keys(TABLES, files))
 
 
 SCHEDULES = 1500
