@@ -60,7 +60,7 @@ from cdc_lake.core.config import (
 )
 from cdc_lake.core.names import GLUE_VERSION, GLUE_VERSIONS, GlueVersion
 from cdc_lake.core.shards import shard_of
-from cdc_lake.engine.drain import LISTING_THREADS
+from cdc_lake.engine.runs.coalesced import LISTING_THREADS
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
 
@@ -527,7 +527,7 @@ class Simulation:
         self.glue.finish(run)
 
     def _round_start(self, run: GlueRun) -> None:
-        """One round of cdc_lake.engine.drain: the first checks every table (the trigger's first); a later one lists
+        """One round of engine.runs.coalesced: the first checks every table (the trigger's first); a later one lists
         each table from its window, then batches those with files not yet taken, ``parallel_tables`` at a time."""
         work = [i for i in range(self.tables) if self.claimed[i] < self.landed[i]] if self.pending else []
         if run.rounds == 0:
@@ -558,7 +558,7 @@ class Simulation:
         self.at(round_end, _ROUND_END, (run, bool(work)))
 
     def _round_end(self, payload: tuple[GlueRun, bool]) -> None:
-        """After a round, as cdc_lake.engine.drain: stop once the budget is spent; go on at once after a round with
+        """After a round, as engine.runs.coalesced: stop once the budget is spent; go on at once after a round with
         work; else stop after idle_seconds without work, or list again after poll_seconds."""
         run, worked = payload
         run.rounds += 1
@@ -720,7 +720,7 @@ class WarmShard:
         self.discovery_s = params.list_page_s * math.ceil(len(landings) / LISTING_THREADS)
         self.applied = [0] * len(landings)
         self.listings = 0  # one per owned table a round
-        self.pace_s = min(self.warm.round_s, self.warm.quiet_s)  # as engine.warm.warm_budget paces a run's rounds
+        self.pace_s = min(self.warm.round_s, self.warm.quiet_s)  # as engine.runs.warm.warm_budget paces a run's rounds
         # Per table, each batch's (files applied through it, commit time).
         self.commits: list[list[tuple[int, float]]] = [[] for _ in landings]
         # The oldest unapplied landing of each table with one.

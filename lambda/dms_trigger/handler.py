@@ -90,7 +90,7 @@ MAX_RETRY_DELAY = 20.0
 # finds it there: it covers that file. A RUNNING run may already have listed for the last time, so it
 # covers nothing. (Glue reports RUNNING once the script starts; a run's first listing comes after.)
 NOT_YET_LISTED_STATES = frozenset({"WAITING", "STARTING"})
-# A warm run lists the landing until it stops, and says so before its last look (engine.warm): a RUNNING one covers
+# A warm run lists the landing until it stops, and says so before its last look (engine.runs.warm): a RUNNING one covers
 # every file unless it has said so.
 WARM_LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING"})
 # GetJobRuns returns the newest runs first; runs that have not started yet are among the newest.

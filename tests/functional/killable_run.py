@@ -29,7 +29,7 @@ from cdc_lake.core.shards import shard_count
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
 from cdc_lake.engine import commit, replay, row_delta
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, drain
+from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.runtime import LocalGlueClient
 from cdc_lake.local.session import LOCAL_CATALOG, local_spark_session

@@ -19,8 +19,9 @@ from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.names import APPLIED_TAG
 from cdc_lake.core.storage import S3Store
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, drain, waiting_in
 from cdc_lake.engine.record import APPLIED, snapshot_summaries
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.waiting import waiting_in
 from cdc_lake.ops.status import table_status
 from tests.support.aws import aws_client
 from tests.support.configs import items_config

@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, drain
 from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.local.aws_endpoint import served_requests
 from cdc_lake.ops.export import export_tables
 from tests.support.glue_run import GlueRun

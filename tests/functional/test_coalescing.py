@@ -22,8 +22,9 @@ from cdc_lake.core.names import (
     TABLE_FAILURES_METRIC,
 )
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.drain import Budget, DrainHooks, drain
 from cdc_lake.engine.record import FRESHNESS, applied_files, snapshot_summaries
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.jobs.entry import glue_entry, job_context
 from cdc_lake.jobs.replay import FULL_LOAD, ReplayOptions, run_job
 from cdc_lake.local.generator import GeneratorSpec, generate, land, land_order

@@ -21,9 +21,11 @@ from cdc_lake.core.exceptions import AccessDeniedError, CdcLakeError, TableFailu
 from cdc_lake.core.names import OLDEST_WAITING_METRIC, TABLE_FAILURES_METRIC
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore, StoredObject
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, ListingLog, drain, still_waiting, waiting_in
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.replay import replay
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.listings import ListingLog
+from cdc_lake.engine.runs.waiting import still_waiting, waiting_in
 from cdc_lake.jobs.entry import JobClients, job_context
 from cdc_lake.jobs.maintenance import publish_oldest_waiting
 from cdc_lake.jobs.replay import ReplayOptions, run, run_job
@@ -135,7 +137,7 @@ def test_a_coalesced_run_tells_what_maintenance_would_without_listing_again(
     bad = land(landing, T + "20250301-120000000.csv", "X,2,two\n", 16)  # an unknown op: the table is refused
     land(landing, T + "20250301-120100000.csv", "I,3,three\n", 2)
     land(landing, TAGS + "20250301-120000000.csv", "I,2,blue\n", 1)
-    caplog.set_level(logging.INFO, logger="cdc_lake.engine.drain")
+    caplog.set_level(logging.INFO, logger="cdc_lake.engine.runs.waiting")
     second = drain(context, budget)
     assert list(second.failures) == ["shop.items"]
     assert second.waiting.landed == {"shop.items": landed_at(landing, bad), "shop.tags": None}

@@ -1,5 +1,5 @@
 """The model the lost-wake-up tests explore (``tests/unit/test_coalescing_protocol.py``, ``test_warm_protocol.py``):
-files landing, concurrent Lambdas (the real ``handle()``) and Glue runs (the real ``cdc_lake.engine.drain``), moved
+files landing, concurrent Lambdas (the real ``handle()``) and Glue runs (the real ``engine.runs.coalesced``), moved
 one step at a time by a seeded scheduler, then checked at quiescence.
 
 A ``World`` is the bucket (as ``drain`` and ``list_landed`` see it), the Glue runs and the scheduler's actors; a
@@ -24,10 +24,10 @@ import pytest
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.storage import StoredObject
-from cdc_lake.engine import drain as drain_module
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import ListingLog
 from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.runs import coalesced as drain_module
+from cdc_lake.engine.runs.listings import ListingLog
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle

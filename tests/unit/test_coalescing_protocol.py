@@ -1,5 +1,5 @@
 """No lost wake-up under coalescing: random interleavings of files landing, concurrent Lambdas (the real
-``handle()``) and Glue runs (the real ``cdc_lake.engine.drain``) that list and apply in rounds, checked at
+``handle()``) and Glue runs (the real ``cdc_lake.engine.runs.coalesced``) that list and apply in rounds, checked at
 quiescence.
 
 The model's Glue runs follow Glue's states (WAITING, STARTING, RUNNING, SUCCEEDED) with one run of the job
@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 import pytest
 
 from cdc_lake.core.config import PipelineConfig, parse_config
-from cdc_lake.engine.drain import Budget, DrainHooks, drain
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger import handler as trigger
 from dms_trigger.handler import GlueJobStarter, handle

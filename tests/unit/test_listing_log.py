@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cdc_lake.core.storage import LocalFolderStore
-from cdc_lake.engine.drain import ListingLog, RecordedListings
+from cdc_lake.engine.runs.listings import ListingLog, RecordedListings
 
 T = "dms/shop/items/"
 OTHER = "dms/shop/tags/"

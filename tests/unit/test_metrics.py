@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, OLDEST_WAITING_METRIC, SOURCE_DIFFERENCES_METRIC
-from cdc_lake.engine.drain import Waiting
 from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.engine.runs.waiting import Waiting
 
 
 class FakeCloudWatch:

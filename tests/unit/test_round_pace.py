@@ -10,12 +10,13 @@ import pytest
 from cdc_lake.core.config import parse_config
 from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.storage import LocalFolderStore, StoredObject
-from cdc_lake.engine import drain as drain_module
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, DrainHooks, drain
 from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.runs import coalesced as drain_module
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.shift import DrainHooks
+from cdc_lake.engine.runs.warm import warm_budget
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.engine.warm import warm_budget
 
 CONFIG = parse_config(
     {

@@ -1,5 +1,5 @@
 """No lost wake-up with warm runs (``runs.mode: warm``): random interleavings of files landing, concurrent Lambdas
-(the real ``handle()``) and warm runs (the real ``WarmShift`` and ``engine.warm.warm``, so the real ``drain``) that
+(the real ``handle()``) and warm runs (the real ``WarmShift`` and ``engine.runs.warm.warm``, so the real ``drain``) that
 list and apply in rounds, stop when quiet and say so first, checked at quiescence.
 
 As in ``test_coalescing_protocol`` (the model is ``tests.support.protocol``'s), a run's script is a thread the
@@ -22,9 +22,10 @@ import pytest
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.names import WARM_JOB, WARM_MARKER_PREFIX
 from cdc_lake.core.shards import shard_count
-from cdc_lake.engine import warm as warm_module
-from cdc_lake.engine.drain import Budget, DrainHooks
-from cdc_lake.engine.warm import WarmShift, warm
+from cdc_lake.engine.runs import warm as warm_module
+from cdc_lake.engine.runs.coalesced import Budget
+from cdc_lake.engine.runs.shift import DrainHooks
+from cdc_lake.engine.runs.warm import WarmShift, warm
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
 from dms_trigger.routing import WARM_MARKER

@@ -16,8 +16,8 @@ from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.plan import ReplayState, plan_run
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
+from cdc_lake.engine.runs.warm import WarmShift, admit_small, warm_budget
 from cdc_lake.engine.tables import LakeLocation
-from cdc_lake.engine.warm import WarmShift, admit_small, warm_budget
 
 CONFIG = parse_config(
     {

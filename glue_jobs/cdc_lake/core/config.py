@@ -566,7 +566,7 @@ class RunSettings(_Model):
     @property
     def longest_run(self) -> dt.timedelta:
         """No commit of any job lasts longer: a run branch older than this is a dead run's. A warm run lives for
-        days, but ends itself when one of its batches outlives ``WARM_BATCH_MINUTES`` (engine.warm), so its
+        days, but ends itself when one of its batches outlives ``WARM_BATCH_MINUTES`` (engine.runs.warm), so its
         lifetime does not count: only that bound does."""
         minutes = max(FULL_LOAD_TIMEOUT_MINUTES, MAINTENANCE_TIMEOUT_MINUTES, self.replay_timeout_minutes)
         return dt.timedelta(minutes=max(minutes, WARM_BATCH_MINUTES))

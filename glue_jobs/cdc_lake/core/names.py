@@ -16,7 +16,7 @@ TRIGGERED_JOBS: tuple[TriggeredJob, ...] = ("full_load", "cdc_replay")
 WARM_JOB: Literal["cdc_warm"] = "cdc_warm"
 StartedJob = Literal["full_load", "cdc_replay", "cdc_warm"]  # what the Lambda starts, in every mode
 # Where, in the raw bucket, a warm run says it is stopping (``<prefix><shard>/<run id>``), before its last look at
-# the landing: the Lambda then starts the shard's next run instead of counting on it (engine.warm).
+# the landing: the Lambda then starts the shard's next run instead of counting on it (engine.runs.warm).
 WARM_MARKER_PREFIX = "cdc-lake-warm/"
 
 # The Glue versions the stack runs on, and the default of lake.glue_version (core.config.glue_version picks the one
@@ -103,7 +103,7 @@ CDC_REPLAY_TIMEOUT_MINUTES = 60
 MAINTENANCE_TIMEOUT_MINUTES = 120
 LAST_ROUND_MINUTES = 60
 # A warm run lives for days, so its timeout cannot judge its branches: each of its batches is bounded instead, and a
-# batch that outlives WARM_BATCH_MINUTES ends its run (engine.warm), so that no live warm batch is older than that.
+# batch that outlives WARM_BATCH_MINUTES ends its run (engine.runs.warm), so that no live warm batch is older than that.
 WARM_BATCH_MINUTES = 30
 # Glue restarts a streaming job after 7 days at the latest and wants its timeout under that.
 WARM_TIMEOUT_MINUTES = 7 * 24 * 60 - 60

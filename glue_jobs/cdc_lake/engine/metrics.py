@@ -22,8 +22,8 @@ from cdc_lake.core.names import (
     SOURCE_DIFFERENCES_METRIC,
     TABLE_FAILURES_METRIC,
 )
-from cdc_lake.engine.drain import Waiting
 from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.runs.waiting import Waiting
 
 log = logging.getLogger(__name__)
 

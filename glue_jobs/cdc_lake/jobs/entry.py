@@ -18,8 +18,8 @@ from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.job_arguments import JobArguments, LakeArguments
 from cdc_lake.core.storage import ObjectStore, S3Store
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import DrainResult
 from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.jobs.logs import structure_job_logs
 

@@ -10,11 +10,11 @@ from typing import Literal
 
 from cdc_lake.core.job_arguments import MaintenanceArguments
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import waiting_in
 from cdc_lake.engine.maintenance import MaintenanceResult, Retention, maintain
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.rejects_replay import replay_rejects
 from cdc_lake.engine.reload import ReloadResult, reload_table
+from cdc_lake.engine.runs.waiting import waiting_in
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ puts how long the landed files it saw have waited unapplied (``OLDEST_WAITING_ME
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,8 +17,11 @@ from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.job_arguments import ReplayArguments
 from cdc_lake.core.names import TriggeredJob
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import Budget, DrainHooks, DrainResult, ListingLog, drain, still_waiting
-from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.outcome import DrainResult
+from cdc_lake.engine.runs.per_file import per_file
+from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context, reported
 
 log = logging.getLogger(__name__)
@@ -57,13 +59,7 @@ def run_job(
         budget = Budget.of(config, idle_seconds=options.idle_seconds)
         outcome = drain(context, budget, first=dms_file.table, hooks=DrainHooks(on_batch, on_round))
     else:
-        listings = ListingLog(context.store)
-        single = replay(dataclasses.replace(context, store=listings), dms_file)
-        if on_batch and not single.already_applied:
-            on_batch(single)
-        seen = {} if single.already_applied else {single.table: single}
-        waiting = still_waiting(context, listings, seen)
-        outcome = DrainResult(results=[single], rounds=1, seconds=single.seconds, waiting=waiting)
+        outcome = per_file(context, dms_file, on_batch)
     for result in outcome.results:
         if not result.already_applied:
             log.info(

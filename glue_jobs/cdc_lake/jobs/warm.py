@@ -1,7 +1,7 @@
 """The warm job (``runs.mode: warm``): one shard's tables, replayed as their files land, until quiet.
 
 The run first yields to a live run of its shard that is not stopping (the Lambda may start a run just as another
-goes on), then runs ``engine.warm.warm``, putting each commit's metrics as it lands, and at its end how long the
+goes on), then runs ``engine.runs.warm.warm``, putting each commit's metrics as it lands, and at its end how long the
 landed files it saw have waited. It fails, after the others, when a table's batch was refused.
 """
 
@@ -16,8 +16,9 @@ from cdc_lake.core.job_arguments import WarmArguments
 from cdc_lake.core.names import WARM_JOB
 from cdc_lake.core.shards import shard_count
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import NO_HOOKS, DrainHooks, DrainResult
-from cdc_lake.engine.warm import JobRuns, WarmShift, warm, warm_budget
+from cdc_lake.engine.runs.outcome import DrainResult
+from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
+from cdc_lake.engine.runs.warm import JobRuns, WarmShift, warm, warm_budget
 from cdc_lake.jobs.entry import GlueJob, JobClients, lake_context, reported
 
 log = logging.getLogger(__name__)

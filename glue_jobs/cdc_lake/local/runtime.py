@@ -23,8 +23,9 @@ from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
 from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import DrainHooks, DrainResult
 from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.runs.outcome import DrainResult
+from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.engine.tables import LakeLocation
 from cdc_lake.jobs.replay import ReplayOptions, run_job
 from cdc_lake.jobs.warm import WarmOptions, run_warm

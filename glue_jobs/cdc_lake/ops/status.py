@@ -28,9 +28,9 @@ from cdc_lake.core.exceptions import RecordLostError
 from cdc_lake.core.names import GLUE_VERSIONS
 from cdc_lake.core.plan import ReplayState
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.drain import waiting_files
 from cdc_lake.engine.iceberg_java import table_properties, timed_lineage
 from cdc_lake.engine.record import FRESHNESS, REFUSED, STATE, table_record
+from cdc_lake.engine.runs.waiting import waiting_files
 from cdc_lake.engine.tables import table_exists
 
 State = Literal["fresh", "behind", "refused", "diverged", "never loaded"]

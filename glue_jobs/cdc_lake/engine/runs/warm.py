@@ -1,6 +1,6 @@
 """A warm run (``runs.mode: warm``): one shard's tables replayed as their files land, by one long-lived run.
 
-It is a coalesced run (``engine.drain``) with four differences:
+It is a coalesced run (``runs.coalesced``) with four differences:
 
 - It takes only its shard's tables (``core.shards``), so several runs share 1,000 tables without meeting.
 - Large work goes where it fits: a batch holding LOAD files, or more pending bytes than ``runs.warm.handover_bytes``,
@@ -31,7 +31,9 @@ from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.shards import marked_run, marker_key, marker_prefix, runs_of_shard, tables_of
 from cdc_lake.engine.context import Batch, ReplayContext
-from cdc_lake.engine.drain import NO_HOOKS, Budget, DrainHooks, DrainResult, drain
+from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.outcome import DrainResult
+from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class JobRuns(Protocol):
 
 @dataclass
 class WarmShift:
-    """A warm run's ``engine.drain.Shift``: its handed-over tables, its batches' watch and its stop marker."""
+    """A warm run's ``shift.Shift``: its handed-over tables, its batches' watch and its stop marker."""
 
     context: ReplayContext
     glue: JobRuns
@@ -216,7 +218,7 @@ class WarmShift:
 
 
 def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainHooks = NO_HOOKS) -> DrainResult:
-    """The shard's run: its tables' landed files, batch after batch, until quiet or old (``engine.drain`` with the
+    """The shard's run: its tables' landed files, batch after batch, until quiet or old (``coalesced.drain`` with the
     shift's tables, handovers, watch and stop protocol; ``hooks``' own shift is replaced by it)."""
     config = context.config
     tables = tables_of(config, shift.shard)

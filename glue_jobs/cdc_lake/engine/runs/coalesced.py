@@ -1,0 +1,264 @@
+"""A coalesced run: apply everything landed for every table, several tables at once, round after round.
+
+The Lambda starts such a run only when no run of the job is still waiting or starting, so one run takes
+the place of one run per file (docs/runs.md). The first round takes every configured table; a later round
+lists each table from where its record says new files can be (``plan.listing_start``: S3's StartAfter,
+so a listing costs the new files, not the folder's history) and takes those with a file newer than their
+last batch saw. A table's batch is ``replay.replay`` of everything landed: one commit. The run
+keeps going while files land, up to its time budget, so Glue's start-up and minimum billing are paid once
+per busy period. A table whose batch is refused (bad input, broken order) is left for the rest of the run,
+with its files in place; the other tables go on, and the run reports the failure at its end.
+
+At its end a run also tells how long the landed files it saw have waited unapplied (``waiting.Waiting``): none
+for a table it applied up to the newest file its listings showed, the oldest unapplied file of a refused one. It
+tells that from the listings it made anyway (``listings.ListingLog``), not from listings of its own. A warm run is
+this loop with a ``shift.Shift`` (``warm``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.dms_files import DmsFile, LandedFiles, list_landed, unconfigured_folders
+from cdc_lake.core.exceptions import CdcLakeError, CommitConflictError, HandOver
+from cdc_lake.core.notices import Notice
+from cdc_lake.core.storage import ObjectStore
+from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.engine.runs.listings import ListingLog
+from cdc_lake.engine.runs.outcome import DrainResult
+from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
+from cdc_lake.engine.runs.waiting import still_waiting
+
+log = logging.getLogger(__name__)
+
+# Listing is waiting on S3, not work: more threads than tables applied at once.
+LISTING_THREADS = 16
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a run goes on: rounds while files land, none started after ``seconds``, measured by ``clock``
+    (waits by ``sleep``; tests give their own). A round starts at most every ``round_seconds``: each lists every
+    table, and S3 bills the listings, so fast rounds would make them the bill."""
+
+    seconds: float
+    idle_seconds: float
+    poll_seconds: float
+    parallel_tables: int
+    round_seconds: float = 0.0
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, config: PipelineConfig, *, idle_seconds: float | None = None) -> Budget:
+        runs = config.runs
+        idle = runs.idle_seconds if idle_seconds is None else idle_seconds
+        return cls(runs.time_budget_seconds, idle, runs.poll_seconds, runs.parallel_tables)
+
+
+class Looking(Enum):
+    """How a run looks at the landing after a round: what decides its next step (``_next_step``)."""
+
+    PLAIN = auto()  # no shift: a coalesced run
+    SHIFT = auto()  # a shift's run, going on
+    HOLDING = auto()  # a shift's run whose shift waits on a run it handed a table to
+    LAST = auto()  # a shift's run that said it is stopping: this round was its last look
+
+
+class Step(Enum):
+    """What a run does after a round."""
+
+    STOP = auto()
+    LAST_LOOK = auto()  # say so (``Shift.stopping``), then one more round
+    RESUME = auto()  # the last look found files: go on (``Shift.resumed``)
+    GO_ON = auto()  # the next round at once (within the round's pace)
+    WAIT = auto()  # the next round after ``poll_seconds``
+
+
+def drain(
+    context: ReplayContext,
+    budget: Budget,
+    *,
+    first: str | None = None,
+    hooks: DrainHooks = NO_HOOKS,
+    tables: Sequence[TableSpec] | None = None,
+) -> DrainResult:
+    """Apply every table's landed files until a round commits nothing for ``idle_seconds`` or the budget is spent.
+
+    The first round takes every configured table (``first``, the trigger's table, before the others; ``tables``,
+    only those); later rounds only the tables whose listing shows a file newer than their last batch saw. The Glue
+    job publishes its metrics from ``hooks.on_batch``. The result's ``waiting`` tells what the run saw still waiting
+    at its end. With a ``hooks.shift``, tables it is busy with are left out, handed-over batches go to it, and before
+    stopping the run says so (``Shift.stopping``) and looks at every table once more: if that finds work after a
+    quiet time, it goes on.
+    """
+    shift = hooks.shift
+    listings = ListingLog(context.store)
+    context = dataclasses.replace(context, store=listings)
+    config, store, clock = context.config, context.store, budget.clock
+    started = clock()
+    result = DrainResult()
+    seen: dict[str, RunResult | None] = {}  # per table: its last batch's result, None when it was refused
+    newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
+    starts: dict[str, str | None] = {}  # per table: where its listing may start
+    last_work = started
+    tables = sorted(config.tables if tables is None else tables, key=lambda t: t.name != first)
+    last_look = False  # whether ``shift.stopping`` was said: this round was the run's last look
+    result.surveyed = survey(context)
+    with (
+        ThreadPoolExecutor(max_workers=budget.parallel_tables, thread_name_prefix="cdc-lake-table") as pool,
+        ThreadPoolExecutor(max_workers=LISTING_THREADS, thread_name_prefix="cdc-lake-list") as lister,
+    ):
+        while True:
+            round_started = clock()
+            work: list[tuple[TableSpec, LandedFiles | None]]
+            if result.rounds == 0:
+                work = [(t, None) for t in tables]
+            else:
+                candidates = [
+                    t
+                    for t in tables
+                    if t.name not in result.failures and not (shift is not None and shift.busy(t.name))
+                ]
+                found = lister.map(
+                    lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
+                )
+                work = [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
+            log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
+            done = _round(context, pool, work, result, hooks)
+            for batch in done:
+                starts[batch.table] = batch.listing_start
+                newest[batch.table] = batch.trigger
+                seen[batch.table] = batch
+            seen |= dict.fromkeys(result.failures)
+            commits = sum(1 for batch in done if not batch.already_applied)
+            result.rounds += 1
+            if hooks.on_round:
+                hooks.on_round(result.rounds, commits)
+            now = clock()
+            if commits:
+                last_work = now
+            looking = Looking.PLAIN if shift is None else Looking.LAST if last_look else Looking.SHIFT
+            if looking is Looking.SHIFT and not commits and shift is not None and shift.holding():
+                looking = Looking.HOLDING
+            step = _next_step(budget, now - started, now - last_work, commits, looking)
+            last_look = step is Step.LAST_LOOK
+            if step is Step.STOP:
+                break
+            if shift is not None and step in (Step.LAST_LOOK, Step.RESUME):
+                (shift.stopping if last_look else shift.resumed)()
+            if step is not Step.LAST_LOOK:
+                _pause(budget, step, now - round_started)
+    result.seconds = clock() - started
+    result.waiting = still_waiting(context, listings, seen)
+    return result
+
+
+def _pause(budget: Budget, step: Step, round_took: float) -> None:
+    """Before the next round: ``poll_seconds`` after a round that found nothing to do (``Step.WAIT``), and what is
+    left of ``round_seconds`` since the last round began."""
+    pause = max(budget.poll_seconds if step is Step.WAIT else 0.0, budget.round_seconds - round_took)
+    if pause > 0:
+        budget.sleep(pause)
+
+
+def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: Looking) -> Step:
+    """The step after a round that ``ran`` seconds into the run, ``quiet`` since its last commit, for a run
+    ``looking`` at the landing as it does (``Looking``)."""
+    spent = ran >= budget.seconds
+    if looking is Looking.LAST:
+        return Step.STOP if spent or not commits else Step.RESUME
+    if looking is Looking.HOLDING and not spent:
+        return Step.WAIT
+    if spent or (not commits and quiet >= budget.idle_seconds):
+        if spent:
+            log.info("time budget of %ss spent", budget.seconds)
+        return Step.STOP if looking is Looking.PLAIN else Step.LAST_LOOK
+    return Step.GO_ON if commits else Step.WAIT
+
+
+def survey(context: ReplayContext) -> list[Notice]:
+    """Folders of tables the configuration lacks, each announced once per run (the trigger Lambda announces their
+    files as they land, too)."""
+    detail = (
+        "holds files of a table that is not in the configuration: they are not applied. Add the table to the "
+        "configuration (and `cdk deploy`), or take it out of the DMS task's table mappings"
+    )
+    notices = [
+        Notice("unknown-table", folder, detail) for folder in unconfigured_folders(context.store, context.config)
+    ]
+    for notice in notices:
+        log.warning("%s", notice)
+    return notices
+
+
+def _new_files(
+    config: PipelineConfig, store: ObjectStore, table: TableSpec, start: str | None, newest: DmsFile | None
+) -> LandedFiles | None:
+    """The table's listing (from ``start``) when it shows a data file newer than ``newest``, else None; the batch
+    then plans from this listing instead of listing the table again."""
+    landed = list_landed(store, config, table, start)
+    if landed.newest is None or (newest is not None and landed.newest.order_key <= newest.order_key):
+        return None
+    return landed
+
+
+def _round(
+    context: ReplayContext,
+    pool: ThreadPoolExecutor,
+    work: Sequence[tuple[TableSpec, LandedFiles | None]],
+    result: DrainResult,
+    hooks: DrainHooks,
+) -> list[RunResult]:
+    """One batch per table in ``work``, ``parallel_tables`` at a time; returns their results (also appended to
+    ``result``), failed tables recorded in ``result.failures`` instead, handed-over ones given to the shift."""
+    shift, on_batch = hooks.shift, hooks.on_batch
+
+    def batch(work: tuple[TableSpec, LandedFiles | None]) -> tuple[TableSpec, RunResult | None, str | None]:
+        table, landed = work
+        try:
+            with shift.watch(table.name) if shift is not None else nullcontext():
+                return table, replay(context, table, landed), None
+        except HandOver as handover:
+            assert shift is not None  # only a shift's context admits batches
+            try:
+                shift.hand_over(handover)
+            except Exception as error:  # Glue refused the run: the table waits, as a refused one
+                log.exception("%s: could not hand the batch over", table.name)
+                return table, None, f"{handover}, but the run could not be started: {type(error).__name__}: {error}"
+            return table, None, None
+        except CommitConflictError:
+            # Another run (the other job's, or one started by hand) keeps committing this table: it is
+            # applying these files. Not a failure: the table is looked at again in the next round.
+            log.info("%s: another run is committing it; looking again in the next round", table.name)
+            return table, None, None
+        except CdcLakeError as error:
+            return table, None, str(error)
+        except Exception as error:  # one table's failure must not stop the others
+            log.exception("%s: batch failed", table.name)
+            return table, None, f"{type(error).__name__}: {error}"
+
+    results: list[RunResult] = []
+    for table, done, error in pool.map(batch, work):
+        for notice in done.notices if done is not None else []:
+            log.warning("%s: %s", table.name, notice)
+        if error is not None:
+            log.error("%s: left as it was, its files kept in place: %s", table.name, error)
+            result.failures[table.name] = error
+            continue
+        if done is None:
+            continue
+        results.append(done)
+        if on_batch and not done.already_applied:
+            on_batch(done)
+    result.results.extend(results)
+    return results

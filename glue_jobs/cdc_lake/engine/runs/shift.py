@@ -1,0 +1,54 @@
+"""What a caller adds to a run of rounds (``DrainHooks``), and what a long-lived run adds to a coalesced one
+(``Shift``, which ``warm.WarmShift`` is): tables handed to other runs, a watch on each batch, and the stop protocol
+around its last look at the landing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from cdc_lake.core.exceptions import HandOver
+from cdc_lake.engine.replay import RunResult
+
+
+class Shift(Protocol):
+    """What a long-lived run adds to a coalesced one (``runs.warm``): tables handed to other runs, a watch on each
+    batch, and the stop protocol around its last look at the landing."""
+
+    def busy(self, table: str) -> bool:
+        """Whether a run the table was handed to still lives: the table is left to it."""
+        ...
+
+    def hand_over(self, handover: HandOver) -> None: ...
+
+    def watch(self, table: str) -> AbstractContextManager[None]:
+        """Around one table's batch."""
+        ...
+
+    def holding(self) -> bool:
+        """Whether a run it handed a table to still lives: a quiet run waits for it, then takes the table back, since
+        files of the table landing meanwhile are this run's to apply."""
+        ...
+
+    def stopping(self) -> None:
+        """Said before the run's last look at the landing: files landing after it are not this run's."""
+        ...
+
+    def resumed(self) -> None:
+        """The last look found work: the run goes on, and ``stopping`` no longer holds."""
+        ...
+
+
+@dataclass(frozen=True)
+class DrainHooks:
+    """What a caller adds to a run: ``on_batch`` sees every committed batch, ``on_round(round, commits)`` every
+    finished round; a ``shift`` makes it a long-lived run's (``runs.warm``)."""
+
+    on_batch: Callable[[RunResult], None] | None = None
+    on_round: Callable[[int, int], None] | None = None
+    shift: Shift | None = None
+
+
+NO_HOOKS = DrainHooks()
