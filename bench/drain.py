@@ -74,7 +74,7 @@ def drain_once(spark: SparkSession, work: Path, tables: int, files: int, mode: s
     assert not failed_runs(runs), [r.error for r in failed_runs(runs)]
 
     check_s = None
-    if config.runs.coalesced:
+    if config.runs.run_mode.every_table:
         # A run with nothing pending still checks every table once: lane-seconds per table.
         started = time.perf_counter()
         idle = pipeline.deliver(cdc[-1:])

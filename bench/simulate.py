@@ -438,14 +438,14 @@ class Simulation:
         self.params = params
         self.config = build_config(tables, design, params)
         runs = self.config.runs
-        if runs.coalesced and runs.workers * LANES_PER_WORKER < runs.parallel_tables:
+        if runs.run_mode.every_table and runs.workers * LANES_PER_WORKER < runs.parallel_tables:
             raise ValueError(
                 f"{runs.workers} workers cannot drive {runs.parallel_tables} tables at once "
                 f"(at most {LANES_PER_WORKER} per worker)"
             )
-        self.workers = runs.workers if runs.coalesced else OLD_WORKERS
+        self.workers = runs.workers if runs.run_mode.every_table else OLD_WORKERS
         self.window_s = window_hours(tables, interval_s, params) * 3600.0
-        limit = NEW_MAX_CONCURRENT_RUNS if runs.coalesced else OLD_MAX_CONCURRENT_RUNS
+        limit = NEW_MAX_CONCURRENT_RUNS if runs.run_mode.every_table else OLD_MAX_CONCURRENT_RUNS
         self.glue = SimulatedGlue(self, {"full_load": limit, "cdc_replay": limit}, params.costs.startup_s)
         self.starter = GlueJobStarter(self.glue, JOB_NAMES, sleep=lambda seconds: None)
 
@@ -506,7 +506,7 @@ class Simulation:
 
     def _running(self, run: GlueRun) -> None:
         self.glue.running(run)
-        if self.config.runs.coalesced:
+        if self.config.runs.run_mode.every_table:
             run.drain_started = run.last_work = self.now + self.params.noop_s
             self.at(run.drain_started, _ROUND_START, run)
             return
@@ -620,7 +620,7 @@ class Simulation:
             "design": self.design,
             "mode": runs.mode,
             "workers": self.workers,
-            "parallel_tables": runs.parallel_tables if runs.coalesced else 1,
+            "parallel_tables": runs.parallel_tables if runs.run_mode.every_table else 1,
             "max_concurrent_runs": self.glue.max_concurrent_runs["cdc_replay"],
             "window_hours": round(end / 3600.0, 3),
             "scaled_to_day": to_day != 1.0,

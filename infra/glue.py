@@ -44,11 +44,6 @@ from infra.wheels import WheelGroup, job_wheels
 MODULES_INSTALLER_OPTION = "--no-index"
 
 JobCommand = Literal["glueetl", "gluestreaming"]
-# Glue's smallest worker, a quarter DPU (2 vCPU, 4 GB): "The G.025X worker type is available only for streaming jobs
-# using AWS Glue version 3.0 or later" (https://docs.aws.amazon.com/glue/latest/dg/worker-types.html). So the warm
-# job, which waits for files most of its life, is a gluestreaming job, though it reads no stream: a long-lived run.
-WARM_WORKER_TYPE = "G.025X"
-
 # Flex runs on Glue's spare capacity, for less: "Only jobs with Glue version 3.0 and above and command type glueetl
 # will be allowed to set ExecutionClass to FLEX" (the Glue API's Job.ExecutionClass), on G.1X or G.2X workers
 # (https://docs.aws.amazon.com/glue/latest/dg/add-job.html); a run may wait for capacity before it starts, up to 20
@@ -144,7 +139,7 @@ def job_sizes(runs: RunSettings) -> dict[str, JobSizing]:
     per_file: the per-file sizes above, unchanged.
     """
     sizes = {"full_load": FULL_LOAD_SIZING, "cdc_replay": CDC_REPLAY_SIZING, "maintenance": MAINTENANCE_SIZING}
-    if runs.coalesced:
+    if runs.run_mode.every_table:
         sizes["full_load"] = replace(
             FULL_LOAD_SIZING,
             max_concurrent_runs=1,
@@ -176,7 +171,7 @@ def warm_sizing(config: PipelineConfig) -> JobSizing:
         max_concurrent_runs=shard_count(config),
         description="Replay one shard of the tables' DMS CDC files as they land, for hours (--shard); hands LOAD "
         "files and large backlogs to the full-load and CDC replay jobs",
-        worker_type=WARM_WORKER_TYPE,
+        worker_type=config.runs.run_mode.worker_type,
     )
 
 
@@ -315,7 +310,7 @@ class GlueJobs(Construct):
         self.scripts = scripts = {
             job: s3_assets.Asset(self, f"Script-{job}", path=str(path))
             for job, path in assets.glue_scripts.items()
-            if config.runs.warmed or not GLUE_JOBS[job].warm
+            if config.runs.run_mode.makes(job)
         }
         self.role = self._role(stack, storage, key, [self.config_asset, self.library_asset, *scripts.values()])
         # Where every job of the stack logs (Glue 5.0+: <prefix>/error and <prefix>/output), made here with a
@@ -367,7 +362,7 @@ class GlueJobs(Construct):
             stack_output(self, f"{facts.construct_id}Name", job.ref, f"Glue job {facts.summary}")
             self.lake_jobs[facts.name] = job
         self.warm_role: iam.Role | None = None
-        if config.runs.warmed:
+        if config.runs.run_mode.own_job == WARM_JOB:
             self.lake_jobs[WARM_JOB] = self._warm_job(stack, deployment)
         stack_output(self, "DatabaseName", database_name, "Glue database of the lake tables")
         stack_output(self, "TableConfigUri", self.config_asset.s3_object_url, "Table configuration (--config_uri)")

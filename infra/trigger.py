@@ -14,6 +14,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from cdc_lake.core.names import TRIGGER_SERVICE_NAME, WARM_MARKER_PREFIX
+from cdc_lake.core.run_modes import Starts
 from infra.deployment import Deployment, stack_output
 from infra.glue import GlueJobs
 from infra.log_groups import log_group, trigger_log_group
@@ -66,7 +67,7 @@ class DmsTrigger(Construct):
         key_prefix = f"{folder}/" if folder else ""
         full_load_job, cdc_replay_job = jobs.full_load.ref, jobs.cdc_replay.ref
         # Coalesced runs: the function looks at the jobs' recent runs (glue:GetJobRuns) before it starts one.
-        coalesced = deployment.config.runs.coalesced
+        coalesced = deployment.config.runs.run_mode.starts is Starts.UNLESS_WAITING
         warm_job = jobs.warm  # runs.mode warm: CDC files start their shard's warm run instead
 
         self.failure_queue = sqs.Queue(

@@ -42,6 +42,7 @@ from cdc_lake.core.names import (
     TriggeredJob,
 )
 from cdc_lake.core.retry import RetryPolicy, retried
+from cdc_lake.core.run_modes import Starts
 from cdc_lake.core.shards import marked_run, marker_prefix, runs_of_shard, shard_count, shard_of
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
@@ -246,7 +247,8 @@ def handle(
         _log_ignored(log, item)
 
     coalesced = 0
-    if config.runs.warmed:
+    starts = config.runs.run_mode.starts
+    if starts is Starts.PER_SHARD:
         requests, covered = _warm(requests, starter, config)
         for request, run_id in covered:
             log.info(
@@ -258,7 +260,7 @@ def handle(
                 extra={**_request_fields(request), "covered_by": run_id},
             )
         coalesced = len(covered)
-    elif config.runs.coalesced:
+    elif starts is Starts.UNLESS_WAITING:
         requests, covered = _coalesce(requests, starter)
         for request, run_id in covered:
             log.info(

@@ -128,7 +128,7 @@ def test_coalesced_jobs_run_one_at_a_time_with_the_configured_workers(
 ) -> None:
     synth: Synthesized = request.getfixturevalue(variant)
     runs = synth.config.runs
-    assert runs.coalesced
+    assert runs.mode == "coalesced"
     replay = job_properties(synth, synth.stack.glue.cdc_replay)
     full_load = job_properties(synth, synth.stack.glue.full_load)
     assert replay["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
@@ -156,7 +156,7 @@ def test_tuned_replay_job_is_sized_from_the_config(tuned: Synthesized) -> None:
 
 
 def test_per_file_jobs_keep_the_per_file_sizes(per_file: Synthesized) -> None:
-    assert not per_file.config.runs.coalesced
+    assert per_file.config.runs.mode != "coalesced"
     replay = job_properties(per_file, per_file.stack.glue.cdc_replay)
     full_load = job_properties(per_file, per_file.stack.glue.full_load)
     assert replay["ExecutionProperty"] == {"MaxConcurrentRuns": 10}

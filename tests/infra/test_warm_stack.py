@@ -235,7 +235,7 @@ def test_a_deployed_warm_stack_loads_its_warm_job(warm: Synthesized) -> None:
 
 
 def test_no_warm_job_outside_warm_mode(demo: Synthesized, demo_stack: DeployedStack) -> None:
-    assert not demo.config.runs.warmed
+    assert demo.config.runs.mode != "warm"
     assert demo.stack.glue.warm is None and demo.stack.glue.warm_role is None
     assert WARM_JOB_NAME not in jobs_by_name(demo)
     assert not [job for job in resources_of_type(demo, "AWS::Glue::Job").values() if "MaintenanceWindow" in job]

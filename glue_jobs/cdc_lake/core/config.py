@@ -33,6 +33,7 @@ from cdc_lake.core.names import (
     WARM_BATCH_MINUTES,
     GlueVersion,
 )
+from cdc_lake.core.run_modes import RUN_MODES, RunMode, RunModeName
 from cdc_lake.core.source_types import TYPED_ENGINES, SourceType, accepts, source_type
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
@@ -533,7 +534,7 @@ class RunSettings(_Model):
     LOAD files and large backlogs go to the G.1X jobs, each run for one table.
     """
 
-    mode: Literal["coalesced", "per_file", "warm"] = "coalesced"
+    mode: RunModeName = "coalesced"
     parallel_tables: int = Field(default=4, ge=1, le=64, description="Tables applied at once within one run")
     time_budget_seconds: int = Field(
         default=900, ge=0, description="A run starts no new round after this; files landing later start the next run"
@@ -549,17 +550,14 @@ class RunSettings(_Model):
     warm: WarmSettings = Field(default_factory=WarmSettings)
 
     @property
-    def coalesced(self) -> bool:
-        return self.mode == "coalesced"
-
-    @property
-    def warmed(self) -> bool:
-        return self.mode == "warm"
+    def run_mode(self) -> RunMode:
+        """The mode's row in ``core.run_modes``: what every reader of the mode reads."""
+        return RUN_MODES[self.mode]
 
     @property
     def replay_timeout_minutes(self) -> int:
         """The replay job's timeout: a coalesced run's time budget and its last round."""
-        if not self.coalesced:
+        if not self.run_mode.every_table:
             return CDC_REPLAY_TIMEOUT_MINUTES
         return max(CDC_REPLAY_TIMEOUT_MINUTES, math.ceil(self.time_budget_seconds / 60) + LAST_ROUND_MINUTES)
 

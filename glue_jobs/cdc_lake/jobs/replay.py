@@ -55,7 +55,7 @@ def run_job(
         raise JobArgumentError(f"{options.key}: belongs to table {dms_file.table}, not {options.table}")
     if JOB_FOR_FILE_KIND[dms_file.kind] != kind:
         raise JobArgumentError(f"{options.key}: a {dms_file.kind.value} file was routed to the {kind} job")
-    if config.runs.coalesced and not options.one_table:
+    if config.runs.run_mode.every_table and not options.one_table:
         budget = Budget.of(config, idle_seconds=options.idle_seconds)
         outcome = drain(context, budget, first=dms_file.table, hooks=DrainHooks(on_batch, on_round))
     else:
