@@ -25,7 +25,7 @@ from cdc_lake.core.exceptions import (
 )
 from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
 from cdc_lake.engine.context import ReplayContext
-from cdc_lake.engine.iceberg_java import is_commit_conflict
+from cdc_lake.engine.iceberg_errors import is_commit_conflict
 from cdc_lake.engine.replay import replay
 from cdc_lake.engine.tables import LakeLocation
 from tests.support.aws import aws_client

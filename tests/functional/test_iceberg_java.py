@@ -12,6 +12,7 @@ import pytest
 
 from cdc_lake.core.exceptions import TableMovedError
 from cdc_lake.core.sql import quote
+from cdc_lake.engine.iceberg_errors import is_already_exists, is_commit_conflict
 from cdc_lake.engine.iceberg_java import (
     COMMIT_METADATA_CLASS,
     COMMIT_PROPERTIES_FIELD,
@@ -21,8 +22,6 @@ from cdc_lake.engine.iceberg_java import (
     empty_commit,
     fast_forward,
     has_table,
-    is_already_exists,
-    is_commit_conflict,
     remove_branch,
 )
 

@@ -14,12 +14,8 @@ import pytest
 
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.exceptions import CommitConflictError, RecordLostError
-from cdc_lake.engine.iceberg_java import (
-    is_commit_conflict,
-    is_expiry_beaten_by_a_branch,
-    root_cause,
-    table_properties,
-)
+from cdc_lake.engine.iceberg_errors import is_commit_conflict, is_expiry_beaten_by_a_branch, root_cause
+from cdc_lake.engine.iceberg_java import table_properties
 from cdc_lake.engine.maintenance import UPKEEP_SMALL_FILE_BYTES, Retention, compact, maintain, table_shape
 from cdc_lake.engine.record import RECORD, STATE, snapshot_summaries
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order

@@ -206,7 +206,7 @@ def remove_dead_run_branches(
     that old, so such a run was killed or timed out); returns their names. A dead run's branch pins its
     snapshots, so expiry could never free their files. Main never depends on a run branch: a run moves main to
     its branch's head and drops the branch in one metadata commit. ``as_kept``: the caller just read the table
-    (``iceberg_java._load``); a branch that dies meanwhile is removed by the next run."""
+    (``iceberg_java.loaded_table``); a branch that dies meanwhile is removed by the next run."""
     dotted = lake.location.dotted(table_name)
     cutoff = dt.datetime.now(dt.UTC) - older_than
     heads = branches(lake.spark, dotted, RUN_BRANCH_PREFIX, as_kept=as_kept)

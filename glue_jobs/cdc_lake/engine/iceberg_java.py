@@ -1,4 +1,5 @@
-"""Where cdc-lake reaches past Iceberg's Spark SQL surface into its Java API, kept in one module.
+"""Where cdc-lake reaches past Iceberg's Spark SQL surface into its Java API, in three modules: this one (tables,
+their metadata, lineage, branches and properties), ``iceberg_row_delta`` and ``iceberg_errors``.
 
 Checked against Apache Iceberg 1.10 (``iceberg-spark-runtime-3.5``), the version Glue 5.1 and the local
 runtime load. ``tests/functional/test_iceberg_java.py`` exercises each, so an upgrade that breaks them
@@ -22,36 +23,23 @@ fails there first, by name:
 - ``TableOperations.current`` (``Metadata``): one immutable version of the table's metadata, so the reads that
   decide the record of applied files and the replay's upkeep agree; ``Snapshot.sequenceNumber``/``parentId``:
   where main's lineage begins once expiry removed its oldest part.
-- A small batch's row delta (``engine.row_delta``): ``IcebergGenerics`` projecting ``MetadataColumns.FILE_PATH`` and
-  ``ROW_POSITION`` (where the batch's keys' rows are, read in the driver); ``GenericAppenderFactory`` fed by
-  ``SparkValueConverter`` (a data file and a position delete file from the rows Spark holds, no Spark job);
-  ``Transactions.newTransaction`` with ``RowDelta``, ``startMetadata``/``currentMetadata`` and
-  ``TableOperations.commit`` (the snapshot and the record's table property in one metadata commit, from one read);
-  ``StaticTableOperations`` over the metadata committed (``kept_commit``: the next batch plans from it).
+- A small batch's row delta: ``iceberg_row_delta``.
 
-Java failures are told apart here too, by the classes (and Spark's error conditions) in their cause chain, never
-by their text: a commit beaten by another (``is_commit_conflict``: Iceberg's ``CommitFailedException``, which its
-``GlueCatalog`` also raises when Glue refuses an ``UpdateTable`` at a stale ``VersionId``), raised as the project's
-``ConcurrentCommitError`` by ``conflicts_raised``; a table or column another run created first
-(``is_already_exists``); and an action AWS refused the job's role (``aws_denial``).
+Java failures are told apart by the classes in their cause chain, never by their text: ``iceberg_errors``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 import threading
 import time
-import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from py4j.java_gateway import JavaClass, JavaObject
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -59,6 +47,7 @@ from pyspark.sql import types as T
 
 from cdc_lake.core.exceptions import ConcurrentCommitError, TableMovedError
 from cdc_lake.core.retry import RetryPolicy, retried
+from cdc_lake.engine.iceberg_errors import class_names, conflicts_raised, is_concurrent, java_causes
 
 ICEBERG_VERSION = "1.10"
 COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
@@ -67,34 +56,9 @@ COMMIT_PROPERTIES_FIELD = "COMMIT_PROPERTIES"
 # soon and often; concurrent runs make a few each.
 METADATA_COMMIT_RETRIES = RetryPolicy(attempts=20, first_delay=0.02, max_delay=0.5)
 
-COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
-VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
-ICEBERG_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
-SPARK_TABLE_EXISTS = "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException"
-_SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
-_ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
-_REMOVE_SNAPSHOTS = "org.apache.iceberg.RemoveSnapshots"
-# Spark's error conditions for a CREATE TABLE or an ADD COLUMN of what is already there (Spark 4 names the
-# second FIELD_ALREADY_EXISTS).
-_ALREADY_EXISTS_CONDITIONS = frozenset(
-    {"TABLE_OR_VIEW_ALREADY_EXISTS", "FIELDS_ALREADY_EXISTS", "FIELD_ALREADY_EXISTS"}
-)
-_AWS_SERVICE_EXCEPTION = "software.amazon.awssdk.awscore.exception.AwsServiceException"
-_FILE_ACCESS_DENIED = "java.nio.file.AccessDeniedException"  # S3A's translation of S3's 403
-_AWS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
-# An AWS SDK v2 client method in a stack trace: its service and operation name the refused action.
-_SDK_CLIENT = re.compile(r"^software\.amazon\.awssdk\.services\.(\w+)\.Default\w*Client$")
-# S3 operations whose IAM action has another name.
-_S3_ACTIONS = {
-    "ListObjectsV2": "ListBucket",
-    "ListObjects": "ListBucket",
-    "HeadObject": "GetObject",
-    "HeadBucket": "ListBucket",
-}
-_MAX_CAUSES = 32
 # Spark's own Jackson, one writer per JVM gateway: ObjectMapper is thread-safe once configured.
 _JSON_WRITERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-# Tables each thread keeps loaded (``_load``): the drain's threads each apply one table at a time.
+# Tables each thread keeps loaded (``loaded_table``): the drain's threads each apply one table at a time.
 _LOADED = threading.local()
 _LOADED_PER_THREAD = 16
 # The metadata of a row delta this process committed, per session and table (``kept_commit``): what the table's next
@@ -138,7 +102,7 @@ def branch_lineage(
 
     Empty when the branch does not exist; ends where history was expired.
     """
-    table = _load(spark, dotted_name)
+    table = loaded_table(spark, dotted_name)
     ref = table.refs().get(branch)
     snapshot = table.snapshot(ref.snapshotId()) if ref is not None else None
     while snapshot is not None:
@@ -160,7 +124,7 @@ class LineageStart:
 
 class Metadata:
     """One version of a table's metadata (immutable): what several reads must see alike, whatever commits land
-    meanwhile (every ``_load`` may return the table refreshed by another thread)."""
+    meanwhile (every ``loaded_table`` may return the table refreshed by another thread)."""
 
     def __init__(self, spark: SparkSession, dotted_name: str, *, own_commit: bool = False) -> None:
         """``own_commit``: the metadata of this process's own last row delta when it holds one (``kept_commit``)."""
@@ -199,15 +163,15 @@ class Metadata:
 
     def head_summary(self, branch: str = "main") -> dict[str, str]:
         head = next(self._snapshots(branch), None)
-        return _as_dict(self._spark, head.summary()) if head is not None else {}
+        return as_dict(self._spark, head.summary()) if head is not None else {}
 
     def properties(self) -> dict[str, str]:
-        return _as_dict(self._spark, self._metadata.properties())
+        return as_dict(self._spark, self._metadata.properties())
 
     def summary(self, snapshot_id: int) -> dict[str, str]:
         """One snapshot's summary in this version (empty when expired)."""
         snapshot = self._metadata.snapshot(snapshot_id)
-        return _as_dict(self._spark, snapshot.summary()) if snapshot is not None else {}
+        return as_dict(self._spark, snapshot.summary()) if snapshot is not None else {}
 
     def spark_fields(self) -> list[T.StructField]:
         """The table's columns as Spark reads them (``spark.table(...).schema``), without loading it again."""
@@ -235,16 +199,16 @@ def snapshot_summary(spark: SparkSession, dotted_name: str, snapshot_id: int) ->
 
 def timed_lineage(spark: SparkSession, dotted_name: str) -> Iterator[tuple[int, int, Mapping[str, str]]]:
     """``branch_lineage`` of main with each snapshot's commit time: (id, epoch ms, summary), newest first."""
-    table = _load(spark, dotted_name)
+    table = loaded_table(spark, dotted_name)
     snapshot = table.currentSnapshot()
     while snapshot is not None:
-        yield int(snapshot.snapshotId()), int(snapshot.timestampMillis()), _as_dict(spark, snapshot.summary())
+        yield int(snapshot.snapshotId()), int(snapshot.timestampMillis()), as_dict(spark, snapshot.summary())
         parent = snapshot.parentId()
         snapshot = table.snapshot(parent) if parent is not None else None
 
 
 def table_properties(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> dict[str, str]:
-    return _as_dict(spark, _reading(spark, dotted_name, own_commit=as_kept, as_kept=as_kept).properties())
+    return as_dict(spark, _reading(spark, dotted_name, own_commit=as_kept, as_kept=as_kept).properties())
 
 
 def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: str | None) -> None:
@@ -255,7 +219,7 @@ def set_table_property(spark: SparkSession, dotted_name: str, name: str, value: 
 def set_table_properties(spark: SparkSession, dotted_name: str, values: Mapping[str, str | None]) -> None:
     """Set (or where None, remove) table properties in one metadata commit, no snapshot."""
     forget_commit(spark, dotted_name)
-    update = _load(spark, dotted_name).updateProperties()
+    update = loaded_table(spark, dotted_name).updateProperties()
     for name, value in values.items():
         update = update.set(name, value) if value is not None else update.remove(name)
     update.commit()
@@ -271,7 +235,7 @@ class BranchHead:
 
 
 def branches(spark: SparkSession, dotted_name: str, prefix: str, *, as_kept: bool = False) -> list[BranchHead]:
-    """The table's branches whose name starts with ``prefix``, from one metadata read (``as_kept``: ``_load``'s)."""
+    """The branches whose name starts with ``prefix``, from one metadata read (``as_kept``: ``loaded_table``'s)."""
     table = _reading(spark, dotted_name, own_commit=as_kept, as_kept=as_kept)
     refs = table.refs()
     heads = []
@@ -281,7 +245,7 @@ def branches(spark: SparkSession, dotted_name: str, prefix: str, *, as_kept: boo
             continue
         snapshot = table.snapshot(ref.snapshotId())
         if snapshot is not None:
-            summary = _as_dict(spark, snapshot.summary())
+            summary = as_dict(spark, snapshot.summary())
             heads.append(BranchHead(name, int(snapshot.timestampMillis()), summary))
     return heads
 
@@ -289,7 +253,7 @@ def branches(spark: SparkSession, dotted_name: str, prefix: str, *, as_kept: boo
 def empty_commit(spark: SparkSession, dotted_name: str, properties: Mapping[str, str], branch: str | None) -> int:
     """A snapshot with no data change carrying only ``properties``, on ``branch`` or main; returns its id."""
     forget_commit(spark, dotted_name)
-    iceberg_table = _load(spark, dotted_name)
+    iceberg_table = loaded_table(spark, dotted_name)
     append = iceberg_table.newAppend()
     if branch is not None:
         append = append.toBranch(branch)
@@ -391,7 +355,7 @@ def _java_map(spark: SparkSession, values: Mapping[str, str]) -> Any:
     return java_map
 
 
-def _java_list(spark: SparkSession, values: Iterable[Any]) -> Any:
+def java_list(spark: SparkSession, values: Iterable[Any]) -> Any:
     java_list = java_class(spark, "java.util.ArrayList")()
     for value in values:
         java_list.add(value)
@@ -409,11 +373,11 @@ def _commit_refs(
     through ``TableOperations`` is not retried: it lands on the metadata it was made from, or fails and is
     made again here from the newer metadata, touching only the refs this change names.
 
-    ``as_kept``: the first try makes its change from the table as this thread last saw it (``_load``), for a
+    ``as_kept``: the first try makes its change from the table as this thread last saw it (``loaded_table``), for a
     caller that just read it: the commit is a compare-and-swap, so a stale base fails it and the retry reads.
     """
     forget_commit(spark, dotted_name)
-    operations = _load(spark, dotted_name, as_kept=as_kept).operations()
+    operations = loaded_table(spark, dotted_name, as_kept=as_kept).operations()
     builders = java_class(spark, "org.apache.iceberg.TableMetadata")
     tries = 0
 
@@ -437,7 +401,7 @@ def _commit_refs(
 
 def has_write_order(spark: SparkSession, dotted_name: str) -> bool:
     """Whether the table has a sort order (its write order), which a sorting compaction needs."""
-    return not bool(_load(spark, dotted_name).sortOrder().isUnsorted())
+    return not bool(loaded_table(spark, dotted_name).sortOrder().isUnsorted())
 
 
 _NO_SUCH_TABLE = (
@@ -446,7 +410,7 @@ _NO_SUCH_TABLE = (
 )
 
 
-def _load(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> Any:
+def loaded_table(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> Any:
     """The table, as of now. Loaded once per thread and session, and refreshed after: a refresh asks the catalog
     where the table's metadata is (on Glue a GetTable) and reads the file only when it moved, where a load reads
     it every time, and a busy table's metadata grows with its snapshots. A table dropped or made anew under a
@@ -474,16 +438,16 @@ def _load(spark: SparkSession, dotted_name: str, *, as_kept: bool = False) -> An
 
 
 def has_table(spark: SparkSession, dotted_name: str, *, own_commit: bool = False) -> bool:
-    """Whether the table exists, asked through the kept tables (``_load``): a kept table's refresh (on Glue a
+    """Whether the table exists, asked through the kept tables (``loaded_table``): a kept table's refresh (on Glue a
     GetTable) and no metadata read, where Spark's catalog loads the table anew each time. ``own_commit``: yes without
     asking when this process's own row delta made it what it is (``kept_commit``); a drop since fails the batch's
     commit, whose refusal then asks again."""
     if own_commit and kept_commit(spark, dotted_name) is not None:
         return True
     try:
-        _load(spark, dotted_name)
+        loaded_table(spark, dotted_name)
     except (Py4JJavaError, PySparkException) as error:  # Spark's NoSuchTableException arrives as PySpark's
-        if any(name in _classes(cause) for cause in java_causes(error) for name in _NO_SUCH_TABLE):
+        if any(name in class_names(cause) for cause in java_causes(error) for name in _NO_SUCH_TABLE):
             return False
         raise
     return True
@@ -491,9 +455,9 @@ def has_table(spark: SparkSession, dotted_name: str, *, own_commit: bool = False
 
 def _reading(spark: SparkSession, dotted_name: str, *, own_commit: bool, as_kept: bool = False) -> Any:
     """The table to read: with ``own_commit``, the metadata of this process's own last row delta when it holds one
-    (read-only: never commit through it); else ``_load``'s."""
+    (read-only: never commit through it); else ``loaded_table``'s."""
     kept = kept_commit(spark, dotted_name) if own_commit else None
-    return kept if kept is not None else _load(spark, dotted_name, as_kept=as_kept)
+    return kept if kept is not None else loaded_table(spark, dotted_name, as_kept=as_kept)
 
 
 def kept_commit(spark: SparkSession, dotted_name: str) -> Any | None:
@@ -516,7 +480,7 @@ def forget_commit(spark: SparkSession, dotted_name: str) -> None:
         _KEPT_COMMITS.pop(_kept_key(spark, dotted_name), None)
 
 
-def _keep_commit(spark: SparkSession, dotted_name: str, table: Any, metadata: Any) -> None:
+def keep_commit(spark: SparkSession, dotted_name: str, table: Any, metadata: Any) -> None:
     kept = _static_table(spark, table, metadata)
     key = _kept_key(spark, dotted_name)
     with _KEPT_COMMITS_LOCK:
@@ -550,7 +514,7 @@ def _loaded_tables(spark: SparkSession) -> OrderedDict[str, Any]:
     return by_session.setdefault(int(spark._jsparkSession.hashCode()), OrderedDict())
 
 
-def _as_dict(spark: SparkSession, java_map: Any) -> dict[str, str]:
+def as_dict(spark: SparkSession, java_map: Any) -> dict[str, str]:
     """A Java ``Map<String, String>`` as a dict, in one round trip: read through py4j, each entry costs several."""
     return {str(k): str(v) for k, v in _as_json(spark, java_map).items()}
 
@@ -575,356 +539,3 @@ def _gateway_client(spark: SparkSession) -> Any:
     if gateway is None:
         raise RuntimeError("the Spark session has no JVM gateway (stopped?)")
     return gateway._gateway_client
-
-
-@dataclass(frozen=True)
-class Denial:
-    """An action AWS refused, as IAM names it (``glue:UpdateTable``), and the path refused when the error names it."""
-
-    action: str
-    resource: str | None = None
-
-
-def java_causes(error: BaseException) -> list[Any]:
-    """The Java exceptions behind ``error`` (a Py4J error, or PySpark's conversion of one), outermost first; empty
-    for an error raised in Python."""
-    throwable = getattr(error, "java_exception", None)
-    if throwable is None:
-        throwable = getattr(error, "_origin", None)
-    causes: list[Any] = []
-    while throwable is not None and len(causes) < _MAX_CAUSES:
-        causes.append(throwable)
-        throwable = throwable.getCause()
-    return causes
-
-
-def root_cause(error: BaseException) -> str:
-    """The first line of the innermost Java exception behind ``error`` (the one that says why), or the Python
-    error itself when no Java one is behind it."""
-    causes = java_causes(error)
-    cause = str(causes[-1].toString()) if causes else f"{type(error).__name__}: {error}"
-    return cause.splitlines()[0] if cause else cause
-
-
-def _classes(throwable: Any) -> list[str]:
-    """The names of a Java object's class, its superclasses and the interfaces they implement."""
-    names = []
-    java_class = throwable.getClass()
-    while java_class is not None:
-        names.append(str(java_class.getName()))
-        names += [str(interface.getName()) for interface in java_class.getInterfaces()]
-        java_class = java_class.getSuperclass()
-    return names
-
-
-def is_commit_conflict(error: BaseException) -> bool:
-    """Whether a commit was beaten by a concurrent one: refused because the table changed since it was read
-    (``CommitFailedException``: a concurrent commit, or on the Glue catalog Glue's refusal of an ``UpdateTable``
-    at a stale ``VersionId``), or found conflicting when Iceberg validated it against what landed since (a
-    ``ValidationException`` of Iceberg's own; one that wraps an AWS error, Glue's validation of a request, is
-    not a conflict)."""
-    for cause in java_causes(error):
-        classes = _classes(cause)
-        if COMMIT_FAILED in classes or (VALIDATION_FAILED in classes and cause.getCause() is None):
-            return True
-    return False
-
-
-def is_expiry_beaten_by_a_branch(error: BaseException) -> bool:
-    """Whether a snapshot expiry was refused because a concurrent run made a branch at a snapshot it was expiring:
-    retrying its commit on newer metadata, Iceberg's ``RemoveSnapshots`` refuses the whole expiry (a precondition,
-    "Still referenced by refs"), removing nothing."""
-    for cause in java_causes(error):
-        if _ILLEGAL_ARGUMENT in _classes(cause) and any(
-            str(frame.getClassName()) == _REMOVE_SNAPSHOTS for frame in cause.getStackTrace()[:4]
-        ):
-            return True
-    return False
-
-
-def is_concurrent(error: Exception) -> bool:
-    """Whether ``error`` is a commit beaten by a concurrent one, as ``conflicts_raised`` raises it: worth retrying."""
-    return isinstance(error, ConcurrentCommitError)
-
-
-@contextmanager
-def conflicts_raised() -> Iterator[None]:
-    """Iceberg's refusal of a commit beaten by a concurrent one (``is_commit_conflict``), raised as the project's
-    ``ConcurrentCommitError`` whatever Spark or Py4J wrapped it in; every other failure as it was."""
-    try:
-        yield
-    except (Py4JJavaError, PySparkException) as error:
-        if not is_commit_conflict(error):
-            raise
-        raise ConcurrentCommitError(f"a concurrent commit beat this one: {type(error).__name__}") from error
-
-
-def is_already_exists(error: BaseException) -> bool:
-    """Whether a CREATE TABLE or an ADD COLUMN failed because the table or column is already there (another run
-    made it first): Spark's ``TableAlreadyExistsException`` or Iceberg's ``AlreadyExistsException``, or Spark's
-    error condition for either."""
-    for cause in java_causes(error):
-        classes = _classes(cause)
-        if SPARK_TABLE_EXISTS in classes or ICEBERG_ALREADY_EXISTS in classes:
-            return True
-        if _SPARK_THROWABLE in classes and str(cause.getErrorClass()) in _ALREADY_EXISTS_CONDITIONS:
-            return True
-    return False
-
-
-def aws_denial(error: BaseException) -> Denial | None:
-    """The action AWS refused the job's role, when ``error``'s Java cause chain holds such a refusal: an AWS SDK
-    error with an access-denied code (its client's method names the action), or S3A's ``AccessDeniedException``
-    (a read of the path it names)."""
-    for cause in java_causes(error):
-        classes = _classes(cause)
-        if _FILE_ACCESS_DENIED in classes:
-            path = str(cause.getFile())
-            return Denial("s3:GetObject" if path.startswith("s3") else "read access", path)
-        if _AWS_SERVICE_EXCEPTION in classes:
-            details = cause.awsErrorDetails()
-            code = str(details.errorCode()) if details is not None else None
-            if cause.statusCode() == 403 or code in _AWS_DENIED_CODES:
-                return Denial(_sdk_action(cause) or "the AWS permission its request needed")
-    return None
-
-
-def _sdk_action(throwable: Any) -> str | None:
-    for frame in throwable.getStackTrace():
-        client = _SDK_CLIENT.match(str(frame.getClassName()))
-        if client is not None:
-            method = str(frame.getMethodName())
-            operation = method[:1].upper() + method[1:]
-            service = client.group(1)
-            return f"{service}:{_S3_ACTIONS.get(operation, operation) if service == 's3' else operation}"
-    return None
-
-
-# Key types whose values Iceberg binds from what py4j passes (numbers, text, decimals) or from their ISO text (dates),
-# and whose values read back compare equal in Python: the row delta finds a batch's keys by them.
-ROW_DELTA_KEY_TYPES = frozenset({"BOOLEAN", "INTEGER", "LONG", "STRING", "DECIMAL", "DATE"})
-_TIMED_TYPES = frozenset({"DATE", "TIME", "TIMESTAMP"})
-
-
-@dataclass(frozen=True)
-class RowDeltaTarget:
-    """A table a row delta may write (``row_delta_target``): ``table``, the one this thread keeps loaded, which it
-    commits through; ``reading``, the version its batch planned from (the kept commit, or that table), which it
-    finds the keys' rows in; and the table's columns as Iceberg orders them."""
-
-    table: Any
-    reading: Any
-    columns: tuple[T.StructField, ...]
-    schema_id: int  # of ``columns``: the commit refuses a table whose columns moved on since
-
-
-def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str]) -> RowDeltaTarget | None:
-    """The table, when a row delta may write it: merge-on-read, unpartitioned, format 2, and keys of
-    ``ROW_DELTA_KEY_TYPES``; read as the batch's plan read it when that was this process's own commit
-    (``kept_commit``), else anew: the batch may have altered its columns."""
-    own = kept_commit(spark, dotted_name)
-    table = _load(spark, dotted_name, as_kept=True)
-    reading = own if own is not None else table  # its mode: as planned
-    metadata = reading.operations().current()
-    properties = _as_dict(spark, metadata.properties())
-    if (
-        properties.get("write.merge.mode") != "merge-on-read"
-        or properties.get("write.delete.mode") != "merge-on-read"
-        or int(metadata.formatVersion()) != 2
-        or not metadata.spec().isUnpartitioned()
-    ):
-        return None
-    if own is None:
-        table = reading = _load(spark, dotted_name)  # its columns read anew: the batch may have altered them
-    schema = reading.schema()
-    for key in keys:
-        field_ = schema.findField(key)
-        if field_ is None or str(field_.type().typeId().toString()) not in ROW_DELTA_KEY_TYPES:
-            return None
-    converted = java_class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(schema)
-    fields = tuple(T.StructType.fromJson(json.loads(converted.json())).fields)
-    return RowDeltaTarget(table, reading, fields, int(schema.schemaId()))
-
-
-def key_positions(
-    spark: SparkSession,
-    target: RowDeltaTarget,
-    snapshot_id: int,
-    keys: Sequence[str],
-    values: Sequence[tuple[Any, ...]],
-) -> list[tuple[str, int]]:
-    """Where the rows of these keys live in snapshot ``snapshot_id``: (data file, row position), ordered as a position
-    delete file must be. Read by Iceberg's generic reader in the driver, over the files the keys' statistics do not
-    rule out, with the deletes already there applied; no Spark job, no catalog call."""
-    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
-    condition = expressions.alwaysTrue()
-    for index, key in enumerate(keys):
-        distinct = _java_list(spark, sorted({_literal(row[index]) for row in values}, key=repr))
-        condition = getattr(expressions, "and")(condition, getattr(expressions, "in")(key, distinct))
-    schema = target.reading.schema()
-    metadata_columns = java_class(spark, "org.apache.iceberg.MetadataColumns")
-    columns = [schema.findField(key) for key in keys] + [metadata_columns.FILE_PATH, metadata_columns.ROW_POSITION]
-    projection = java_class(spark, "org.apache.iceberg.Schema")(_java_list(spark, columns))
-    generics = java_class(spark, "org.apache.iceberg.data.IcebergGenerics")
-    rows = generics.read(target.reading).useSnapshot(snapshot_id).where(condition).project(projection).build()
-    wanted = {tuple(_literal(v) for v in row) for row in values} if len(keys) > 1 else None
-    found: list[tuple[str, int]] = []
-    try:
-        iterator = rows.iterator()
-        while iterator.hasNext():
-            record = iterator.next()
-            if wanted is not None and tuple(_literal(record.get(i)) for i in range(len(keys))) not in wanted:
-                continue  # each key column's IN matched, the combination did not
-            found.append((str(record.get(len(keys))), int(record.get(len(keys) + 1))))
-    finally:
-        rows.close()
-    return sorted(found)
-
-
-def _literal(value: Any) -> Any:
-    """A key's value as Iceberg binds it and as it reads back into Python alike: a date as its ISO text."""
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, JavaObject):
-        return str(value.toString())  # a LocalDate read back
-    return value
-
-
-@dataclass(frozen=True)
-class RowDelta:
-    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (a Java ``List<Row>`` in the table's column
-    order) added as one data file, ``positions`` deleted as one position delete file, ``summary`` kept by its
-    snapshot, and ``table_properties`` (given the new snapshot's id and sequence number) set by the same commit."""
-
-    base: int
-    rows: Any
-    row_count: int
-    positions: Sequence[tuple[str, int]]
-    summary: Mapping[str, str]
-    table_properties: Callable[[int, int], Mapping[str, str]] | None
-
-
-def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarget, delta: RowDelta) -> int:
-    """Write ``delta``'s files and commit them in one metadata commit that moves main from ``delta.base`` to the new
-    snapshot; returns its id. Any commit since ``base`` refuses it (``TableMovedError``), as the branch protocol's
-    (``commit.commit_transaction``) is refused: the batch plans again.
-
-    On the Glue catalog that is one ``GetTable`` to read the table (and its metadata file only when it moved), and
-    the commit's own ``GetTable`` and ``UpdateTable`` (Iceberg's compare-and-swap). The snapshot and the table
-    properties are made in an Iceberg transaction on the metadata just read, and that metadata is committed as it
-    stands: ``Transaction.commitTransaction`` would read the table once more. The metadata committed is kept
-    (``kept_commit``) for the next batch's plan."""
-    table = target.table
-    operations = table.operations()
-    transaction = java_class(spark, "org.apache.iceberg.Transactions").newTransaction(table.name(), operations)
-    base = transaction.startMetadata()  # the batch's one read of the table
-    if _main_of(base) != delta.base or int(base.currentSchemaId()) != target.schema_id:
-        forget_commit(spark, dotted_name)
-        raise TableMovedError(f"{dotted_name}: main or the columns moved on since snapshot {delta.base}")
-    pending = transaction.table()
-    written: list[Any] = []
-    try:
-        operation = transaction.newRowDelta() if delta.row_count or delta.positions else transaction.newAppend()
-        if delta.row_count:
-            written.append(_write_rows(spark, pending, target.columns, delta.rows))
-            operation = operation.addRows(written[-1])
-        if delta.positions:
-            written.append(_write_positions(spark, pending, delta.positions))
-            paths = _java_list(spark, sorted({path for path, _ in delta.positions}))
-            operation = operation.addDeletes(written[-1]).validateDataFilesExist(paths).validateDeletedFiles()
-        if delta.row_count or delta.positions:  # main is at base: what it validates since then is nothing
-            operation = operation.validateFromSnapshot(delta.base)
-        for key, value in delta.summary.items():
-            operation = operation.set(key, value)
-        operation.commit()  # into the transaction: no catalog call
-        snapshot = pending.currentSnapshot()
-        if delta.table_properties is not None:
-            values = delta.table_properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))
-            update = transaction.updateProperties()
-            for key, value in values.items():
-                update = update.set(key, value)
-            update.commit()
-        committed = transaction.currentMetadata()
-        with conflicts_raised():
-            operations.commit(base, committed)
-        written.clear()
-        _keep_commit(spark, dotted_name, table, committed)
-        return int(snapshot.snapshotId())
-    except BaseException:
-        forget_commit(spark, dotted_name)
-        raise
-    finally:
-        for content_file in written:  # not committed: nothing refers to them
-            with suppress(Py4JJavaError):  # else an orphan, which maintenance removes
-                table.io().deleteFile(str(content_file.location()))
-
-
-def _main_of(metadata: Any) -> int | None:
-    main = metadata.ref("main")
-    return int(main.snapshotId()) if main is not None else None
-
-
-def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: Any) -> Any:
-    schema = table.schema()
-    factory = _appender_factory(spark, table)
-    writer = factory.newDataWriter(_output_file(spark, table), _file_format(spark, table, "write.format.default"), None)
-    converter = java_class(spark, "org.apache.iceberg.spark.SparkValueConverter")
-    times = java_class(spark, "org.apache.iceberg.util.DateTimeUtil")
-    timed = []
-    for column in columns:
-        kind = schema.findField(column.name).type()
-        type_id = str(kind.typeId().toString())
-        if type_id in _TIMED_TYPES:
-            zoned = type_id == "TIMESTAMP" and bool(kind.shouldAdjustToUTC())
-            timed.append((column.name, type_id, zoned))
-    try:
-        for index in range(rows.size()):
-            # Spark's external values as Iceberg's internal ones; dates and times then as the generic writer takes them.
-            record = converter.convert(schema, rows.get(index))
-            for name, type_id, zoned in timed:
-                value = record.getField(name)
-                if value is None:
-                    continue
-                if type_id == "DATE":
-                    record.setField(name, times.dateFromDays(value))
-                elif type_id == "TIME":
-                    record.setField(name, times.timeFromMicros(value))
-                else:
-                    record.setField(
-                        name, times.timestamptzFromMicros(value) if zoned else times.timestampFromMicros(value)
-                    )
-            writer.write(record)
-    finally:
-        writer.close()
-    return writer.toDataFile()
-
-
-def _write_positions(spark: SparkSession, table: Any, positions: Sequence[tuple[str, int]]) -> Any:
-    factory = _appender_factory(spark, table)
-    writer = factory.newPosDeleteWriter(
-        _output_file(spark, table), _file_format(spark, table, "write.delete.format.default"), None
-    )
-    delete = java_class(spark, "org.apache.iceberg.deletes.PositionDelete").create()
-    try:
-        for path, position in positions:
-            writer.write(delete.set(path, position, None))
-    finally:
-        writer.close()
-    return writer.toDeleteFile()
-
-
-def _appender_factory(spark: SparkSession, table: Any) -> Any:
-    factory = java_class(spark, "org.apache.iceberg.data.GenericAppenderFactory")(table.schema(), table.spec())
-    return factory.setAll(table.properties())
-
-
-def _output_file(spark: SparkSession, table: Any) -> Any:
-    """A new file under the table's data location, named as Iceberg's own writers name theirs."""
-    factories = java_class(spark, "org.apache.iceberg.io.OutputFileFactory")
-    return factories.builderFor(table, 0, 0).operationId(uuid.uuid4().hex).build().newOutputFile()
-
-
-def _file_format(spark: SparkSession, table: Any, property_name: str) -> Any:
-    properties = table.properties()
-    name = properties.get(property_name) or properties.get("write.format.default") or "parquet"
-    return java_class(spark, "org.apache.iceberg.FileFormat").fromString(name)

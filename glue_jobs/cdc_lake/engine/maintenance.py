@@ -22,11 +22,11 @@ from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.sql import quote, sql_string
 from cdc_lake.engine.commit import remove_dead_run_branches
 from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.iceberg_errors import is_expiry_beaten_by_a_branch
 from cdc_lake.engine.iceberg_java import (
     Metadata,
     forget_commit,
     has_write_order,
-    is_expiry_beaten_by_a_branch,
     set_table_properties,
     set_table_property,
 )

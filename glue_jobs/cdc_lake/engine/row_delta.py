@@ -21,7 +21,13 @@ from cdc_lake.core.shapes import OP
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.commit import ChangedKeys, Committed, R, Transaction, kept_record
 from cdc_lake.engine.context import LakeContext
-from cdc_lake.engine.iceberg_java import RowDelta, RowDeltaTarget, commit_row_delta, key_positions, row_delta_target
+from cdc_lake.engine.iceberg_row_delta import (
+    RowDelta,
+    RowDeltaTarget,
+    commit_row_delta,
+    key_positions,
+    row_delta_target,
+)
 from cdc_lake.engine.record import RUN_ID
 from cdc_lake.engine.spark_types import select_sql
 

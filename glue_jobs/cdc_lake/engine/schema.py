@@ -27,7 +27,8 @@ from cdc_lake.core.identifiers import lake_name
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.shapes import FileLayout
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.engine.iceberg_java import forget_commit, is_already_exists
+from cdc_lake.engine.iceberg_errors import is_already_exists
+from cdc_lake.engine.iceberg_java import forget_commit
 from cdc_lake.engine.spark_types import config_type, lake_type
 from cdc_lake.engine.tables import Lake, source_doc
 

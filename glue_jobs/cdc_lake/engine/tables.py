@@ -16,14 +16,8 @@ from cdc_lake.core.exceptions import LakeDatabaseMissingError, LegacyLakeTableEr
 from cdc_lake.core.names import GLUE_CATALOG
 from cdc_lake.core.retry import retried
 from cdc_lake.core.sql import quote, sql_string
-from cdc_lake.engine.iceberg_java import (
-    METADATA_COMMIT_RETRIES,
-    aws_denial,
-    conflicts_raised,
-    has_table,
-    is_already_exists,
-    is_concurrent,
-)
+from cdc_lake.engine.iceberg_errors import aws_denial, conflicts_raised, is_already_exists, is_concurrent
+from cdc_lake.engine.iceberg_java import METADATA_COMMIT_RETRIES, has_table
 from cdc_lake.engine.spark_types import lake_type
 
 

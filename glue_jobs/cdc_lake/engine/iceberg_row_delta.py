@@ -1,0 +1,266 @@
+"""A small batch's row delta through Iceberg's Java API (``engine.row_delta`` decides when; ``iceberg_java`` loads the
+table and keeps its commit). Checked against Apache Iceberg 1.10, as ``iceberg_java``:
+
+- A small batch's row delta (``engine.row_delta``): ``IcebergGenerics`` projecting ``MetadataColumns.FILE_PATH`` and
+  ``ROW_POSITION`` (where the batch's keys' rows are, read in the driver); ``GenericAppenderFactory`` fed by
+  ``SparkValueConverter`` (a data file and a position delete file from the rows Spark holds, no Spark job);
+  ``Transactions.newTransaction`` with ``RowDelta``, ``startMetadata``/``currentMetadata`` and
+  ``TableOperations.commit`` (the snapshot and the record's table property in one metadata commit, from one read);
+  ``StaticTableOperations`` over the metadata committed (``kept_commit``: the next batch plans from it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from py4j.java_gateway import JavaObject
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from cdc_lake.core.exceptions import TableMovedError
+from cdc_lake.engine.iceberg_errors import conflicts_raised
+from cdc_lake.engine.iceberg_java import (
+    as_dict,
+    forget_commit,
+    java_class,
+    java_list,
+    keep_commit,
+    kept_commit,
+    loaded_table,
+)
+
+# Key types whose values Iceberg binds from what py4j passes (numbers, text, decimals) or from their ISO text (dates),
+# and whose values read back compare equal in Python: the row delta finds a batch's keys by them.
+ROW_DELTA_KEY_TYPES = frozenset({"BOOLEAN", "INTEGER", "LONG", "STRING", "DECIMAL", "DATE"})
+_TIMED_TYPES = frozenset({"DATE", "TIME", "TIMESTAMP"})
+
+
+@dataclass(frozen=True)
+class RowDeltaTarget:
+    """A table a row delta may write (``row_delta_target``): ``table``, the one this thread keeps loaded, which it
+    commits through; ``reading``, the version its batch planned from (the kept commit, or that table), which it
+    finds the keys' rows in; and the table's columns as Iceberg orders them."""
+
+    table: Any
+    reading: Any
+    columns: tuple[T.StructField, ...]
+    schema_id: int  # of ``columns``: the commit refuses a table whose columns moved on since
+
+
+def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str]) -> RowDeltaTarget | None:
+    """The table, when a row delta may write it: merge-on-read, unpartitioned, format 2, and keys of
+    ``ROW_DELTA_KEY_TYPES``; read as the batch's plan read it when that was this process's own commit
+    (``kept_commit``), else anew: the batch may have altered its columns."""
+    own = kept_commit(spark, dotted_name)
+    table = loaded_table(spark, dotted_name, as_kept=True)
+    reading = own if own is not None else table  # its mode: as planned
+    metadata = reading.operations().current()
+    properties = as_dict(spark, metadata.properties())
+    if (
+        properties.get("write.merge.mode") != "merge-on-read"
+        or properties.get("write.delete.mode") != "merge-on-read"
+        or int(metadata.formatVersion()) != 2
+        or not metadata.spec().isUnpartitioned()
+    ):
+        return None
+    if own is None:
+        table = reading = loaded_table(spark, dotted_name)  # its columns read anew: the batch may have altered them
+    schema = reading.schema()
+    for key in keys:
+        field_ = schema.findField(key)
+        if field_ is None or str(field_.type().typeId().toString()) not in ROW_DELTA_KEY_TYPES:
+            return None
+    converted = java_class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(schema)
+    fields = tuple(T.StructType.fromJson(json.loads(converted.json())).fields)
+    return RowDeltaTarget(table, reading, fields, int(schema.schemaId()))
+
+
+def key_positions(
+    spark: SparkSession,
+    target: RowDeltaTarget,
+    snapshot_id: int,
+    keys: Sequence[str],
+    values: Sequence[tuple[Any, ...]],
+) -> list[tuple[str, int]]:
+    """Where the rows of these keys live in snapshot ``snapshot_id``: (data file, row position), ordered as a position
+    delete file must be. Read by Iceberg's generic reader in the driver, over the files the keys' statistics do not
+    rule out, with the deletes already there applied; no Spark job, no catalog call."""
+    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
+    condition = expressions.alwaysTrue()
+    for index, key in enumerate(keys):
+        distinct = java_list(spark, sorted({_literal(row[index]) for row in values}, key=repr))
+        condition = getattr(expressions, "and")(condition, getattr(expressions, "in")(key, distinct))
+    schema = target.reading.schema()
+    metadata_columns = java_class(spark, "org.apache.iceberg.MetadataColumns")
+    columns = [schema.findField(key) for key in keys] + [metadata_columns.FILE_PATH, metadata_columns.ROW_POSITION]
+    projection = java_class(spark, "org.apache.iceberg.Schema")(java_list(spark, columns))
+    generics = java_class(spark, "org.apache.iceberg.data.IcebergGenerics")
+    rows = generics.read(target.reading).useSnapshot(snapshot_id).where(condition).project(projection).build()
+    wanted = {tuple(_literal(v) for v in row) for row in values} if len(keys) > 1 else None
+    found: list[tuple[str, int]] = []
+    try:
+        iterator = rows.iterator()
+        while iterator.hasNext():
+            record = iterator.next()
+            if wanted is not None and tuple(_literal(record.get(i)) for i in range(len(keys))) not in wanted:
+                continue  # each key column's IN matched, the combination did not
+            found.append((str(record.get(len(keys))), int(record.get(len(keys) + 1))))
+    finally:
+        rows.close()
+    return sorted(found)
+
+
+def _literal(value: Any) -> Any:
+    """A key's value as Iceberg binds it and as it reads back into Python alike: a date as its ISO text."""
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, JavaObject):
+        return str(value.toString())  # a LocalDate read back
+    return value
+
+
+@dataclass(frozen=True)
+class RowDelta:
+    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (a Java ``List<Row>`` in the table's column
+    order) added as one data file, ``positions`` deleted as one position delete file, ``summary`` kept by its
+    snapshot, and ``table_properties`` (given the new snapshot's id and sequence number) set by the same commit."""
+
+    base: int
+    rows: Any
+    row_count: int
+    positions: Sequence[tuple[str, int]]
+    summary: Mapping[str, str]
+    table_properties: Callable[[int, int], Mapping[str, str]] | None
+
+
+def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarget, delta: RowDelta) -> int:
+    """Write ``delta``'s files and commit them in one metadata commit that moves main from ``delta.base`` to the new
+    snapshot; returns its id. Any commit since ``base`` refuses it (``TableMovedError``), as the branch protocol's
+    (``commit.commit_transaction``) is refused: the batch plans again.
+
+    On the Glue catalog that is one ``GetTable`` to read the table (and its metadata file only when it moved), and
+    the commit's own ``GetTable`` and ``UpdateTable`` (Iceberg's compare-and-swap). The snapshot and the table
+    properties are made in an Iceberg transaction on the metadata just read, and that metadata is committed as it
+    stands: ``Transaction.commitTransaction`` would read the table once more. The metadata committed is kept
+    (``kept_commit``) for the next batch's plan."""
+    table = target.table
+    operations = table.operations()
+    transaction = java_class(spark, "org.apache.iceberg.Transactions").newTransaction(table.name(), operations)
+    base = transaction.startMetadata()  # the batch's one read of the table
+    if _main_of(base) != delta.base or int(base.currentSchemaId()) != target.schema_id:
+        forget_commit(spark, dotted_name)
+        raise TableMovedError(f"{dotted_name}: main or the columns moved on since snapshot {delta.base}")
+    pending = transaction.table()
+    written: list[Any] = []
+    try:
+        operation = transaction.newRowDelta() if delta.row_count or delta.positions else transaction.newAppend()
+        if delta.row_count:
+            written.append(_write_rows(spark, pending, target.columns, delta.rows))
+            operation = operation.addRows(written[-1])
+        if delta.positions:
+            written.append(_write_positions(spark, pending, delta.positions))
+            paths = java_list(spark, sorted({path for path, _ in delta.positions}))
+            operation = operation.addDeletes(written[-1]).validateDataFilesExist(paths).validateDeletedFiles()
+        if delta.row_count or delta.positions:  # main is at base: what it validates since then is nothing
+            operation = operation.validateFromSnapshot(delta.base)
+        for key, value in delta.summary.items():
+            operation = operation.set(key, value)
+        operation.commit()  # into the transaction: no catalog call
+        snapshot = pending.currentSnapshot()
+        if delta.table_properties is not None:
+            values = delta.table_properties(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()))
+            update = transaction.updateProperties()
+            for key, value in values.items():
+                update = update.set(key, value)
+            update.commit()
+        committed = transaction.currentMetadata()
+        with conflicts_raised():
+            operations.commit(base, committed)
+        written.clear()
+        keep_commit(spark, dotted_name, table, committed)
+        return int(snapshot.snapshotId())
+    except BaseException:
+        forget_commit(spark, dotted_name)
+        raise
+    finally:
+        for content_file in written:  # not committed: nothing refers to them
+            with suppress(Py4JJavaError):  # else an orphan, which maintenance removes
+                table.io().deleteFile(str(content_file.location()))
+
+
+def _main_of(metadata: Any) -> int | None:
+    main = metadata.ref("main")
+    return int(main.snapshotId()) if main is not None else None
+
+
+def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: Any) -> Any:
+    schema = table.schema()
+    factory = _appender_factory(spark, table)
+    writer = factory.newDataWriter(_output_file(spark, table), _file_format(spark, table, "write.format.default"), None)
+    converter = java_class(spark, "org.apache.iceberg.spark.SparkValueConverter")
+    times = java_class(spark, "org.apache.iceberg.util.DateTimeUtil")
+    timed = []
+    for column in columns:
+        kind = schema.findField(column.name).type()
+        type_id = str(kind.typeId().toString())
+        if type_id in _TIMED_TYPES:
+            zoned = type_id == "TIMESTAMP" and bool(kind.shouldAdjustToUTC())
+            timed.append((column.name, type_id, zoned))
+    try:
+        for index in range(rows.size()):
+            # Spark's external values as Iceberg's internal ones; dates and times then as the generic writer takes them.
+            record = converter.convert(schema, rows.get(index))
+            for name, type_id, zoned in timed:
+                value = record.getField(name)
+                if value is None:
+                    continue
+                if type_id == "DATE":
+                    record.setField(name, times.dateFromDays(value))
+                elif type_id == "TIME":
+                    record.setField(name, times.timeFromMicros(value))
+                else:
+                    record.setField(
+                        name, times.timestamptzFromMicros(value) if zoned else times.timestampFromMicros(value)
+                    )
+            writer.write(record)
+    finally:
+        writer.close()
+    return writer.toDataFile()
+
+
+def _write_positions(spark: SparkSession, table: Any, positions: Sequence[tuple[str, int]]) -> Any:
+    factory = _appender_factory(spark, table)
+    writer = factory.newPosDeleteWriter(
+        _output_file(spark, table), _file_format(spark, table, "write.delete.format.default"), None
+    )
+    delete = java_class(spark, "org.apache.iceberg.deletes.PositionDelete").create()
+    try:
+        for path, position in positions:
+            writer.write(delete.set(path, position, None))
+    finally:
+        writer.close()
+    return writer.toDeleteFile()
+
+
+def _appender_factory(spark: SparkSession, table: Any) -> Any:
+    factory = java_class(spark, "org.apache.iceberg.data.GenericAppenderFactory")(table.schema(), table.spec())
+    return factory.setAll(table.properties())
+
+
+def _output_file(spark: SparkSession, table: Any) -> Any:
+    """A new file under the table's data location, named as Iceberg's own writers name theirs."""
+    factories = java_class(spark, "org.apache.iceberg.io.OutputFileFactory")
+    return factories.builderFor(table, 0, 0).operationId(uuid.uuid4().hex).build().newOutputFile()
+
+
+def _file_format(spark: SparkSession, table: Any, property_name: str) -> Any:
+    properties = table.properties()
+    name = properties.get(property_name) or properties.get("write.format.default") or "parquet"
+    return java_class(spark, "org.apache.iceberg.FileFormat").fromString(name)
