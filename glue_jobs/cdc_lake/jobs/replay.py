@@ -96,7 +96,8 @@ def run(kind: TriggeredJob, options: ReplayOptions, context: ReplayContext, clie
     """The replay job's Glue run: apply, putting each commit's metrics and then how long the landed files the run
     saw have waited unapplied (a refused table's too); fails the run (after every other table was applied) when a
     table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
-    return reported(run_job(kind, options, context, on_batch=clients.metrics.batch), clients)
+    outcome = run_job(kind, options, context, on_batch=clients.metrics.batch)
+    return reported(outcome, clients)
 
 
 FULL_LOAD = GlueJob("full_load", ReplayOptions, lake_context, partial(run, "full_load"))
