@@ -1,8 +1,10 @@
 """The replay jobs: ``full_load``, started for LOAD files, and ``cdc_replay``, started for CDC files.
 
-Coalesced (the default), a run of either applies every landed file of every table (``drain``); per file, the
-table's pending files up to the triggering one. Either way each job recovers from the other's lost events, and
-puts how long the landed files it saw have waited unapplied (``OLDEST_WAITING_METRIC``), which the stack alarms on.
+Which run the configuration's mode makes of them (``core.run_modes``): in a mode whose runs admit every table
+(coalesced, the default), every landed file of every table (``engine.runs.coalesced``); else, or given
+``--one_table``, the table's pending files up to the triggering one (``engine.runs.per_file``). Either way each job
+recovers from the other's lost events, and puts how long the landed files it saw have waited unapplied
+(``OLDEST_WAITING_METRIC``), which the stack alarms on.
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ def run_job(
 ) -> DrainResult:
     """Run one job: check the file suits this job, then apply.
 
-    ``runs.mode: coalesced``: every table's landed files, the file's table first, round after round up to
-    the time budget (``drain``). ``per_file`` and ``warm``, or ``--one_table``: the file's table's pending files up
-    to the file. A table
-    whose batch is refused is reported in the result's ``failures``; the caller fails the run. The result's
-    ``waiting`` tells what the run saw still waiting: every table a coalesced run, the file's table a per-file run
-    that committed (one that found its file applied tells nothing: later files may be applied or not).
+    A mode whose runs admit every table (``runs.mode: coalesced``): every table's landed files, the file's table
+    first, round after round up to the time budget (``drain``). ``per_file`` and ``warm``, or ``--one_table``: the
+    file's table's pending files up to the file (``per_file``). A table whose batch is refused is reported in the
+    result's ``failures``; the caller fails the run. The result's ``waiting`` tells what the run saw still waiting:
+    every table a coalesced run, the file's table a per-file run that committed (one that found its file applied
+    tells nothing: later files may be applied or not).
     """
     config = context.config
     dms_file = parse_key(options.key, config)
