@@ -23,11 +23,11 @@ SMALLEST_WORKER_TYPE = "G.025X"
 
 
 class Admits(Enum):
-    """What one run of the mode's job takes."""
+    """What one run of the mode's job takes (the runs themselves: ``engine.runs``)."""
 
-    FILE_TABLE = auto()  # the triggering file's table, up to that file (``runs.per_file``)
-    EVERY_TABLE = auto()  # every table's landed files, round after round up to a time budget (``runs.coalesced``)
-    SHARD = auto()  # its shard's tables as their files land; LOAD files and large batches handed over (``runs.warm``)
+    FILE_TABLE = auto()  # the triggering file's table, up to that file (``per_file``)
+    EVERY_TABLE = auto()  # every table's landed files, round after round up to a time budget (``coalesced``)
+    SHARD = auto()  # its shard's tables as their files land; LOAD files and large batches handed over (``warm``)
 
 
 class Starts(Enum):

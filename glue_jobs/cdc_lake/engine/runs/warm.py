@@ -1,6 +1,6 @@
 """A warm run (``runs.mode: warm``): one shard's tables replayed as their files land, by one long-lived run.
 
-It is a coalesced run (``runs.coalesced``) with four differences:
+It is a coalesced run (``coalesced.drain``) with four differences:
 
 - It takes only its shard's tables (``core.shards``), so several runs share 1,000 tables without meeting.
 - Large work goes where it fits: a batch holding LOAD files, or more pending bytes than ``runs.warm.handover_bytes``,
