@@ -47,11 +47,16 @@ endif
 
 # The loop before each commit: what breaks most often, in about a minute. `make test` before a push.
 CHECK_CASES := tests/unit tests/functional/test_replay_semantics.py::test_later_trigger_applies_earlier_files_and_repeats_change_nothing
+# make soak's cases: every module whose sizes grow there, and the twins of the tests written for both lake paths
+# (CDC_LAKE_BOTH_PATHS=1 keeps them; make test runs their Glue-path case).
+SOAK_CASES := tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
+	tests/functional/test_quarantine.py tests/functional/test_metadata_bound.py tests/functional/test_real_samples.py \
+	$(shell grep -l on_both_paths tests/functional/*.py tests/pg/*.py | sort -u)
 check: setup ## before each commit (about a minute): lint and types, unit and property tests, one functional case on each lake path
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -n $(TEST_WORKERS) -q $(CHECK_CASES)
+	CDC_LAKE_BOTH_PATHS=1 $(BIN)/pytest -n $(TEST_WORKERS) -q $(CHECK_CASES)
 
 test-unit: setup ## pure tests only (no Spark, no CDK)
 	$(BIN)/pytest tests/unit
@@ -62,12 +67,14 @@ test-functional: setup ## real Spark + Iceberg and moto tests
 test-infra: setup ## CDK template, cdk-nag and cfn-lint tests
 	$(BIN)/pytest tests/infra
 
-soak: setup ## longer checks: real PostgreSQL over SOAK_TRANSACTIONS (30000) in SOAK_BATCHES (10), 20 killed runs on each lake path, the damaged-input corpus on both paths in every format, 50 quarantine workloads
+soak: setup ## the sizes where growth shows (docs/testing.md): both lake paths of every twin, 100,000-file catch-ups, 20 killed runs on each path, the damaged-input corpus whole, both deployed samples, real PostgreSQL over SOAK_TRANSACTIONS (30000)
+	CDC_LAKE_BOTH_PATHS=1 CDC_LAKE_CASE_SECONDS=0 \
+	CDC_LAKE_CATCH_UP_FILES=100000 CDC_LAKE_LOAD_FILES=10000 \
 	CDC_LAKE_PG_TRANSACTIONS=$${SOAK_TRANSACTIONS:-30000} CDC_LAKE_PG_BATCHES=$${SOAK_BATCHES:-10} \
-	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_KILL_PATHS=hadoop,glue CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet \
+	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_KILL_PATHS=hadoop,glue \
+	CDC_LAKE_CORPUS=whole CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet CDC_LAKE_DEPLOYED_SAMPLES=all \
 	CDC_LAKE_QUARANTINE_EXAMPLES=50 \
-	$(BIN)/pytest tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
-	tests/functional/test_quarantine.py -x --timeout 3600  # each soak case runs many times the suite's workload
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 --timeout 3600 $(SOAK_CASES)
 
 lint: setup ## ruff lint and format check (also as Python 3.13, Glue 6.0's), mypy on the library and the Lambda
 	$(BIN)/ruff check .

@@ -16,10 +16,13 @@ import pytest
 from cdc_lake.core.names import GLUE_VERSION
 from cdc_lake.local.jars import installed_glue_version as _installed_glue_version
 from tests.support.aws import aws_client
-from tests.support.lake import GLUE_LAKE_BUCKET, GLUE_WAREHOUSE, Lake, hadoop_twins
+from tests.support.lake import GLUE_LAKE_BUCKET, GLUE_WAREHOUSE, Lake, hadoop_twins, runtime_independent
 
 if TYPE_CHECKING:
     from cdc_lake.local.trino import TrinoServer
+
+# make test's budget: every case within 60 s on this workplace's machine (docs/testing.md).
+pytest_plugins = ["tests.support.budget"]
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 # The stacks the tests synthesize and run (aws-replay, glue-run) are on the Glue version this environment runs.
@@ -42,16 +45,18 @@ if NODE_BIN.is_dir() and not os.environ.get("PATH", "").startswith(str(NODE_BIN)
 _ONE_WORKER_SUITES = ("infra",)
 
 
-# A test written for both lake paths runs on each on the default runtime. On another (Glue 6.0) it runs on the
-# Glue catalog + S3 path alone: that is the path AWS runs, its catalog, FileIO and S3A jars are the ones each
-# runtime pins apart, and the engine code its Hadoop twin runs, it runs too (the paths differ below Iceberg's catalog
-# and FileIO interfaces and in where landed files are read from: S3 there, as deployed). The Hadoop catalog keeps
-# running on that runtime in every test written for one path. CDC_LAKE_BOTH_PATHS=1 runs both anyway.
+# make test's scope (docs/testing.md, "What runs where"). A test written for both lake paths runs on the Glue
+# catalog + S3 path, the path AWS runs, and its Hadoop twin in make soak: the engine code is the same on both paths
+# (they differ below Iceberg's catalog and FileIO interfaces and in where landed files are read from), and the
+# Hadoop catalog runs in every test written for one path. CDC_LAKE_BOTH_PATHS=1 runs both.
 BOTH_PATHS_ENV = "CDC_LAKE_BOTH_PATHS"
-# How many were left, by each process that collected (pytest-xdist's workers send theirs to the controller, which
-# reports).
-_HADOOP_TWINS_LEFT: list[int] = []
-_TWINS_OUTPUT = "cdc_lake_hadoop_twins_left"
+# On a runtime but the default (Glue 6.0), the cases whose outcome the runtime cannot change are left to the
+# default's suite (runtime_independent). CDC_LAKE_EVERY_CASE=1 runs them there too.
+EVERY_CASE_ENV = "CDC_LAKE_EVERY_CASE"
+# How many each rule left, by each process that collected (pytest-xdist's workers send theirs to the controller,
+# which reports).
+_LEFT: dict[str, list[int]] = {"twins": [], "runtime": []}
+_LEFT_OUTPUT = "cdc_lake_cases_left"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -59,32 +64,41 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
     for line in SUMMARIES:
         terminalreporter.write_line(f"real-source check: {line}")
-    if any(_HADOOP_TWINS_LEFT):
+    if any(_LEFT["twins"]):
         terminalreporter.write_line(
-            f"Glue {_installed_glue_version()}: {max(_HADOOP_TWINS_LEFT)} test(s) written for both lake paths ran on "
-            f"the Glue catalog + S3 path alone (their Hadoop twins run on Glue {GLUE_VERSION}; {BOTH_PATHS_ENV}=1 "
-            "runs both)"
+            f"{max(_LEFT['twins'])} test(s) written for both lake paths ran on the Glue catalog + S3 path alone "
+            f"(their Hadoop twins run in make soak; {BOTH_PATHS_ENV}=1 runs both)"
+        )
+    if any(_LEFT["runtime"]):
+        terminalreporter.write_line(
+            f"Glue {_installed_glue_version()}: {max(_LEFT['runtime'])} case(s) the runtime cannot change were left "
+            f"to Glue {GLUE_VERSION}'s suite ({EVERY_CASE_ENV}=1 runs them)"
         )
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """A pytest-xdist worker's count of the Hadoop twins it left, for the controller's summary."""
-    _HADOOP_TWINS_LEFT.append(getattr(node, "workeroutput", {}).get(_TWINS_OUTPUT, 0))
+    """A pytest-xdist worker's counts of the cases it left, for the controller's summary."""
+    for rule, count in getattr(node, "workeroutput", {}).get(_LEFT_OUTPUT, {}).items():
+        _LEFT[rule].append(count)
+
+
+def _leave(config: pytest.Config, items: list[pytest.Item], rule: str, cases: list[pytest.Item]) -> None:
+    left = set(map(id, cases))
+    items[:] = [item for item in items if id(item) not in left]
+    config.hook.pytest_deselected(items=cases)
+    _LEFT[rule].append(len(cases))
+    if hasattr(config, "workeroutput"):
+        config.workeroutput.setdefault(_LEFT_OUTPUT, {})[rule] = len(cases)
 
 
 # Before pytest-xdist's own hook, which reads the xdist_group marks to name each test's group.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _installed_glue_version() != GLUE_VERSION and os.environ.get(BOTH_PATHS_ENV) != "1":
-        twins = hadoop_twins(items)
-        if twins:
-            left = set(map(id, twins))
-            items[:] = [item for item in items if id(item) not in left]
-            config.hook.pytest_deselected(items=twins)
-            _HADOOP_TWINS_LEFT.append(len(twins))
-            if hasattr(config, "workeroutput"):
-                config.workeroutput[_TWINS_OUTPUT] = len(twins)
+    if os.environ.get(BOTH_PATHS_ENV) != "1":
+        _leave(config, items, "twins", hadoop_twins(items))
+    if _installed_glue_version() != GLUE_VERSION and os.environ.get(EVERY_CASE_ENV) != "1":
+        _leave(config, items, "runtime", runtime_independent(items))
     tests = Path(__file__).parent
     for item in items:
         suite = item.path.relative_to(tests).parts[0]

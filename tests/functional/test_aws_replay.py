@@ -34,7 +34,7 @@ from tests.support.cli import (
 )
 from tests.support.source_tables import glue_reader
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.glue_path]
 
 BAD_KEY = "dms/shop/orders/20990101-000000000.csv"
 

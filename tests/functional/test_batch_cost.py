@@ -23,7 +23,7 @@ from cdc_lake.local.aws_endpoint import served_requests
 from cdc_lake.ops.export import export_tables
 from tests.support.glue_run import GlueRun
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.glue_path]
 
 TABLE = "app.accounts"
 # A warm batch of one CDC file (10 changes into a 30-row table), as it stands: the one-task read-check-reduce

@@ -13,7 +13,7 @@ from cdc_lake.core.jsonl import read_jsonl
 from tests.support.cli import cli
 from tests.support.lake import write_file
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.each_runtime]
 
 HEADER = "id,big,price,ratio,measure,active,flag,born,at,at_zone,note,empty"
 LOAD = f"""{HEADER}

@@ -25,7 +25,7 @@ from cdc_lake.engine.iceberg_java import (
     remove_branch,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.each_runtime]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cdc_lake.engine.spark_types import strict_parse
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.each_runtime]
 
 PRECISION, SCALE = 6, 2
 digits = st.text(alphabet="0123456789", max_size=5)

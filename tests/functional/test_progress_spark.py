@@ -11,7 +11,7 @@ from rich.console import Console
 
 from cdc_lake.local.progress import live_status, spark_tasks
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.each_runtime]
 
 
 def test_the_status_shows_the_running_stage_tasks(spark) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cdc_lake.engine.changes import last_change_per_key
 from tests.support.configs import one_table_config, table_data
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.each_runtime]
 
 TABLE = one_table_config(table_data("s.t", ["k1", "k2"], k1="int", k2="string", v="string")).tables[0]
 SCHEMA = "_phase int, _op string, _change_seq string, k1 int, k2 string, v string, _file_seq int, _row long"

@@ -18,7 +18,7 @@ from cdc_lake.core.exceptions import DmsInputError, SchemaChangeError
 from tests.support.configs import items_config
 from tests.support.lake import Lake, on_both_paths, write_file
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.each_runtime]
 
 T = "dms/shop/items/"
 ID = {"name": "id", "type": "bigint"}

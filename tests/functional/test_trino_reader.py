@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from tests.functional.test_lake_names import LAKE_COLUMNS, NAMES_CONFIG
 from tests.support.cli import aws_replay, aws_replay_environment
 from tests.support.source_tables import glue_catalog
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.glue_path]
 
 # Its own stack (buckets, jobs) and database on the shared endpoint, apart from the other aws-replay tests'.
 STACK = "CdcLakeTrino"
@@ -120,7 +121,7 @@ def _replay(steps: list[tuple[Path, list[str]]], generated_landing: Path, tmp_pa
 
 
 def test_trino_reads_every_lake_table_as_the_source_holds_it(
-    aws_endpoint: str, trino: TrinoServer, tmp_path: Path
+    aws_endpoint: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     after = _config_file(tmp_path / "after.yaml", TABLES)
     before = _config_file(tmp_path / "before.yaml", [_before_changes(t) for t in TABLES])
@@ -129,7 +130,11 @@ def test_trino_reads_every_lake_table_as_the_source_holds_it(
     generated = generate(config, tmp_path / "source", spec)
     first = [k for t in generated.tables for k in [*t.load_files, *t.cdc_files[: AFTER_FILE + 1]]]
     rest = [k for t in generated.tables for k in t.cdc_files[AFTER_FILE + 1 :]]
-    _replay([(before, first), (after, rest)], generated.landing, tmp_path, aws_endpoint)
+    # Trino starts while the deployed path replays: both mostly wait on processes of their own.
+    with ThreadPoolExecutor(1) as pool:
+        replayed = pool.submit(_replay, [(before, first), (after, rest)], generated.landing, tmp_path, aws_endpoint)
+        trino: TrinoServer = request.getfixturevalue("trino")
+        replayed.result()
 
     for table in config.tables:
         rows = _as_configured(_trino_rows(trino, table.lake_table), table)

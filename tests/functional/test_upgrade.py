@@ -24,7 +24,7 @@ from tests.support.aws import aws_client
 from tests.support.cli import aws_replay, aws_replay_environment
 from tests.support.source_tables import glue_catalog, glue_reader
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.glue_path]
 
 REPO = Path(__file__).resolve().parents[2]
 # The environments make setup creates: .venv for Glue 5.1, .venv-glue6.0 for Glue 6.0 (this suite's, so this

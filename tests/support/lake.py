@@ -25,6 +25,25 @@ LAKE_PATHS = ("hadoop", "glue")
 on_both_paths = pytest.mark.parametrize("lake", LAKE_PATHS, indirect=True)
 
 
+def runtime_independent(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The cases a second runtime's suite leaves to the first: all but those whose outcome the runtime (Glue's
+    Python, Spark, Iceberg, their AWS clients) can change. Kept: the pure tests of the library (``tests/unit``:
+    Glue's Python runs that code), the cases on the Glue catalog + S3 path (a lake-path parameter of ``glue``, or
+    the ``glue_path`` mark), and the ``each_runtime`` ones (Spark's or Iceberg's own behaviour on the Hadoop path:
+    their APIs, parsing, schema evolution). Left: the Lambda's and the CDK app's tests (neither runs on Glue), the
+    local tools', the real sources' capture, and the other Spark cases on the Hadoop path, whose engine code the
+    Glue-path cases run."""
+    return [item for item in items if not _on_every_runtime(item)]
+
+
+def _on_every_runtime(item: pytest.Item) -> bool:
+    if "tests/unit/" in item.nodeid:
+        return True
+    if item.get_closest_marker("glue_path") or item.get_closest_marker("each_runtime"):
+        return True
+    return _lake_path_case(item)[0] == "glue"
+
+
 def hadoop_twins(items: list[pytest.Item]) -> list[pytest.Item]:
     """The Hadoop-path cases of tests that also have a Glue-path case with the same other parameters."""
     cases = [(item, *_lake_path_case(item)) for item in items]

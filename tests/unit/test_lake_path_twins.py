@@ -1,22 +1,22 @@
-"""Which cases Glue 6.0's run leaves to 5.1: only a Hadoop-path case whose Glue-path twin (same test, same other
-parameters) runs, whatever the parameter naming the path is called."""
+"""Which cases make test leaves: to make soak, only a Hadoop-path case whose Glue-path twin (same test, same other
+parameters) runs, whatever the parameter naming the path is called; to Glue 5.1's suite, on Glue 6.0's, the cases
+the runtime cannot change."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-from tests.support.lake import hadoop_twins
+from tests.support.lake import hadoop_twins, runtime_independent
 
 
-def case(test: str, **params: Any) -> Any:
+def case(test: str, module: str = "functional/test_x.py", marks: tuple[str, ...] = (), **params: Any) -> Any:
     label = "-".join(map(str, params.values()))
-    nodeid = f"tests/functional/test_x.py::{test}" + (f"[{label}]" if params else "")
-    return (
-        SimpleNamespace(nodeid=nodeid, callspec=SimpleNamespace(params=params))
-        if params
-        else SimpleNamespace(nodeid=nodeid)
-    )
+    nodeid = f"tests/{module}::{test}" + (f"[{label}]" if params else "")
+    item = SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: name if name in marks else None)
+    if params:
+        item.callspec = SimpleNamespace(params=params)
+    return item
 
 
 def names(items: list[Any]) -> list[str]:
@@ -43,3 +43,19 @@ def test_a_hadoop_case_without_a_glue_twin_and_an_unparametrized_test_stay() -> 
         case("test_g", fmt="hadoop-ish"),
     ]
     assert hadoop_twins(items) == []
+
+
+def test_a_second_runtime_keeps_the_pure_the_glue_path_and_the_runtimes_own_cases() -> None:
+    kept = [
+        case("test_pure", module="unit/test_x.py"),
+        case("test_a", lake="glue"),
+        case("test_deployed", marks=("glue_path",)),
+        case("test_spark_parsing", marks=("each_runtime",)),
+    ]
+    left = [
+        case("test_a", lake="hadoop"),
+        case("test_local_only"),
+        case("test_stack", module="infra/test_x.py"),
+        case("test_capture", module="pg/test_x.py"),
+    ]
+    assert runtime_independent([*kept, *left]) == left

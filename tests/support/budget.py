@@ -1,0 +1,119 @@
+"""The default tier's time budget: every case of ``make test`` within 60 s (its setup, call and teardown) on
+this workplace's 2-core machine. A case that grows past it belongs in ``make soak`` (docs/testing.md). The
+session's shared servers (Spark, the local AWS endpoint, Trino) are not charged to the case that happens to start
+them first.
+
+Machines here differ by 2-3x in speed, so the limit a run enforces is the budget times how much slower than the
+reference machine this one computes (a fixed pure-Python workload, timed in CPU seconds so the busy other worker
+does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. Every case over the
+plain 60 s is listed as well. ``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``);
+``CDC_LAKE_MACHINE_FACTOR`` overrides the measured factor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import pytest
+
+BUDGET_ENV = "CDC_LAKE_CASE_SECONDS"
+FACTOR_ENV = "CDC_LAKE_MACHINE_FACTOR"
+DEFAULT_BUDGET = 60.0
+# CPU seconds the workload below took on the reference machine (this workplace's 2-core machine, 2026-12-02).
+REFERENCE_SECONDS = 0.26
+
+
+def _workload() -> float:
+    """CPU seconds of a fixed mix of interpreter work and hashing, the best of three."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        total = 0
+        for i in range(3_000_000):
+            total += i % 7
+        digest = b"cdc-lake"
+        for _ in range(200_000):
+            digest = hashlib.sha256(digest * 16).digest()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def machine_factor() -> float:
+    """How much slower than the reference this machine computes, never below 1."""
+    if os.environ.get(FACTOR_ENV):
+        return float(os.environ[FACTOR_ENV])
+    return max(1.0, _workload() / REFERENCE_SECONDS)
+
+
+SHARED_SETUP = "cdc_lake_shared_setup"  # a report's seconds spent starting session-scoped fixtures
+
+
+class SharedSetup:
+    """Where the cases run (each pytest-xdist worker), tells each report how long it spent starting the session's
+    shared fixtures; the attribute travels to the controller with the report."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object]) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        if fixturedef.scope == "session":
+            self.seconds += time.perf_counter() - start
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self) -> Iterator[None]:
+        outcome = yield
+        setattr(outcome.get_result(), SHARED_SETUP, self.seconds)
+        self.seconds = 0.0
+
+
+class CaseBudget:
+    """Sums each case's phases as the reports arrive (on pytest-xdist's controller, from every worker)."""
+
+    def __init__(self, budget: float, factor: float) -> None:
+        self.budget = budget
+        self.factor = factor
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+
+    @property
+    def limit(self) -> float:
+        return self.budget * self.factor
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] += report.duration - getattr(report, SHARED_SETUP, 0.0)
+
+    def over(self, seconds: float) -> list[tuple[str, float]]:
+        return sorted(((n, s) for n, s in self.seconds.items() if s > seconds), key=lambda case: -case[1])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        listed = self.over(self.budget)
+        if not listed:
+            return
+        terminalreporter.section(f"cases over the {self.budget:g} s budget (docs/testing.md: move them to make soak)")
+        for nodeid, seconds in listed:
+            failing = " (over this machine's limit)" if seconds > self.limit else ""
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}{failing}", red=bool(failing), yellow=not failing)
+        terminalreporter.write_line(
+            f"this machine computes {self.factor:.2f}x the reference's time: the run fails past {self.limit:g} s"
+        )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.over(self.limit) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    budget = float(os.environ.get(BUDGET_ENV, DEFAULT_BUDGET))
+    if budget <= 0:
+        return
+    config.pluginmanager.register(SharedSetup(), "cdc_lake_shared_setup")  # idle where no case runs
+    # Only the process that reports (pytest-xdist's controller, or a run without workers) checks.
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(CaseBudget(budget, machine_factor()), "cdc_lake_case_budget")

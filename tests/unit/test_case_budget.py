@@ -1,0 +1,68 @@
+"""make test's budget (tests/support/budget.py): a case over it is listed, and past this machine's limit the run
+fails though every case passed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytest_plugins = ["pytester"]
+
+SLOW_CASE = """
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def server():
+    time.sleep(0.3)  # a shared server starting: not the case's own time
+
+
+def test_slow():
+    time.sleep(0.3)
+
+
+def test_fast(server):
+    pass
+"""
+
+
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, factor: str, *args: str) -> pytest.RunResult:
+    monkeypatch.setenv("CDC_LAKE_CASE_SECONDS", "0.1")
+    monkeypatch.setenv("CDC_LAKE_MACHINE_FACTOR", factor)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_cases=SLOW_CASE)
+    return pytester.runpytest_subprocess("-p", "tests.support.budget", *args)
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_a_case_past_the_limit_fails_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: tuple[str, ...]
+) -> None:
+    result = run(pytester, monkeypatch, "1", *workers)
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*cases over the 0.1 s budget*", "*test_cases.py::test_slow (over this machine's limit)"]
+    )
+    assert "test_fast" not in result.stdout.str()
+
+
+def test_a_slower_machine_lists_the_case_and_passes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(pytester, monkeypatch, "10")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*test_cases.py::test_slow", "*computes 10.00x the reference's time*"])
+
+
+def test_a_budget_of_0_checks_nothing(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CDC_LAKE_CASE_SECONDS", "0")
+    monkeypatch.setenv("CDC_LAKE_MACHINE_FACTOR", "1")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_cases=SLOW_CASE)
+    result = pytester.runpytest_subprocess("-p", "tests.support.budget")
+    assert result.ret == pytest.ExitCode.OK
+    assert "cases over" not in result.stdout.str()
