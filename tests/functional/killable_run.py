@@ -27,7 +27,7 @@ from cdc_lake.core.config import load_config
 from cdc_lake.core.names import GLUE_CATALOG, WARM_JOB
 from cdc_lake.core.shards import shard_count
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore, S3Store
-from cdc_lake.engine import commit, replay, row_delta
+from cdc_lake.engine import commit, row_delta, steps
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.engine.tables import LakeLocation
@@ -39,7 +39,7 @@ from tests.support.lake import GLUE_WAREHOUSE
 # Where each step is looked up at call time: the module that calls it.
 STEPS = {
     "fast_forward": (commit, "fast_forward"),
-    "commit_history": (replay, "commit_history"),
+    "commit_history": (steps, "commit_history"),
     "commit_row_delta": (row_delta, "commit_row_delta"),
 }
 

@@ -39,6 +39,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.glue_path]
 BAD_KEY = "dms/shop/orders/20990101-000000000.csv"
 
 
+# One deployed-path replay (a CDK synth, a Glue run per job, each its own JVM, as on AWS): about 60 s here.
+@pytest.mark.budget(90)
 def test_a_landing_folder_through_the_deployed_path(aws_endpoint: str, tmp_path: Path) -> None:
     config = load_config(demo_config_path())
     generated = generate(config, tmp_path / "source", GeneratorSpec(seed=5, initial_rows=150, cdc_files=2))

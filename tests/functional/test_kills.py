@@ -99,6 +99,8 @@ def recorded_once(context: LakeContext, name: str, keys: list[str]) -> list[str]
     return wrong + [f"{key}: recorded, not landed" for key in counted if key not in keys]
 
 
+# Four runs, each a process of its own with its own JVM and Spark session (a kill ends a process): about 85 s here.
+@pytest.mark.budget(120)
 @pytest.mark.parametrize("path", KILL_PATHS)
 def test_runs_killed_at_random_and_at_the_worst_moments_end_exact(
     spark: Any, warehouse: Path, database: str, tmp_path: Path, aws_endpoint: str, path: str

@@ -209,6 +209,7 @@ def test_history_is_exactly_once_and_its_current_rows_equal_the_table(spark, lak
 
 
 @on_the_replayed_lake
+@pytest.mark.budget(90)  # the first case on the Glue path builds the module's replayed lake there (about 60 s)
 @pytest.mark.parametrize("replayed", LAKE_PATHS, indirect=True)
 def test_rollback_then_reapply_gives_the_same_table_and_history(spark, replayed, tmp_path, generated):
     config, result = generated

@@ -683,6 +683,7 @@ def iceberg_table(rows: list[Row], table: TableSpec) -> dict[Any, Row]:
 
 @pytest.mark.slow
 @pytest.mark.glue_path
+@pytest.mark.budget(90)  # one deployed-path replay, as test_aws_replay's: about 60 s here
 @pytest.mark.parametrize("sample", DEPLOYED_CASES)
 def test_oracle_samples_through_the_deployed_path(sample: str, tmp_path: Path) -> None:
     """``cdc-lake aws-replay`` in its own process: the stack created on a local AWS endpoint, the real Lambda

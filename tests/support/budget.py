@@ -5,8 +5,9 @@ them first.
 
 Machines here differ by 2-3x in speed, so the limit a run enforces is the budget times how much slower than the
 reference machine this one computes (a fixed pure-Python workload, timed in CPU seconds so the busy other worker
-does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. Every case over the
-plain 60 s is listed as well. ``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``);
+does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. Every case over
+its budget is listed as well. A case may carry a budget of its own (``@pytest.mark.budget(seconds)``), said and
+justified in docs/testing.md. ``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``);
 ``CDC_LAKE_MACHINE_FACTOR`` overrides the measured factor.
 """
 
@@ -50,6 +51,7 @@ def machine_factor() -> float:
 
 
 SHARED_SETUP = "cdc_lake_shared_setup"  # a report's seconds spent starting session-scoped fixtures
+OWN_BUDGET = "cdc_lake_own_budget"  # a case's own budget, from its ``budget`` mark
 
 
 class SharedSetup:
@@ -67,10 +69,13 @@ class SharedSetup:
             self.seconds += time.perf_counter() - start
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self) -> Iterator[None]:
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Iterator[None]:
         outcome = yield
-        setattr(outcome.get_result(), SHARED_SETUP, self.seconds)
+        report = outcome.get_result()
+        setattr(report, SHARED_SETUP, self.seconds)
         self.seconds = 0.0
+        if (mark := item.get_closest_marker("budget")) is not None:
+            setattr(report, OWN_BUDGET, float(mark.args[0]))
 
 
 class CaseBudget:
@@ -80,32 +85,38 @@ class CaseBudget:
         self.budget = budget
         self.factor = factor
         self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.own: dict[str, float] = {}  # cases with a budget of their own (the ``budget`` mark)
 
-    @property
-    def limit(self) -> float:
-        return self.budget * self.factor
+    def allowed(self, nodeid: str) -> float:
+        return self.own.get(nodeid, self.budget)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] += report.duration - getattr(report, SHARED_SETUP, 0.0)
+        if hasattr(report, OWN_BUDGET):
+            self.own[report.nodeid] = getattr(report, OWN_BUDGET)
 
-    def over(self, seconds: float) -> list[tuple[str, float]]:
-        return sorted(((n, s) for n, s in self.seconds.items() if s > seconds), key=lambda case: -case[1])
+    def over(self, factor: float = 1.0) -> list[tuple[str, float]]:
+        """The cases over their budget times ``factor``, slowest first."""
+        cases = ((n, s) for n, s in self.seconds.items() if s > self.allowed(n) * factor)
+        return sorted(cases, key=lambda case: -case[1])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        listed = self.over(self.budget)
+        listed = self.over()
         if not listed:
             return
         terminalreporter.section(f"cases over the {self.budget:g} s budget (docs/testing.md: move them to make soak)")
         for nodeid, seconds in listed:
-            failing = " (over this machine's limit)" if seconds > self.limit else ""
-            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}{failing}", red=bool(failing), yellow=not failing)
+            own = f" (its own budget: {self.own[nodeid]:g} s)" if nodeid in self.own else ""
+            failing = " (over this machine's limit)" if seconds > self.allowed(nodeid) * self.factor else ""
+            line = f"{seconds:7.1f} s  {nodeid}{own}{failing}"
+            terminalreporter.write_line(line, red=bool(failing), yellow=not failing)
         terminalreporter.write_line(
-            f"this machine computes {self.factor:.2f}x the reference's time: the run fails past {self.limit:g} s"
+            f"this machine computes {self.factor:.2f}x the reference's time: the run fails past a budget times that"
         )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.over(self.limit) and session.exitstatus == pytest.ExitCode.OK:
+        if self.over(self.factor) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
