@@ -5,7 +5,9 @@ them first.
 
 Machines here differ by 2-3x in speed, so the limit a run enforces is the budget times how much slower than the
 reference machine this one computes (a fixed pure-Python workload, timed in CPU seconds so the busy other worker
-does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. Every case over
+does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. The run fails
+only past half as much again (``TOLERANCE``): what the other worker runs beside a case moves its time, and one case
+took 55 s and 88 s in two runs of one commit. Every case over
 its budget is listed as well. A case may carry a budget of its own (``@pytest.mark.budget(seconds)``), said and
 justified in docs/testing.md. ``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``);
 ``CDC_LAKE_MACHINE_FACTOR`` overrides the measured factor.
@@ -24,6 +26,7 @@ import pytest
 BUDGET_ENV = "CDC_LAKE_CASE_SECONDS"
 FACTOR_ENV = "CDC_LAKE_MACHINE_FACTOR"
 DEFAULT_BUDGET = 60.0
+TOLERANCE = 1.5  # a budget times the machine's factor times this fails the run
 # CPU seconds the workload below took on the reference machine (this workplace's 2-core machine, 2026-12-02).
 REFERENCE_SECONDS = 0.26
 
@@ -87,6 +90,10 @@ class CaseBudget:
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.own: dict[str, float] = {}  # cases with a budget of their own (the ``budget`` mark)
 
+    @property
+    def limit_factor(self) -> float:
+        return self.factor * TOLERANCE
+
     def allowed(self, nodeid: str) -> float:
         return self.own.get(nodeid, self.budget)
 
@@ -107,16 +114,17 @@ class CaseBudget:
         terminalreporter.section(f"cases over the {self.budget:g} s budget (docs/testing.md: move them to make soak)")
         for nodeid, seconds in listed:
             own = f" (its own budget: {self.own[nodeid]:g} s)" if nodeid in self.own else ""
-            failing = " (over this machine's limit)" if seconds > self.allowed(nodeid) * self.factor else ""
+            failing = " (over this machine's limit)" if seconds > self.allowed(nodeid) * self.limit_factor else ""
             line = f"{seconds:7.1f} s  {nodeid}{own}{failing}"
             terminalreporter.write_line(line, red=bool(failing), yellow=not failing)
         terminalreporter.write_line(
-            f"this machine computes {self.factor:.2f}x the reference's time: the run fails past a budget times that"
+            f"this machine computes {self.factor:.2f}x the reference's time: the run fails past a budget times "
+            f"{self.limit_factor:.2f}"
         )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.over(self.factor) and session.exitstatus == pytest.ExitCode.OK:
+        if self.over(self.limit_factor) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
