@@ -328,8 +328,9 @@ class GlueJobs(Construct):
             "--extra-py-files": self.library_asset.s3_object_url,
             "--additional-python-modules": self.lake_wheels.modules,
             "--python-modules-installer-option": MODULES_INSTALLER_OPTION,
+            # Glue 5.0 and later log every job in real time to <prefix>/error and <prefix>/output; the continuous
+            # logging flag is Glue 4.0's and deprecated since 5.0 (glue/latest/dg/monitor-continuous-logging.html).
             "--custom-logGroup-prefix": self.log_prefix,
-            "--enable-continuous-cloudwatch-log": "true",
         }
         self.default_arguments = {
             **self.python_arguments,

@@ -355,8 +355,9 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         group = "mysql" if props["Name"] in ("cdclake-drift", "cdclake-repair") else "lake"  # the source's driver too
         assert wheels == [w.name for w in job_wheels("5.1", group)]  # tests/infra/test_job_wheels.py
         assert arguments["--python-modules-installer-option"] == "--no-index"
-        for flag in ("--enable-continuous-cloudwatch-log", "--enable-metrics", "--enable-glue-datacatalog"):
+        for flag in ("--enable-metrics", "--enable-glue-datacatalog"):
             assert arguments[flag] == "true"
+        assert "--enable-continuous-cloudwatch-log" not in arguments  # Glue 4.0's, deprecated since 5.0
         assert arguments["--job-language"] == "python"
         # Per-run arguments are the Lambda's (or an operator's) to pass; a default would hide a missing one
         # (and a default --table would limit maintenance to one table). The jobs the Lambda does not start may

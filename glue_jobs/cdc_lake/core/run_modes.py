@@ -16,8 +16,9 @@ from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB, StartedJob
 
 RunModeName = Literal["coalesced", "per_file", "warm"]
 
-# Glue's smallest worker, a quarter DPU (2 vCPU, 4 GB): "The G.025X worker type is available only for streaming jobs
-# using AWS Glue version 3.0 or later" (https://docs.aws.amazon.com/glue/latest/dg/worker-types.html). So the warm
+# Glue's smallest worker, a quarter DPU (2 vCPU, 4 GB), "only available for Glue version 3.0 or later streaming
+# jobs" (the Glue API reference's WorkerType, of CreateJob and StartJobRun; the worker-types page lists G.1X and
+# up only). So the warm
 # job, which waits for files most of its life, is a gluestreaming job, though it reads no stream: a long-lived run.
 SMALLEST_WORKER_TYPE = "G.025X"
 
