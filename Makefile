@@ -47,11 +47,10 @@ endif
 
 # The loop before each commit: what breaks most often, in about a minute. `make test` before a push.
 CHECK_CASES := tests/unit tests/functional/test_replay_semantics.py::test_later_trigger_applies_earlier_files_and_repeats_change_nothing
-# make soak's cases: every module whose sizes grow there, and the twins of the tests written for both lake paths
-# (CDC_LAKE_BOTH_PATHS=1 keeps them; make test runs their Glue-path case).
+# make soak's cases: the modules written for both lake paths (their twins: CDC_LAKE_BOTH_PATHS=1 keeps them; make
+# test runs their Glue-path case), among them those whose sizes grow there, and the others whose sizes do.
 SOAK_CASES := tests/pg tests/functional/test_kills.py tests/functional/test_bad_input.py \
-	tests/functional/test_quarantine.py tests/functional/test_metadata_bound.py tests/functional/test_real_samples.py \
-	$(shell grep -l on_both_paths tests/functional/*.py tests/pg/*.py | sort -u)
+	$(shell grep -l on_both_paths tests/functional/*.py)
 check: setup ## before each commit (about a minute): lint and types, unit and property tests, one functional case on each lake path
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

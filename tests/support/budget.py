@@ -7,10 +7,10 @@ Machines here differ by 2-3x in speed, so the limit a run enforces is the budget
 reference machine this one computes (a fixed pure-Python workload, timed in CPU seconds so the busy other worker
 does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. The run fails
 only past half as much again (``TOLERANCE``): what the other worker runs beside a case moves its time, and one case
-took 55 s and 88 s in two runs of one commit. Every case over
-its budget is listed as well. A case may carry a budget of its own (``@pytest.mark.budget(seconds)``), said and
-justified in docs/testing.md. ``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``);
-``CDC_LAKE_MACHINE_FACTOR`` overrides the measured factor.
+took 55 s and 88 s in two runs of one commit. Every case over its budget is listed as well. A case may carry a
+budget of its own (``@pytest.mark.budget(seconds)``), said and justified in docs/testing.md.
+``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``); ``CDC_LAKE_MACHINE_FACTOR``
+overrides the measured factor.
 """
 
 from __future__ import annotations
