@@ -158,9 +158,14 @@ def job_sizes(runs: RunSettings) -> dict[str, JobSizing]:
 
 
 def warm_sizing(config: PipelineConfig) -> JobSizing:
-    """The warm job (runs.mode warm): one run per shard of the tables at once (``core.shards``), each on
+    """The warm job (runs.mode warm): one run per shard of the tables applies at once (``core.shards``), each on
     ``runs.warm.workers`` G.025X workers, for hours. Glue wants a streaming job's timeout under 7 days
     (``WARM_TIMEOUT_MINUTES``); a run ends itself before, after ``runs.warm.lifetime_hours`` at most.
+
+    ``MaxConcurrentRuns`` is two per shard: a shard's next run starts while the stopping one is still RUNNING, and
+    a run that yields lives a little while. AWS does not document whether a streaming job's run past the limit is
+    queued or refused; with the room, neither happens in the protocol's course (a run bills by its time, so the
+    room costs nothing).
 
     The replay jobs keep their per-file sizes in this mode (``job_sizes``): a warm run hands each of their runs one
     table's LOAD files or large backlog (``--one_table``), so several go at once.
@@ -168,7 +173,7 @@ def warm_sizing(config: PipelineConfig) -> JobSizing:
     return JobSizing(
         workers=config.runs.warm.workers,
         timeout_minutes=WARM_TIMEOUT_MINUTES,
-        max_concurrent_runs=shard_count(config),
+        max_concurrent_runs=2 * shard_count(config),
         description="Replay one shard of the tables' DMS CDC files as they land, for hours (--shard); hands LOAD "
         "files and large backlogs to the full-load and CDC replay jobs",
         worker_type=config.runs.run_mode.worker_type,

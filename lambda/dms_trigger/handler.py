@@ -15,6 +15,7 @@ them alone, and the deployed client is built with its own retries off rather tha
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import logging
 import os
@@ -43,7 +44,7 @@ from cdc_lake.core.names import (
 )
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.run_modes import Starts
-from cdc_lake.core.shards import marked_run, marker_prefix, runs_of_shard, shard_count, shard_of
+from cdc_lake.core.shards import marked_run, marker_prefix, runs_of_shard, runs_since, shard_count, shard_of
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
@@ -94,7 +95,8 @@ NOT_YET_LISTED_STATES = frozenset({"WAITING", "STARTING"})
 # A warm run lists the landing until it stops, and says so before its last look (engine.runs.warm): a RUNNING one covers
 # every file unless it has said so.
 WARM_LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING"})
-# GetJobRuns returns the newest runs first; runs that have not started yet are among the newest.
+# GetJobRuns returns the newest runs first; a coalesced or per-file run that has not started yet is among the newest
+# (a warm shard's runs are read further back: core.shards.runs_since).
 RECENT_RUNS = 50
 
 _log = logging.getLogger(__name__)
@@ -140,6 +142,7 @@ class GlueJobStarter:
         base_delay: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         markers: Callable[[str, str], list[str]] | None = None,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         missing = [kind for kind in TRIGGERED_JOBS if not job_names.get(kind)]
         if missing:
@@ -149,6 +152,7 @@ class GlueJobStarter:
         self.retries = RetryPolicy(attempts=max_attempts, first_delay=base_delay, max_delay=MAX_RETRY_DELAY)
         self.sleep = sleep
         self.markers = markers
+        self.now = now
 
     def start(self, request: JobRunRequest) -> str:
         """Start the job run and return its JobRunId.
@@ -188,13 +192,14 @@ class GlueJobStarter:
                 return str(run["Id"])
         return None
 
-    def warm_run(self, bucket: str, shard: int) -> str | None:
+    def warm_run(self, bucket: str, shard: int, live_span: dt.timedelta) -> str | None:
         """The id of the shard's warm run that will see a file landed now: one waiting or starting, or one running
-        that has not said it is stopping (no marker under ``core.shards.marker_prefix``); None: start one. Any
-        error reading runs or markers answers None: a needless run yields to a live one at its start."""
+        that has not said it is stopping (no marker under ``core.shards.marker_prefix``); None: start one. Runs are
+        read back to ``live_span`` ago (``core.shards.runs_since``). Any error reading runs or markers answers None:
+        a needless run yields to a live one at its start."""
         name = self.job_names[WARM_JOB]
         try:
-            runs = self.glue_client.get_job_runs(JobName=name, MaxResults=RECENT_RUNS).get("JobRuns", [])
+            runs = runs_since(self.glue_client, name, self.now() - live_span)
             ours = runs_of_shard(runs, shard, WARM_LIVE_STATES)
             if not ours:
                 return None
@@ -343,7 +348,7 @@ def _warm(
             warm = dataclasses.replace(request, job=WARM_JOB, shard=shard)
             by_shard.setdefault((request.bucket, shard), []).append(warm)
     for (bucket, shard), of_shard in by_shard.items():
-        _cover(of_shard, starter.warm_run(bucket, shard), to_start, covered)
+        _cover(of_shard, starter.warm_run(bucket, shard, config.runs.warm.live_span), to_start, covered)
     return to_start, covered
 
 

@@ -58,7 +58,7 @@ def test_a_table_dropped_after_its_load_files_expired_is_refused_not_rebuilt_fro
     with pytest.raises(HistoryGapError) as refused:
         lake.apply(config, third)
     message = str(refused.value)
-    assert f"its oldest landed file, {first}, was applied before" in message
+    assert f"its landed file {first} was applied before" in message
     assert "no LOAD file is left" in message and "cdc-lake reload -t shop.items" in message
     assert lake.rows() == []  # made again empty, nothing applied
     assert all((lake.landing / key).exists() for key in (first, second, third))
@@ -70,6 +70,26 @@ def test_a_table_dropped_after_its_load_files_expired_is_refused_not_rebuilt_fro
     reload_table(lake.context(config), config.table("shop.items"), since=first)
     assert lake.rows() == EXPECTED
     assert lake.apply(config, third).already_applied
+
+
+@on_both_paths
+def test_a_dropped_table_whose_oldest_files_lost_their_tags_is_refused_not_rebuilt_with_a_hole(lake: Lake) -> None:
+    """Scenario 4 of issue 69: the run that applied the first files died before it tagged them; the tagged files
+    after them expired, all but the newest."""
+    config = items_config()
+    load, first, second, third = landed_history(lake)
+    lake.apply(config, third)
+    lake.untag(load, first)
+    lake.expire(second)  # tagged, so expired by the applied files' retention; the untagged ones outlive it
+    drop(lake)
+    fourth = land(lake, "20250301-120400000.csv", "I,5,five\n", 4)
+    with pytest.raises(HistoryGapError) as refused:
+        lake.apply(config, fourth)
+    message = str(refused.value)
+    assert f"its landed file {third} was applied before" in message
+    assert f"the older {load} lacks the cdc-lake:applied tag" in message and "cdc-lake reload -t" in message
+    assert lake.rows() == []
+    assert all((lake.landing / key).exists() for key in (load, first, third, fourth))
 
 
 @on_both_paths

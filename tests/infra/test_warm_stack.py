@@ -79,7 +79,7 @@ def test_warm_job_is_a_streaming_job_on_the_smallest_workers_one_run_per_shard(w
     replay_script = job_properties(warm, warm.stack.glue.cdc_replay)["Command"]["ScriptLocation"]
     assert render(props["Command"]["ScriptLocation"]) != render(replay_script)
     assert (props["GlueVersion"], props["WorkerType"], props["NumberOfWorkers"]) == ("5.1", "G.025X", WARM_WORKERS)
-    assert props["ExecutionProperty"] == {"MaxConcurrentRuns": SHARDS}
+    assert props["ExecutionProperty"] == {"MaxConcurrentRuns": 2 * SHARDS}  # room for a shard's next run
     assert props["Timeout"] == WARM_TIMEOUT_MINUTES < WEEK_MINUTES  # Glue refuses a streaming timeout of 7 days
     assert props["MaxRetries"] == 0
     assert props["MaintenanceWindow"] == DEFAULT_WARM_MAINTENANCE_WINDOW
@@ -227,7 +227,7 @@ def test_a_deployed_warm_stack_loads_its_warm_job(warm: Synthesized) -> None:
         "gluestreaming",
         "G.025X",
     )
-    assert job.max_concurrent_runs == SHARDS
+    assert job.max_concurrent_runs == 2 * SHARDS
     assert job.script_path.read_bytes() == (REPO_ROOT / "glue_jobs" / GLUE_JOBS[WARM_JOB].script).read_bytes()
 
 

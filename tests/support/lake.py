@@ -118,6 +118,16 @@ class Lake:
                 aws_client(self.endpoint, "s3").delete_object(Bucket=self.bucket, Key=key)
                 self._put.pop(key, None)
 
+    def untag(self, *keys: str) -> None:
+        """Drop the applied mark of landed files, as a run that died between its commit and its tags leaves them."""
+        from cdc_lake.core.storage import applied_mark
+
+        for key in keys:
+            if self.path == "hadoop":
+                applied_mark(self.landing.resolve(), key).unlink()
+            else:
+                aws_client(self.endpoint, "s3").delete_object_tagging(Bucket=self.bucket, Key=key)
+
     def store(self) -> Any:
         """Where the lake path reads DMS files from, holding every file landed so far."""
         from cdc_lake.core.storage import LocalFolderStore, S3Store
@@ -128,7 +138,7 @@ class Lake:
         if self._put is None:
             s3.create_bucket(Bucket=self.bucket)
             self._put = {}
-        for path in sorted(p for p in self.landing.rglob("*") if p.is_file()):
+        for path in sorted(p for p in self.landing.rglob("*") if p.is_file() and ".cdc-lake-applied" not in p.parts):
             key = path.relative_to(self.landing).as_posix()
             info = path.stat()
             if self._put.get(key) != (info.st_size, info.st_mtime_ns):

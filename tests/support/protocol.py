@@ -13,6 +13,7 @@ script.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
 
 BUCKET = "landing"
+EPOCH = dt.datetime(2025, 3, 1, tzinfo=dt.UTC)
 STEP_TIMEOUT_S = 30
 
 
@@ -43,6 +45,11 @@ class Run:
     run_id: str
     state: str = "WAITING"
     script: RunScript | None = None
+    submitted: int = 0  # the world's clock at StartJobRun: Glue's StartedOn (``started_on``)
+
+    @property
+    def started_on(self) -> dt.datetime:
+        return EPOCH + dt.timedelta(seconds=self.submitted)
 
 
 @dataclass(kw_only=True)
@@ -156,9 +163,13 @@ class World:
         self.tick()
 
     def advance(self, run: Run) -> None:
-        """STARTING becomes RUNNING (the script starts); a RUNNING run's script goes on for one step."""
+        """STARTING becomes RUNNING (the script starts); a RUNNING run's script goes on for one step; a run whose
+        script has returned is still RUNNING until a step of its own ends it (Glue shows a run that has decided to
+        end RUNNING for a while)."""
         if run.state == "STARTING":
             run.state = "RUNNING"
+        elif run.script is not None and run.script.returned:
+            run.state = "SUCCEEDED"
         else:
             if run.script is None:
                 run.script = self.script(run)
@@ -183,12 +194,14 @@ class World:
 
 class RunScript:
     """A Glue run's script (``main``) in a thread of its own, going one step each time ``step`` lets it (it hands
-    control back with ``hand_back``, or ``on_round`` after a round); the run SUCCEEDED once the script returns."""
+    control back with ``hand_back``, or ``on_round`` after a round); the run SUCCEEDED at its next step once the
+    script has returned."""
 
     def __init__(self, world: World, run: Run) -> None:
         self.world = world
         self.run = run
         self.rounds = 0
+        self.returned = False
         self.error: BaseException | None = None
         self._go = threading.Semaphore(0)
         self._yielded = threading.Semaphore(0)
@@ -219,7 +232,7 @@ class RunScript:
             self.main()
         except BaseException as error:  # surfaced by step()
             self.error = error
-        self.run.state = "SUCCEEDED"
+        self.returned = True
         self._yielded.release()
 
 
@@ -241,7 +254,7 @@ class ModelGlue:
     def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
         run = self.world.new_run(f"jr_{len(self.world.runs) + 1}", JobName, Arguments)
         self.world.runs.append(run)
-        self.world.tick()
+        run.submitted = self.world.tick()
         return {"JobRunId": run.run_id}
 
 

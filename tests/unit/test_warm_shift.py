@@ -4,6 +4,7 @@ and the bound on a batch that keeps dead runs' branches removable."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.plan import ReplayState, plan_run
+from cdc_lake.core.shards import hold_key, marker_key
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.runs.warm import WarmShift, admit_small, warm_budget
@@ -25,6 +27,7 @@ CONFIG = parse_config(
         "tables": [{"name": "app.orders", "primary_key": ["id"], "columns": [{"name": "id", "type": "bigint"}]}],
     }
 )
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 JOBS = {"full_load": "lake-full-load", "cdc_replay": "lake-cdc-replay", WARM_JOB: "lake-cdc-warm"}
 
 
@@ -37,6 +40,12 @@ class Bucket:
 
     def read_head(self, key: str, size: int) -> bytes:
         return b"I,1\n"  # a small object is looked at: it holds a row
+
+    def put(self, key: str, data: bytes) -> None:
+        self.sizes[key] = len(data)
+
+    def delete(self, key: str) -> None:
+        self.sizes.pop(key, None)
 
 
 class Glue:
@@ -63,11 +72,16 @@ def batch_of(sizes: dict[str, int]) -> Batch:
     return Batch(landed.newest, landed, plan, None, ReplayState(), None, 0.0, (), {})
 
 
-def shift(glue: Glue, clock: list[float] | None = None) -> WarmShift:
-    context = ReplayContext(spark=None, location=LakeLocation("c", "db"), config=CONFIG, store=None)  # type: ignore[arg-type]
+def shift(
+    glue: Glue, clock: list[float] | None = None, bucket: Bucket | None = None, run_id: str = "jr_warm"
+) -> WarmShift:
+    store = bucket if bucket is not None else Bucket({})
+    context = ReplayContext(spark=None, location=LakeLocation("c", "db"), config=CONFIG, store=store)  # type: ignore[arg-type]
     now = clock if clock is not None else [0.0]
     overruns: list[str] = []
-    made = WarmShift(context, glue, 0, "jr_warm", JOBS, "raw", clock=lambda: now[0], overrun=overruns.append)
+    made = WarmShift(
+        context, glue, 0, run_id, JOBS, "raw", clock=lambda: now[0], overrun=overruns.append, now=lambda: NOW
+    )
     made.overruns = overruns  # type: ignore[attr-defined]
     return made
 
@@ -172,3 +186,111 @@ def test_a_warm_run_applies_its_own_number_of_tables_at_once() -> None:
         }
     )
     assert warm_budget(dataclasses.replace(context, config=quick)).parallel_tables == 3
+
+
+class PagedGlue(Glue):
+    """GetJobRuns as Glue pages it: newest first, at most ``MaxResults`` a page, then a ``NextToken``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = 0
+
+    def get_job_runs(
+        self, JobName: str, MaxResults: int = 100, NextToken: str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        self.pages += 1
+        runs = list(reversed(self.runs.get(JobName, [])))
+        start = int(NextToken or 0)
+        more = {"NextToken": str(start + MaxResults)} if start + MaxResults < len(runs) else {}
+        return {"JobRuns": runs[start : start + MaxResults], **more}
+
+
+def a_day_old_run_behind_other_shards_runs() -> PagedGlue:
+    """Shard 0's run, 20 hours old, holding its shard, behind 300 runs of shard 1 since; 2,000 runs over the month
+    before it."""
+    glue = PagedGlue()
+
+    def run(run_id: str, shard: int, state: str, hours_ago: float) -> dict[str, Any]:
+        started = NOW - dt.timedelta(hours=hours_ago)
+        return {"Id": run_id, "JobRunState": state, "Arguments": {"--shard": str(shard)}, "StartedOn": started}
+
+    old = [run(f"jr_old_{i}", i % 2, "SUCCEEDED", 720 - i * 0.34) for i in range(2_000)]
+    since = [run(f"jr_other_{i}", 1, "SUCCEEDED", 19 - i * 0.06) for i in range(300)]
+    glue.runs["lake-cdc-warm"] = [*old, run("jr_day", 0, "RUNNING", 20), *since, run("jr_new", 0, "RUNNING", 0)]
+    return glue
+
+
+def test_a_shards_run_of_a_day_is_found_behind_other_shards_runs_and_the_pages_stop_at_its_lifetime() -> None:
+    """Scenario 6 of issue 69: GetJobRuns' newest 50 no longer hold a run that has lived for a day."""
+    from dms_trigger.handler import GlueJobStarter
+
+    glue = a_day_old_run_behind_other_shards_runs()
+    starter = GlueJobStarter(glue, JOBS, markers=lambda _bucket, _prefix: [], now=lambda: NOW)
+    assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span) in {"jr_day", "jr_new"}
+    # Two pages hold the runs of the last 26 hours; the month before them is not read.
+    assert glue.pages == 2
+    glue.runs["lake-cdc-warm"].pop()  # jr_new: the Lambda's answer must be the day-old run
+    assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span) == "jr_day"
+
+
+def test_a_new_run_yields_to_the_shards_run_of_a_day_behind_other_shards_runs() -> None:
+    glue = a_day_old_run_behind_other_shards_runs()
+    bucket = Bucket({hold_key(0, "jr_day"): 6})
+    new = shift(glue, bucket=bucket, run_id="jr_new")
+    assert new.peer() == "jr_day"
+    assert marker_key(0, "jr_new") in bucket.sizes, "a run that yields is marked stopping: nobody counts on it"
+    assert hold_key(0, "jr_new") not in bucket.sizes
+
+
+def test_of_two_runs_that_see_each_other_the_older_takes_the_shard_and_the_younger_waits_until_it_holds() -> None:
+    """Scenario 1 of issue 69: neither yields to the other for good."""
+    glue = Glue()
+
+    def run(run_id: str, minutes_ago: int) -> dict[str, Any]:
+        started = NOW - dt.timedelta(minutes=minutes_ago)
+        return {"Id": run_id, "JobRunState": "RUNNING", "Arguments": {"--shard": "0"}, "StartedOn": started}
+
+    glue.runs["lake-cdc-warm"] = [run("jr_b1", 2), run("jr_b2", 1)]
+    bucket = Bucket({})
+    waits: list[str] = []
+    younger = shift(glue, bucket=bucket, run_id="jr_b2")
+    older = shift(glue, bucket=bucket, run_id="jr_b1")
+
+    def older_decides(_seconds: float) -> None:
+        waits.append(f"b2 waits; b1 holds: {hold_key(0, 'jr_b1') in bucket.sizes}")
+        if len(waits) == 1:
+            assert marker_key(0, "jr_b2") in bucket.sizes, "an undecided run is marked: the Lambda counts on none"
+            assert older.peer() is None  # the older takes it, whatever the younger does
+
+    younger.sleep = older_decides
+    assert younger.peer() == "jr_b1"
+    assert waits == ["b2 waits; b1 holds: False"]
+    assert hold_key(0, "jr_b1") in bucket.sizes and marker_key(0, "jr_b1") not in bucket.sizes
+    assert marker_key(0, "jr_b2") in bucket.sizes and hold_key(0, "jr_b2") not in bucket.sizes
+
+
+def test_a_run_whose_lifetime_ends_while_a_handed_run_lives_starts_the_shards_next_run(monkeypatch) -> None:
+    """Scenario 7 of issue 69: the last look left the handed table out; the next run takes it, not the next landing."""
+    from cdc_lake.engine.runs import warm as warm_module
+    from cdc_lake.engine.runs.outcome import DrainResult
+
+    glue = Glue()
+    bucket = Bucket({})
+    run = shift(glue, bucket=bucket)
+
+    def lifetime_spent_during_a_handover(context: Any, budget: Any, hooks: Any, tables: Any) -> DrainResult:
+        hooks.shift.hand_over(HandOver("app.orders", "cdc_replay", "app/orders/20250301-120100000.csv", "big"))
+        return DrainResult()
+
+    monkeypatch.setattr(warm_module, "drain", lifetime_spent_during_a_handover)
+    warm_module.warm(run.context, run, warm_budget(run.context))
+    assert glue.runs["lake-cdc-warm"] == [
+        {"Id": "jr_2", "JobRunState": "WAITING", "Arguments": {"--bucket": "raw", "--shard": "0"}}
+    ]
+    assert marker_key(0, "jr_warm") in bucket.sizes, "the ending run is marked: the next one waits for it"
+
+    glue.runs["lake-cdc-replay"][0]["JobRunState"] = "SUCCEEDED"
+    again = shift(glue, bucket=bucket)
+    monkeypatch.setattr(warm_module, "drain", lambda context, budget, hooks, tables: DrainResult())
+    warm_module.warm(again.context, again, warm_budget(again.context))
+    assert len(glue.runs["lake-cdc-warm"]) == 1, "a run that ends with no handed run alive starts none"

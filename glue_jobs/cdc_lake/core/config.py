@@ -522,6 +522,13 @@ class WarmSettings(_Model):
         """How many warm runs share ``tables`` tables."""
         return max(1, math.ceil(tables / self.tables_per_job))
 
+    @property
+    def live_span(self) -> dt.timedelta:
+        """No warm run is live longer after its start (Glue's ``StartedOn``): its lifetime, the batch it may finish
+        past it (``WARM_BATCH_MINUTES``), and an hour for a run's queueing and start. Who looks for a shard's live
+        runs reads Glue's runs back to this far, not further (``core.shards.runs_since``)."""
+        return dt.timedelta(hours=self.lifetime_hours, minutes=WARM_BATCH_MINUTES + 60)
+
 
 class RunSettings(_Model):
     """How job runs follow the data rather than the files (docs/runs.md).

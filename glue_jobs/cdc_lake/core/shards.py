@@ -8,9 +8,10 @@ the warm runs both read a shard's runs and stop markers through it.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.names import WARM_MARKER_PREFIX
@@ -43,8 +44,17 @@ def marker_key(shard: int, run_id: str) -> str:
     return f"{marker_prefix(shard)}{run_id}"
 
 
+def hold_prefix(shard: int) -> str:
+    """Where the warm run that took ``shard`` says so, one object each (``hold_key``): a new run yields to it."""
+    return f"{WARM_MARKER_PREFIX}hold/{shard}/"
+
+
+def hold_key(shard: int, run_id: str) -> str:
+    return f"{hold_prefix(shard)}{run_id}"
+
+
 def marked_run(key: str) -> str:
-    """The run id a stop marker's key names."""
+    """The run id a stop marker's or a hold's key names."""
     return key.rsplit("/", 1)[1]
 
 
@@ -54,6 +64,35 @@ def runs_of_shard(runs: Iterable[Mapping[str, Any]], shard: int, states: Iterabl
     return [
         r for r in runs if r.get("JobRunState") in wanted and (r.get("Arguments") or {}).get("--shard") == str(shard)
     ]
+
+
+# GetJobRuns' largest page (Glue API reference, GetJobRuns: MaxResults 1-200).
+RUNS_PAGE = 200
+
+
+class RunLister(Protocol):
+    """Glue's GetJobRuns, as boto3's Glue client has it."""
+
+    def get_job_runs(self, *, JobName: str, MaxResults: int, **more: str) -> Mapping[str, Any]: ...
+
+
+def runs_since(glue: RunLister, job: str, since: dt.datetime) -> Iterator[Mapping[str, Any]]:
+    """``job``'s runs newest first, page after page (GetJobRuns' order), down to the first started before ``since``.
+
+    Not the newest page alone: a shard's run that has lived for a day falls out of it when other shards' runs come
+    and go. Not the whole history either, which grows with the stack's age: no run started before ``since`` is live.
+    A run without a ``StartedOn`` is taken as new."""
+    token: str | None = None
+    while True:
+        response = glue.get_job_runs(JobName=job, MaxResults=RUNS_PAGE, **({"NextToken": token} if token else {}))
+        for run in response.get("JobRuns", []):
+            started = run.get("StartedOn")
+            if isinstance(started, dt.datetime) and started < since:
+                return
+            yield run
+        token = response.get("NextToken")
+        if not token:
+            return
 
 
 def _weight(shard: int, table: str) -> bytes:

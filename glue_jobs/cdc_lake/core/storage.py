@@ -196,16 +196,30 @@ class S3Store:
             raise AccessDeniedError(self.uri(key), action) from None
 
 
+# Where a local folder keeps its files' applied marks (``LocalFolderStore``), one file per marked key.
+APPLIED_MARKS = ".cdc-lake-applied"
+
+
+def applied_mark(root: Path, key: str) -> Path:
+    """The mark of ``key`` of the folder ``root`` (``LocalFolderStore.mark_applied``)."""
+    return root / APPLIED_MARKS / key
+
+
+def _identity_text(identity: tuple[int, int]) -> str:
+    size, modified = identity
+    return f"{size} {modified}"
+
+
 class LocalFolderStore:
     """A folder standing in for the raw bucket; keys are paths relative to it.
 
     ETags are MD5 digests of the content, as S3 gives for single-part uploads, cached for the process by path,
     size and mtime: S3 lists them for free, so a run should not pay for reading a large LOAD file again.
-    A file has no tags: the files marked applied are kept for the process, by path, with their size and mtime, so
-    that, as on S3, writing a file again drops its mark.
+    A file has no tags: a file marked applied gets a mark on disk (``applied_mark``: a small file under
+    ``APPLIED_MARKS`` holding its size and mtime), so that the next process sees it, as the next run sees an S3
+    tag, and that writing the file again drops its mark. Listings skip the marks' folder, as they skip any name
+    starting with a dot, which DMS never writes.
     """
-
-    _applied: ClassVar[dict[str, tuple[int, int]]] = {}
 
     _etags: ClassVar[dict[tuple[str, int, int], str]] = {}
 
@@ -222,8 +236,11 @@ class LocalFolderStore:
         if not start.exists():
             return []
         objects = []
-        for folder, _dirs, names in os.walk(start):
+        for folder, dirs, names in os.walk(start):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in names:
+                if name.startswith("."):
+                    continue
                 path = Path(folder) / name
                 key = path.relative_to(self.root).as_posix()
                 if key.startswith(prefix) and (start_after is None or key > start_after):
@@ -264,23 +281,29 @@ class LocalFolderStore:
 
     def delete(self, key: str) -> None:
         (self.root / key).unlink(missing_ok=True)
+        applied_mark(self.root, key).unlink(missing_ok=True)
 
     def mark_applied(self, keys: Sequence[str]) -> None:
-        with self._count:
-            for key in keys:
-                identity = self._identity(key)
-                if identity is not None:
-                    self._applied[str(self.root / key)] = identity
+        for key in keys:
+            identity = self._identity(key)
+            if identity is not None:
+                mark = applied_mark(self.root, key)
+                mark.parent.mkdir(parents=True, exist_ok=True)
+                mark.write_text(_identity_text(identity))
 
     def is_applied(self, key: str) -> bool:
         identity = self._identity(key)
-        return identity is not None and self._applied.get(str(self.root / key)) == identity
+        try:
+            marked = applied_mark(self.root, key).read_text()
+        except FileNotFoundError:
+            return False
+        return identity is not None and marked == _identity_text(identity)
 
     @property
     def marked(self) -> set[str]:
         """The objects of this folder marked applied, as S3 would have tagged them (two requests each)."""
-        root = f"{self.root}{os.sep}"
-        return {Path(p).relative_to(self.root).as_posix() for p in list(self._applied) if p.startswith(root)}
+        marks = self.root / APPLIED_MARKS
+        return {p.relative_to(marks).as_posix() for p in marks.rglob("*") if p.is_file()}
 
     def _identity(self, key: str) -> tuple[int, int] | None:
         try:
@@ -293,4 +316,4 @@ class LocalFolderStore:
         base = self.root / prefix if prefix else self.root
         if not base.is_dir():
             return []
-        return sorted(f"{prefix}{path.name}/" for path in base.iterdir() if path.is_dir())
+        return sorted(f"{prefix}{path.name}/" for path in base.iterdir() if path.is_dir() and path.name[0] != ".")

@@ -219,7 +219,8 @@ def aws_replay(
 
     pipeline = DeployedPipeline.create(config_path, workdir, report)
     keys = sorted(
-        (p.relative_to(landing).as_posix() for p in landing.rglob("*") if p.is_file()),
+        # A name starting with a dot is the local store's own (its applied marks), never DMS's.
+        (key.as_posix() for p in landing.rglob("*") if p.is_file() and not _hidden(key := p.relative_to(landing))),
         key=lambda key: landing_order(key, pipeline.config),
     )
     pipeline.land(landing, keys)
@@ -278,3 +279,7 @@ def _library_logs_kept() -> Iterator[None]:
         yield
     finally:
         library.handlers, library.propagate, library.level = handlers, propagate, level
+
+
+def _hidden(key: Path) -> bool:
+    return any(part.startswith(".") for part in key.parts)

@@ -18,6 +18,7 @@ It is a coalesced run (``coalesced.drain``) with four differences:
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import os
 import threading
@@ -29,7 +30,16 @@ from typing import Any, Protocol
 
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
-from cdc_lake.core.shards import marked_run, marker_key, marker_prefix, runs_of_shard, tables_of
+from cdc_lake.core.shards import (
+    hold_key,
+    hold_prefix,
+    marked_run,
+    marker_key,
+    marker_prefix,
+    runs_of_shard,
+    runs_since,
+    tables_of,
+)
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.engine.runs.outcome import DrainResult
@@ -40,6 +50,19 @@ log = logging.getLogger(__name__)
 # A Glue run in these states may still commit (or has not listed yet).
 LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING", "STOPPING"})
 PEER_POLL_SECONDS = 5.0
+NEVER = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def _started(run: Mapping[str, Any] | None) -> tuple[dt.datetime, str]:
+    """Which of two runs of a shard is older: Glue's ``StartedOn``, then the id; a run without one is the newest."""
+    if run is None:
+        return NEVER, ""
+    started = run.get("StartedOn")
+    return (started if isinstance(started, dt.datetime) else NEVER), str(run.get("Id"))
+
+
+def _running(run: Mapping[str, Any]) -> bool:
+    return run.get("JobRunState") == "RUNNING"
 
 
 def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
@@ -63,7 +86,7 @@ def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
 class JobRuns(Protocol):
     """What a warm run asks of Glue: the runs of a job, one run, and starting one (boto3's Glue client has them)."""
 
-    def get_job_runs(self, *, JobName: str, MaxResults: int) -> Mapping[str, Any]: ...
+    def get_job_runs(self, *, JobName: str, MaxResults: int, **more: str) -> Mapping[str, Any]: ...
 
     def get_job_run(self, *, JobName: str, RunId: str) -> Mapping[str, Any]: ...
 
@@ -86,36 +109,56 @@ class WarmShift:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     overrun: Callable[[str], None] = field(default=lambda why: os._exit(3))
+    now: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))  # against Glue's StartedOn
     handed: dict[str, tuple[str, str]] = field(default_factory=dict)  # table -> (job, run id)
     left: set[str] = field(default_factory=set)  # tables whose handed-over run failed: left for this run
     _batches: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watchdog: threading.Thread | None = None
     _ended: threading.Event = field(default_factory=threading.Event)
+    _marked: bool = False
 
     def peer(self) -> str | None:
-        """None when this run may take the shard; else the id of a live run of the shard that is not stopping, to
-        which the shard is left (it lists the landing again before it stops). A stopping run is waited for, up to
-        the batch bound: it makes no commit after its last look. Markers of runs that ended are removed."""
+        """None when this run takes the shard; else the id of the live run holding it, to which the shard is left.
+
+        Until it decides, the run is marked stopping (``marker_key``), so the Lambda counts on no run that may yet
+        yield. It yields to a run holding the shard (``hold_key``, no stop marker); it waits for a holder that is
+        stopping (it makes no commit after its last look) and for an older live run that has not decided (by
+        ``StartedOn``, then id), so that of two runs that see each other exactly one takes the shard and the other
+        ends only once it sees it held. A wait past the batch bound takes the shard: two runs of a shard commit
+        through the same record, whereas none would leave its files waiting. Markers and holds of runs no longer
+        live are removed."""
         began = self.clock()
         store = self.context.store
+        self._mark()
         while True:
-            runs = self.glue.get_job_runs(JobName=self.warm_job, MaxResults=50).get("JobRuns", [])
-            running = runs_of_shard(runs, self.shard, ["RUNNING"])
-            peers = [str(r["Id"]) for r in running if r.get("Id") != self.run_id]
+            runs = {
+                str(r["Id"]): r
+                for r in runs_of_shard(self._runs_since(self.warm_job, self.live_span), self.shard, LIVE_STATES)
+            }
             stopping = {marked_run(o.key): o.key for o in store.list(marker_prefix(self.shard))}
-            for ended in set(stopping) - set(peers) - {self.run_id}:
-                store.delete(stopping[ended])
-            alive = [peer for peer in peers if peer not in stopping]
-            if alive:
-                return alive[0]
-            if not peers:
-                return None
+            holding = {marked_run(o.key): o.key for o in store.list(hold_prefix(self.shard))}
+            for dead in (set(stopping) | set(holding)) - set(runs) - {self.run_id}:
+                for key in (stopping.get(dead), holding.get(dead)):
+                    if key is not None:
+                        store.delete(key)
+            peers = {run_id: run for run_id, run in runs.items() if run_id != self.run_id}
+            holder = next((p for p in peers if p in holding and p not in stopping and _running(peers[p])), None)
+            if holder is not None:
+                return holder
+            waited = sorted(p for p in peers if p in holding) + [
+                p for p in peers if p not in holding and _started(peers[p]) < _started(runs.get(self.run_id))
+            ]
+            if not waited:
+                break
             if self.clock() - began > self.batch_limit_seconds:
-                log.warning("shard %d: run(s) %s still stopping; taking the shard", self.shard, peers)
-                return None
-            log.info("shard %d: waiting for stopping run(s) %s", self.shard, peers)
+                log.warning("shard %d: run(s) %s neither held nor left the shard; taking it", self.shard, waited)
+                break
+            log.info("shard %d: waiting for run(s) %s (stopping, or older and undecided)", self.shard, waited)
             self.sleep(PEER_POLL_SECONDS)
+        store.put(hold_key(self.shard, self.run_id), self.run_id.encode())
+        self.resumed()
+        return None
 
     def busy(self, table: str) -> bool:
         if table in self.left:
@@ -172,11 +215,12 @@ class WarmShift:
                 self._batches.pop(table, None)
 
     def stopping(self) -> None:
-        self.context.store.put(marker_key(self.shard, self.run_id), self.run_id.encode())
+        self._mark()
         log.info("shard %d: stop marker written; a last look at the landing", self.shard)
 
     def resumed(self) -> None:
         self.context.store.delete(marker_key(self.shard, self.run_id))
+        self._marked = False
 
     @property
     def warm_job(self) -> str:
@@ -190,8 +234,41 @@ class WarmShift:
         return late[0] if late else None
 
     def end(self) -> None:
-        """The run is over: its watch stops."""
+        """The run is over: its watch stops, and it is marked stopping (if an error ended it, not its last look)
+        and no longer holds the shard: Glue shows it RUNNING a while longer, and neither the Lambda nor a new run
+        may count on it (a new run waits for it, being older)."""
         self._ended.set()
+        self._mark()
+        self.context.store.delete(hold_key(self.shard, self.run_id))
+
+    def successor(self) -> None:
+        """Start the shard's next run: this one ends (its lifetime spent, or an error) while a table it handed over
+        is still another run's, so its last look left that table out, and files of it that landed after the handed
+        run's key would wait for the next landing in the shard. The next run waits for this one, then takes the
+        shard and lists the table; it commits through the same record as the handed run."""
+        started = self.glue.start_job_run(
+            JobName=self.warm_job,
+            Arguments={"--bucket": self.bucket, "--shard": str(self.shard)},
+            JobRunQueuingEnabled=True,
+        )
+        log.warning(
+            "shard %d: ending while %s still run(s) handed tables; run %s takes the shard next",
+            self.shard,
+            sorted(self.handed),
+            started["JobRunId"],
+        )
+
+    @property
+    def live_span(self) -> dt.timedelta:
+        return self.context.config.runs.warm.live_span
+
+    def _mark(self) -> None:
+        if not self._marked:
+            self.context.store.put(marker_key(self.shard, self.run_id), self.run_id.encode())
+            self._marked = True
+
+    def _runs_since(self, job: str, span: dt.timedelta) -> list[Mapping[str, Any]]:
+        return list(runs_since(self.glue, job, self.now() - span))
 
     def _watch(self) -> None:
         while not self._ended.wait(min(10.0, self.batch_limit_seconds / 10)):
@@ -209,8 +286,7 @@ class WarmShift:
         return str(self.glue.get_job_run(JobName=self.jobs[job], RunId=run_id)["JobRun"]["JobRunState"])
 
     def _live_run_of(self, job_name: str, table: str) -> str | None:
-        runs = self.glue.get_job_runs(JobName=job_name, MaxResults=50).get("JobRuns", [])
-        for run in runs:
+        for run in self._runs_since(job_name, self.context.config.runs.longest_run):
             arguments = run.get("Arguments") or {}
             if run.get("JobRunState") in LIVE_STATES and arguments.get("--table") == table:
                 return str(run["Id"])
@@ -228,6 +304,8 @@ def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainH
         return drain(admitted, budget, hooks=dataclasses.replace(hooks, shift=shift), tables=tables)
     finally:
         shift.end()
+        if shift.holding():
+            shift.successor()
 
 
 def warm_budget(context: ReplayContext, quiet_seconds: int | None = None) -> Budget:
