@@ -6,27 +6,31 @@ file recorded once."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdc_lake.core.config import PipelineConfig
+from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import FILES_APPLIED_METRIC, GLUE_CATALOG, WARM_JOB, WARM_MARKER_PREFIX
 from cdc_lake.core.shards import shard_of
 from cdc_lake.engine.record import applied_files, snapshot_summaries
+from cdc_lake.engine.reload import reload_table
 from cdc_lake.jobs.entry import glue_entry
 from cdc_lake.jobs.replay import FULL_LOAD
 from cdc_lake.jobs.warm import CDC_WARM
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
-from tests.support.configs import app_config
+from tests.support.configs import app_config, items_config_data
 from tests.support.glue_run import GlueRun
-from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths
+from tests.support.lake import Lake, assert_lake_equals_oracle, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
+
+START = dt.datetime(2025, 3, 1, 12, 0)
 
 
 def warm_config(**warm: Any) -> PipelineConfig:
@@ -145,3 +149,50 @@ def test_the_warm_jobs_glue_entry_with_glues_arguments_applies_its_shard_and_say
     for table in run.config.tables:
         expected = run.generated.expected / f"{table.name}.jsonl"
         assert read_jsonl(tmp_path / "export" / f"{table.name}.jsonl") == read_jsonl(expected)
+
+
+def test_a_refusal_in_a_warm_run_is_told_as_it_happens_and_a_reload_takes_effect_in_the_next_round(
+    lake: Lake,
+) -> None:
+    """Scenario 3 of issue 69: a warm run lives for a day; its refusals cannot wait for its end, nor can the fix."""
+    config = parse_config(items_config_data(runs={"mode": "warm", "warm": {"quiet_seconds": 3, "round_seconds": 0}}))
+    table = config.table("shop.items")
+    prefix = config.table_prefix(table)
+
+    def land(name: str, text: str, minute: int) -> str:
+        return write_file(lake.landing, prefix + name, text, START + dt.timedelta(minutes=minute))
+
+    load = land("LOAD00000001.csv", "1,one\n2,two\n", 0)
+    first = land("20250301-120100000.csv", "U,1,uno\n", 1)
+    bad = land("20250301-120200000.csv", "I,three,3\n", 2)  # `three` is no bigint id
+    after = land("20250301-120300000.csv", "I,4,four\n", 3)
+    refusals: list[tuple[str, str, int]] = []
+    fixed: list[int] = []
+    rounds = [0]
+
+    def on_refusal(run: LocalJobRun, name: str, error: str) -> None:
+        refusals.append((run.job, name, rounds[0]))
+
+    def on_round(run: LocalJobRun, number: int, commits: int) -> None:
+        if run.job != WARM_JOB:
+            return
+        rounds[0] = number
+        if refusals and not fixed:
+            # What the refusal says to do, while the run lives: DMS reloads the table, then `cdc-lake reload`
+            # rebuilds it from the new LOAD file and the CDC files from the one after the bad one.
+            land("LOAD00000001.csv", "1,uno\n2,two\n", 10)
+            reload_table(lake.context(config), table, since=after)
+            land("20250301-120400000.csv", "D,2,two\n", 11)
+            fixed.append(number)
+
+    pipeline = LocalPipeline(
+        config, lake.landing, lake.spark, database=lake.database, store=lake.store(), on_round=on_round,
+        on_refusal=on_refusal,
+    )  # fmt: skip
+    pipeline.glue.keep_quiet = True
+    runs = pipeline.deliver([load, first, bad, after])
+    warm = [r for r in runs if r.job == WARM_JOB]
+    assert [r.error for r in warm] == [None], "the refused table was taken again once reloaded; the run ends well"
+    assert refusals == [(WARM_JOB, "shop.items", fixed[0] - 1)], "told in its own round, not at the run's end"
+    assert lake.rows() == [(1, "uno"), (4, "four")]
+    assert warm[0].result is not None and prefix + "20250301-120400000.csv" in warm[0].result.applied_files

@@ -67,9 +67,12 @@ def run_warm(
 
 
 def run(options: WarmOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
-    """The warm job's Glue run: as ``run_warm``, with each commit's metrics, then the end told as a replay run's
-    (``jobs.entry.reported``)."""
-    return reported(run_warm(options, context, clients.glue, DrainHooks(on_batch=clients.metrics.batch)), clients)
+    """The warm job's Glue run: as ``run_warm``, with each commit's and each refusal's metrics as they happen, then
+    the end told as a replay run's (``jobs.entry.reported``)."""
+    metrics = clients.metrics
+    # A refusal reaches the TableFailures alarm as it happens, not when the run ends up to a day later.
+    hooks = DrainHooks(on_batch=metrics.batch, on_refusal=lambda _table, _error: metrics.table_failures(1))
+    return reported(run_warm(options, context, clients.glue, hooks), clients, refusals_told=True)
 
 
 CDC_WARM = GlueJob(WARM_JOB, WarmOptions, lake_context, run)

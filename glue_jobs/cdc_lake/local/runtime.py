@@ -74,11 +74,13 @@ class LocalGlueClient:
         on_run: Callable[[LocalJobRun], None] | None = None,
         on_round: Callable[[LocalJobRun, int, int], None] | None = None,
         on_batch: Callable[[LocalJobRun, RunResult], None] | None = None,
+        on_refusal: Callable[[LocalJobRun, str, str], None] | None = None,
     ) -> None:
         self._context = context
         self._on_run = on_run
         self._on_round = on_round
         self._on_batch = on_batch
+        self._on_refusal = on_refusal
         # Whether a warm run waits out runs.warm.quiet_seconds, as deployed (a benchmark landing files on a clock).
         self.keep_quiet = False
         self._ids = itertools.count(1)
@@ -124,9 +126,11 @@ class LocalGlueClient:
         hook, batch_hook = self._on_round, self._on_batch
         on_round = (lambda number, batches: hook(run, number, batches)) if hook else None
         on_batch = (lambda batch: batch_hook(run, batch)) if batch_hook else None
+        refusal_hook = self._on_refusal
+        on_refusal = (lambda table, error: refusal_hook(run, table, error)) if refusal_hook else None
         started = time.monotonic()
         try:
-            run.result = self._run(run, DrainHooks(on_batch, on_round))
+            run.result = self._run(run, DrainHooks(on_batch, on_round, on_refusal=on_refusal))
             if run.result.failures:
                 run.error = str(TableFailuresError(run.result.failures))
         except CdcLakeError as error:
@@ -160,7 +164,7 @@ class LocalGlueClient:
 class PipelineOptions(TypedDict, total=False):
     """A local pipeline's options: the lake ``database`` (default: the configuration's) in ``catalog`` (default:
     the Hadoop one), the ``store`` runs read (default: the landing folder), and hooks told of each finished run,
-    each round of a run and each batch a run commits."""
+    each round of a run, each batch a run commits and each batch it refuses (``(run, table, error)``)."""
 
     database: str | None
     catalog: str
@@ -168,6 +172,7 @@ class PipelineOptions(TypedDict, total=False):
     on_run: Callable[[LocalJobRun], None] | None
     on_round: Callable[[LocalJobRun, int, int], None] | None
     on_batch: Callable[[LocalJobRun, RunResult], None] | None
+    on_refusal: Callable[[LocalJobRun, str, str], None] | None
 
 
 class LocalPipeline:
@@ -189,8 +194,9 @@ class LocalPipeline:
         self.location = LakeLocation(catalog, options.get("database") or config.lake.database)
         self.context = ReplayContext(spark=spark, location=self.location, config=config, store=self.store)
         self.glue = LocalGlueClient(
-            self.context, options.get("on_run"), options.get("on_round"), options.get("on_batch")
-        )
+            self.context, options.get("on_run"), options.get("on_round"), options.get("on_batch"),
+            options.get("on_refusal"),
+        )  # fmt: skip
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
         """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed), then run the

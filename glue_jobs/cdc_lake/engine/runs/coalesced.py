@@ -35,7 +35,7 @@ from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import RunResult, replay
 from cdc_lake.engine.runs.listings import ListingLog
 from cdc_lake.engine.runs.outcome import DrainResult
-from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
+from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks, Shift
 from cdc_lake.engine.runs.waiting import still_waiting
 
 log = logging.getLogger(__name__)
@@ -124,11 +124,7 @@ def drain(
             if result.rounds == 0:
                 work = [(t, None) for t in tables]
             else:
-                candidates = [
-                    t
-                    for t in tables
-                    if t.name not in result.failures and not (shift is not None and shift.busy(t.name))
-                ]
+                candidates = _candidates(tables, result, shift)
                 found = lister.map(
                     lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
                 )
@@ -161,6 +157,26 @@ def drain(
     result.seconds = clock() - started
     result.waiting = still_waiting(context, listings, seen)
     return result
+
+
+def _candidates(tables: Sequence[TableSpec], result: DrainResult, shift: Shift | None) -> list[TableSpec]:
+    """The tables a later round lists: not refused (a shift's refused table again once its refusal is lifted), and
+    not left to a run a shift handed them to."""
+    if shift is not None:
+        for table in [t for t in tables if t.name in result.failures and shift.fixed(t)]:
+            log.warning("%s: its refusal was lifted; trying it again", table.name)
+            del result.failures[table.name]
+    return [t for t in tables if t.name not in result.failures and not (shift is not None and shift.busy(t.name))]
+
+
+def _refused(table: TableSpec, error: str, result: DrainResult, hooks: DrainHooks) -> None:
+    """A table's batch refused: logged, recorded, and told as it happens (a long-lived run's end may be a day off)."""
+    log.error("%s: left as it was, its files kept in place: %s", table.name, error)
+    result.failures[table.name] = error
+    if hooks.shift is not None:
+        hooks.shift.refused(table)
+    if hooks.on_refusal:
+        hooks.on_refusal(table.name, error)
 
 
 def _pause(budget: Budget, step: Step, round_took: float) -> None:
@@ -252,8 +268,7 @@ def _round(
         for notice in done.notices if done is not None else []:
             log.warning("%s: %s", table.name, notice)
         if error is not None:
-            log.error("%s: left as it was, its files kept in place: %s", table.name, error)
-            result.failures[table.name] = error
+            _refused(table, error, result, hooks)
             continue
         if done is None:
             continue

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.engine.replay import RunResult
 
@@ -40,15 +41,26 @@ class Shift(Protocol):
         """The last look found work: the run goes on, and ``stopping`` no longer holds."""
         ...
 
+    def refused(self, table: TableSpec) -> None:
+        """The table's batch was refused in this round: it is left out of the next rounds until ``fixed``."""
+        ...
+
+    def fixed(self, table: TableSpec) -> bool:
+        """Whether a table refused earlier in the run may be tried again in the next round (its refusal was lifted:
+        ``cdc-lake reload``), so that a fix takes effect within a round, not when the run ends."""
+        ...
+
 
 @dataclass(frozen=True)
 class DrainHooks:
     """What a caller adds to a run: ``on_batch`` sees every committed batch, ``on_round(round, commits)`` every
-    finished round; a ``shift`` makes it a long-lived run's (``runs.warm``)."""
+    finished round, ``on_refusal(table, error)`` every refused batch as it is refused; a ``shift`` makes it a
+    long-lived run's (``runs.warm``)."""
 
     on_batch: Callable[[RunResult], None] | None = None
     on_round: Callable[[int, int], None] | None = None
     shift: Shift | None = None
+    on_refusal: Callable[[str, str], None] | None = None
 
 
 NO_HOOKS = DrainHooks()

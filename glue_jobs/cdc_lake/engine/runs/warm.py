@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.shards import (
@@ -41,6 +42,8 @@ from cdc_lake.core.shards import (
     tables_of,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
+from cdc_lake.engine.iceberg_java import table_properties
+from cdc_lake.engine.record import REFUSED
 from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
@@ -50,6 +53,8 @@ log = logging.getLogger(__name__)
 # A Glue run in these states may still commit (or has not listed yet).
 LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING", "STOPPING"})
 PEER_POLL_SECONDS = 5.0
+# A table whose batch failed without a refusal kept on it (an error of S3, Glue or Spark) is tried again after this.
+RETRY_UNKEPT_SECONDS = 300.0
 NEVER = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
@@ -117,6 +122,7 @@ class WarmShift:
     _watchdog: threading.Thread | None = None
     _ended: threading.Event = field(default_factory=threading.Event)
     _marked: bool = False
+    _refusals: dict[str, tuple[bool, float]] = field(default_factory=dict)  # table -> (kept on it, when)
 
     def peer(self) -> str | None:
         """None when this run takes the shard; else the id of the live run holding it, to which the shard is left.
@@ -213,6 +219,27 @@ class WarmShift:
         finally:
             with self._lock:
                 self._batches.pop(table, None)
+
+    def refused(self, table: TableSpec) -> None:
+        self._refusals[table.name] = (self._refusal_kept(table), self.clock())
+
+    def fixed(self, table: TableSpec) -> bool:
+        """A refusal kept on the table (``REFUSED``) is lifted when the property is gone: ``cdc-lake reload``
+        removes it (one read of the table's metadata a round while the table stays refused). A failure that left
+        none (an error, not a refusal of the data) is tried again after ``RETRY_UNKEPT_SECONDS``."""
+        kept, at = self._refusals.get(table.name, (False, self.clock()))
+        if kept:
+            return not self._refusal_kept(table)
+        return self.clock() - at >= RETRY_UNKEPT_SECONDS
+
+    def _refusal_kept(self, table: TableSpec) -> bool:
+        context = self.context
+        try:
+            properties = table_properties(context.spark, context.location.dotted(table.lake_table))
+        except Exception as error:  # a table that is gone, or a catalog that did not answer: asked again later
+            log.info("%s: its refusal could not be read (%s)", table.name, str(error)[:200])
+            return True
+        return REFUSED in properties
 
     def stopping(self) -> None:
         self._mark()
