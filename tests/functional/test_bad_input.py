@@ -25,7 +25,7 @@ from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.ops.operations import list_changes
 from tests.functional.damage import BASE, FORMATS, LOAD, NAMES, SCHEMA, Damage, Format, Table, Writer, tables
 from tests.support.aws import aws_client
-from tests.support.lake import Lake
+from tests.support.lake import Lake, landed_paths
 
 pytestmark = pytest.mark.spark
 
@@ -59,7 +59,7 @@ def land(lake: Lake, table: Table, files: dict[str, bytes | None]) -> None:
 def landed_bytes(lake: Lake) -> dict[str, str]:
     """Every landing object's digest, where the lake path reads them from."""
     if lake.path == "hadoop":
-        files = sorted(p for p in lake.landing.rglob("*") if p.is_file())
+        files = landed_paths(lake.landing)
         return {p.relative_to(lake.landing).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
     s3 = aws_client(lake.endpoint, "s3")
     keys = [

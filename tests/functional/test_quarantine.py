@@ -22,7 +22,7 @@ from cdc_lake.jobs.entry import job_context
 from cdc_lake.jobs.maintenance import MaintenanceOptions, run_maintenance
 from cdc_lake.ops.operations import list_changes, rollback
 from tests.support.cli import cli
-from tests.support.lake import Lake, on_both_paths, write_file
+from tests.support.lake import Lake, landed_paths, on_both_paths, write_file
 
 T = "dms/shop/items/"
 LOAD = "".join(f"{i},n{i},{i * 10}\n" for i in range(1, 7))
@@ -82,7 +82,7 @@ def _rejects(lake: Lake) -> list[tuple]:
 
 
 def _landed(lake: Lake) -> dict[str, bytes]:
-    return {p.as_posix(): p.read_bytes() for p in lake.landing.rglob("*") if p.is_file()}
+    return {p.as_posix(): p.read_bytes() for p in landed_paths(lake.landing)}
 
 
 CDC_A = "U,2,b2,x\nU,3,c3,33\nU,2,b2b,22\nD,4,n4,40\nI,7,g,notint\n"

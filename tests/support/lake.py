@@ -60,6 +60,14 @@ def _lake_path_case(item: pytest.Item) -> tuple[str | None, str]:
     return (params[paths[0]] if len(paths) == 1 else None), f"{item.nodeid.split('[')[0]}{rest}"
 
 
+def landed_paths(landing: Path) -> list[Path]:
+    """The files of a landing folder, as S3 would list its objects: not the local store's applied marks (its
+    stand-in for S3's tags, ``storage.APPLIED_MARKS``)."""
+    from cdc_lake.core.storage import APPLIED_MARKS
+
+    return sorted(p for p in landing.rglob("*") if p.is_file() and APPLIED_MARKS not in p.relative_to(landing).parts)
+
+
 def write_file(landing: Path, key: str, text: str, modified: dt.datetime | None = None) -> str:
     """Land a DMS file with exactly this text (and this LastModified, as DMS wrote it then); returns its key."""
     path = landing / key
@@ -138,7 +146,7 @@ class Lake:
         if self._put is None:
             s3.create_bucket(Bucket=self.bucket)
             self._put = {}
-        for path in sorted(p for p in self.landing.rglob("*") if p.is_file() and ".cdc-lake-applied" not in p.parts):
+        for path in landed_paths(self.landing):
             key = path.relative_to(self.landing).as_posix()
             info = path.stat()
             if self._put.get(key) != (info.st_size, info.st_mtime_ns):
