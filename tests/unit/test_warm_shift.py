@@ -15,7 +15,7 @@ from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.plan import ReplayState, plan_run
-from cdc_lake.core.shards import hold_key, marker_key
+from cdc_lake.core.shards import hold_key, marker_key, overrun_key
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.runs.warm import WarmShift, admit_small, warm_budget
@@ -294,3 +294,34 @@ def test_a_run_whose_lifetime_ends_while_a_handed_run_lives_starts_the_shards_ne
     monkeypatch.setattr(warm_module, "drain", lambda context, budget, hooks, tables: DrainResult())
     warm_module.warm(again.context, again, warm_budget(again.context))
     assert len(glue.runs["lake-cdc-warm"]) == 1, "a run that ends with no handed run alive starts none"
+
+
+def test_a_batch_that_outlives_the_bound_marks_its_table_for_the_g1x_job_and_starts_the_next_run() -> None:
+    """Scenario 8 of issue 69: a batch that always outlives the watch must not fail every run of the shard."""
+    glue, bucket, now = Glue(), Bucket({}), [0.0]
+    warm = shift(glue, now, bucket=bucket)
+    warm.batch_limit_seconds = 0.05
+    with warm.watch("app.orders"):
+        now[0] = 1.0
+        for _ in range(200):
+            if warm.overruns:  # type: ignore[attr-defined]
+                break
+            time.sleep(0.01)
+    assert overrun_key("app.orders") in bucket.sizes and marker_key(0, "jr_warm") in bucket.sizes
+    assert glue.runs["lake-cdc-warm"] == [
+        {"Id": "jr_1", "JobRunState": "WAITING", "Arguments": {"--bucket": "raw", "--shard": "0"}}
+    ], "the next run starts now, not at the shard's next landing"
+
+    # The next run hands the table's batches to the G.1X job until one of its runs applied them.
+    glue.runs["lake-cdc-warm"][0]["JobRunState"] = "RUNNING"
+    following = shift(glue, bucket=bucket, run_id="jr_1")
+    assert following.overran_tables() == {"app.orders"}
+    admit = admit_small(limit_bytes=10_000, overran=following.overran)
+    with pytest.raises(HandOver) as handed:
+        admit(batch_of({"app/orders/20250301-120000000.csv": 10}))
+    assert handed.value.job == "cdc_replay" and "outlived 30 minutes" in str(handed.value)
+    following.hand_over(handed.value)
+    glue.runs["lake-cdc-replay"][0]["JobRunState"] = "SUCCEEDED"
+    assert not following.busy("app.orders")
+    assert overrun_key("app.orders") not in bucket.sizes and following.overran == set()
+    admit(batch_of({"app/orders/20250301-120100000.csv": 10}))  # small batches are the warm run's again

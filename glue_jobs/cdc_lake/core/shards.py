@@ -53,6 +53,16 @@ def hold_key(shard: int, run_id: str) -> str:
     return f"{hold_prefix(shard)}{run_id}"
 
 
+def overrun_prefix() -> str:
+    """Where a warm run whose batch outlived the bound names the table (``overrun_key``): the next runs hand that
+    table's batches to the G.1X job (``engine.runs.warm``)."""
+    return f"{WARM_MARKER_PREFIX}overran/"
+
+
+def overrun_key(table: str) -> str:
+    return f"{overrun_prefix()}{table}"
+
+
 def marked_run(key: str) -> str:
     """The run id a stop marker's or a hold's key names."""
     return key.rsplit("/", 1)[1]

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,6 +37,8 @@ from cdc_lake.core.shards import (
     marked_run,
     marker_key,
     marker_prefix,
+    overrun_key,
+    overrun_prefix,
     runs_of_shard,
     runs_since,
     tables_of,
@@ -70,14 +72,18 @@ def _running(run: Mapping[str, Any]) -> bool:
     return run.get("JobRunState") == "RUNNING"
 
 
-def admit_small(limit_bytes: int) -> Callable[[Batch], None]:
-    """What a warm run takes: a batch of CDC files of at most ``limit_bytes``; any other is handed over."""
+def admit_small(limit_bytes: int, overran: Collection[str] = ()) -> Callable[[Batch], None]:
+    """What a warm run takes: a batch of CDC files of at most ``limit_bytes``, of a table not in ``overran`` (whose
+    batch outlived the bound on a warm run's workers); any other is handed over."""
 
     def admit(batch: Batch) -> None:
         loads = [f for f in batch.files if f.is_full_load]
         if loads:
             # Up to the last LOAD file: the full-load job takes what is large, the CDC files after it stay here.
             raise HandOver(batch.table.name, "full_load", loads[-1].key, f"{len(loads)} LOAD file(s) pending")
+        if batch.table.name in overran:
+            reason = f"its batch outlived {WARM_BATCH_MINUTES} minutes on a warm run's workers; the G.1X job takes it"
+            raise HandOver(batch.table.name, "cdc_replay", batch.trigger.key, reason)
         size = sum(batch.landed.objects[f.key].size for f in batch.files)
         if size > limit_bytes:
             reason = (
@@ -123,6 +129,7 @@ class WarmShift:
     _ended: threading.Event = field(default_factory=threading.Event)
     _marked: bool = False
     _refusals: dict[str, tuple[bool, float]] = field(default_factory=dict)  # table -> (kept on it, when)
+    overran: set[str] = field(default_factory=set)  # tables whose batch outlived the bound: the G.1X job's
 
     def peer(self) -> str | None:
         """None when this run takes the shard; else the id of the live run holding it, to which the shard is left.
@@ -177,6 +184,9 @@ class WarmShift:
         if state in LIVE_STATES:
             return True
         del self.handed[table]
+        if state == "SUCCEEDED" and table in self.overran:
+            self.overran.discard(table)  # the G.1X run applied its backlog: small batches come back here
+            self.context.store.delete(overrun_key(table))
         if state != "SUCCEEDED":
             log.error(
                 "%s: the %s run %s it was handed to ended %s: left until the next warm run", table, job, run_id, state
@@ -297,17 +307,36 @@ class WarmShift:
     def _runs_since(self, job: str, span: dt.timedelta) -> list[Mapping[str, Any]]:
         return list(runs_since(self.glue, job, self.now() - span))
 
+    def overran_tables(self) -> set[str]:
+        """The shard's tables whose batch outlived the bound in an earlier run (``overrun_key``): their batches go to
+        the G.1X job until one of its runs applies them."""
+        found = {marked_run(o.key) for o in self.context.store.list(overrun_prefix())}
+        self.overran = {t.name for t in tables_of(self.context.config, self.shard) if t.name in found}
+        return self.overran
+
     def _watch(self) -> None:
         while not self._ended.wait(min(10.0, self.batch_limit_seconds / 10)):
             table = self.overdue()
             if table is not None:
                 why = (
                     f"{table}: a batch has run longer than {self.batch_limit_seconds:.0f}s; ending the warm run so "
-                    "that its commit branch is known dead (the next landed file starts the shard's next run)"
+                    "that its commit branch is known dead; the shard's next run hands the table's batches to the "
+                    "G.1X job"
                 )
                 log.critical("%s", why)
+                self._overran(table)
                 self.overrun(why)
                 return
+
+    def _overran(self, table: str) -> None:
+        """Before the run ends from its watch: the table is marked for the next runs, which start now, not at the
+        next landing. Best effort: the run ends whatever S3 or Glue answer."""
+        try:
+            self.context.store.put(overrun_key(table), table.encode())
+            self._mark()
+            self.successor()
+        except Exception as error:
+            log.error("%s: could not mark the overrun or start the next run: %s", table, error)
 
     def _state(self, job: str, run_id: str) -> str:
         return str(self.glue.get_job_run(JobName=self.jobs[job], RunId=run_id)["JobRun"]["JobRunState"])
@@ -325,7 +354,9 @@ def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainH
     shift's tables, handovers, watch and stop protocol; ``hooks``' own shift is replaced by it)."""
     config = context.config
     tables = tables_of(config, shift.shard)
-    admitted = dataclasses.replace(context, admit=admit_small(config.runs.warm.handover_bytes))
+    admitted = dataclasses.replace(
+        context, admit=admit_small(config.runs.warm.handover_bytes, overran=shift.overran_tables())
+    )
     log.info("shard %d: %d table(s), quiet after %ss", shift.shard, len(tables), budget.idle_seconds)
     try:
         return drain(admitted, budget, hooks=dataclasses.replace(hooks, shift=shift), tables=tables)
