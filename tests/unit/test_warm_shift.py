@@ -150,16 +150,22 @@ def test_a_batch_past_the_bound_ends_the_run_and_the_bound_is_what_longest_run_c
     assert CONFIG.runs.longest_run.total_seconds() >= WARM_BATCH_MINUTES * 60
 
 
-def test_the_watch_ends_the_run_when_a_batch_outlives_the_bound() -> None:
-    now = [0.0]
-    warm = shift(Glue(), now)
-    warm.batch_limit_seconds = 0.05  # the watchdog looks every 0.005 s
+def outlive_the_bound(warm: WarmShift, now: list[float]) -> None:
+    """A batch of app.orders outlives a bound of 0.05 s (the watchdog looks every 0.005 s); back once the watch ended
+    the run, or after 2 s."""
+    warm.batch_limit_seconds = 0.05
     with warm.watch("app.orders"):
         now[0] = 1.0
         for _ in range(200):
             if warm.overruns:  # type: ignore[attr-defined]
                 break
             time.sleep(0.01)
+
+
+def test_the_watch_ends_the_run_when_a_batch_outlives_the_bound() -> None:
+    now = [0.0]
+    warm = shift(Glue(), now)
+    outlive_the_bound(warm, now)
     assert len(warm.overruns) == 1  # type: ignore[attr-defined]
     assert "app.orders: a batch has run longer than 0s; ending the warm run" in warm.overruns[0]  # type: ignore[attr-defined]
 
@@ -300,13 +306,7 @@ def test_a_batch_that_outlives_the_bound_marks_its_table_for_the_g1x_job_and_sta
     """Scenario 8 of issue 69: a batch that always outlives the watch must not fail every run of the shard."""
     glue, bucket, now = Glue(), Bucket({}), [0.0]
     warm = shift(glue, now, bucket=bucket)
-    warm.batch_limit_seconds = 0.05
-    with warm.watch("app.orders"):
-        now[0] = 1.0
-        for _ in range(200):
-            if warm.overruns:  # type: ignore[attr-defined]
-                break
-            time.sleep(0.01)
+    outlive_the_bound(warm, now)
     assert overrun_key("app.orders") in bucket.sizes and marker_key(0, "jr_warm") in bucket.sizes
     assert glue.runs["lake-cdc-warm"] == [
         {"Id": "jr_1", "JobRunState": "WAITING", "Arguments": {"--bucket": "raw", "--shard": "0"}}

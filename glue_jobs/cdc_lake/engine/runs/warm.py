@@ -304,8 +304,8 @@ class WarmShift:
             self.context.store.put(marker_key(self.shard, self.run_id), self.run_id.encode())
             self._marked = True
 
-    def _runs_since(self, job: str, span: dt.timedelta) -> list[Mapping[str, Any]]:
-        return list(runs_since(self.glue, job, self.now() - span))
+    def _runs_since(self, job: str, span: dt.timedelta) -> Iterator[Mapping[str, Any]]:
+        return runs_since(self.glue, job, self.now() - span)
 
     def overran_tables(self) -> set[str]:
         """The shard's tables whose batch outlived the bound in an earlier run (``overrun_key``): their batches go to
