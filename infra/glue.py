@@ -461,8 +461,10 @@ class GlueJobs(Construct):
 
     def warm_statements(self, stack: Stack, warm_job_name: str) -> list[iam.PolicyStatement]:
         """What a warm run does beyond the lake jobs: start the replay jobs for a table it hands over and follow their
-        runs, read its own job's runs (the other runs of its shard), and write, delete and list its stop markers
-        (``WARM_MARKER_PREFIX``) in the raw bucket. The warm job is named, not referenced: it depends on this policy."""
+        runs, read its own job's runs (the other runs of its shard) and start its shard's next one (a run ending while
+        a handed run lives, or whose batch outlived the bound), and write, read, delete and list its stop markers and
+        holds (``WARM_MARKER_PREFIX``) in the raw bucket. The warm job is named, not referenced: it depends on this
+        policy."""
         raw = self.storage.raw
         markers = f"{WARM_MARKER_PREFIX}*"
         return [
@@ -472,13 +474,14 @@ class GlueJobs(Construct):
                 resources=[self.job_arn(self.full_load), self.job_arn(self.cdc_replay)],
             ),
             iam.PolicyStatement(
-                sid="ReadWarmRuns",
-                actions=["glue:GetJobRun", "glue:GetJobRuns"],
+                sid="WarmRuns",
+                actions=["glue:StartJobRun", "glue:GetJobRun", "glue:GetJobRuns"],
                 resources=[stack.format_arn(service="glue", resource="job", resource_name=warm_job_name)],
             ),
             iam.PolicyStatement(
                 sid="WriteStopMarkers",
-                actions=["s3:PutObject", "s3:DeleteObject"],
+                # GetObject: a run reads, once a round, whether a run of a newer deployment asks for its shard.
+                actions=["s3:PutObject", "s3:DeleteObject", "s3:GetObject"],
                 resources=[raw.arn_for_objects(markers)],
             ),
             # The lake policy lists the whole raw bucket already (ListBuckets); this says what a warm run lists, and

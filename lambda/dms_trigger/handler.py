@@ -44,7 +44,15 @@ from cdc_lake.core.names import (
 )
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.run_modes import Starts
-from cdc_lake.core.shards import marked_run, marker_prefix, runs_of_shard, runs_since, shard_count, shard_of
+from cdc_lake.core.shards import (
+    VERSION_ARGUMENT,
+    ShardState,
+    runs_of_shard,
+    runs_since,
+    shard_count,
+    shard_of,
+    state_prefix,
+)
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
 # Environment of the deployed function (explicit arguments to handle() win; it reads no environment).
@@ -192,26 +200,33 @@ class GlueJobStarter:
                 return str(run["Id"])
         return None
 
-    def warm_run(self, bucket: str, shard: int, live_span: dt.timedelta) -> str | None:
-        """The id of the shard's warm run that will see a file landed now: one waiting or starting, or one running
-        that has not said it is stopping (no marker under ``core.shards.marker_prefix``); None: start one. Runs are
-        read back to ``live_span`` ago (``core.shards.runs_since``). Any error reading runs or markers answers None:
-        a needless run yields to a live one at its start."""
+    def warm_run(self, bucket: str, shard: int, live_span: dt.timedelta, version: str) -> str | None:
+        """The id of the shard's warm run that will see a file landed now, of this configuration (``version``,
+        ``PipelineConfig.version``): one waiting or starting that was started for it, or one running that holds the
+        shard with it and has not said it is stopping (one listing of ``core.shards.state_prefix``); None: start
+        one. A run of another configuration (a deployment since) may not own the file's table: it never counts.
+        Runs are read back to ``live_span`` ago (``core.shards.runs_since``). Any error reading runs or markers
+        answers None: a needless run yields to a live one at its start."""
         name = self.job_names[WARM_JOB]
         try:
             runs = runs_since(self.glue_client, name, self.now() - live_span)
             ours = runs_of_shard(runs, shard, WARM_LIVE_STATES)
             if not ours:
                 return None
-            if any(r["JobRunState"] != "RUNNING" for r in ours):
-                return str(next(r["Id"] for r in ours if r["JobRunState"] != "RUNNING"))
+            starting = (r for r in ours if r["JobRunState"] != "RUNNING")
+            ready = next((r for r in starting if (r.get("Arguments") or {}).get(VERSION_ARGUMENT) == version), None)
+            if ready is not None:
+                return str(ready["Id"])
+            if not any(r["JobRunState"] == "RUNNING" for r in ours):
+                return None
             if self.markers is None:
                 raise ConfigError("runs.mode warm: the starter cannot read the warm runs' stop markers")
-            stopping = {marked_run(key) for key in self.markers(bucket, marker_prefix(shard))}
+            state = ShardState.of(shard, self.markers(bucket, state_prefix(shard)))
         except (ClientError, BotoCoreError) as error:
             _log.warning("could not tell whether shard %d's warm run is live (%s); starting a run", shard, error)
             return None
-        return next((str(r["Id"]) for r in ours if r["Id"] not in stopping), None)
+        running = (r for r in ours if r["JobRunState"] == "RUNNING" and r["Id"] not in state.stopping)
+        return next((str(r["Id"]) for r in running if state.holding.get(r["Id"]) == version), None)
 
     def backoff(self, attempt: int) -> float:
         """Delay after the given failed attempt: exponential, capped, with equal jitter (between half and all)."""
@@ -345,10 +360,11 @@ def _warm(
     for request in requests:
         if request.job == "cdc_replay":
             shard = shard_of(request.table, shards)
-            warm = dataclasses.replace(request, job=WARM_JOB, shard=shard)
+            warm = dataclasses.replace(request, job=WARM_JOB, shard=shard, config_version=config.version)
             by_shard.setdefault((request.bucket, shard), []).append(warm)
     for (bucket, shard), of_shard in by_shard.items():
-        _cover(of_shard, starter.warm_run(bucket, shard, config.runs.warm.live_span), to_start, covered)
+        live = starter.warm_run(bucket, shard, config.runs.warm.live_span, config.version)
+        _cover(of_shard, live, to_start, covered)
     return to_start, covered
 
 

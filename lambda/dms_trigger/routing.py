@@ -23,6 +23,7 @@ from cdc_lake.core.exceptions import (
     UnrecognizedEventError,
 )
 from cdc_lake.core.names import WARM_MARKER_PREFIX, StartedJob
+from cdc_lake.core.shards import VERSION_ARGUMENT
 
 # Why an object started no job run; every one is logged once by the handler.
 TEST_EVENT = "test_event"
@@ -73,11 +74,12 @@ class JobRunRequest:
     key: str
     table: str
     shard: int | None = None
+    config_version: str = ""  # a warm run's: the configuration the Lambda routed by (``PipelineConfig.version``)
 
     def arguments(self) -> dict[str, str]:
         """Glue job-run arguments; the same ones re-run the file (or the shard) by hand from the Glue console."""
         if self.shard is not None:
-            return {"--bucket": self.bucket, "--shard": str(self.shard)}
+            return {"--bucket": self.bucket, "--shard": str(self.shard), VERSION_ARGUMENT: self.config_version}
         return {"--bucket": self.bucket, "--key": self.key, "--table": self.table}
 
 

@@ -131,13 +131,14 @@ def test_replay_jobs_keep_the_per_file_sizes_for_the_one_table_runs_handed_over(
 # --- its rights -----------------------------------------------------------------------------------------------
 
 
-def test_warm_role_starts_and_reads_exactly_the_replay_jobs_and_reads_its_own_runs(warm: Synthesized) -> None:
+def test_warm_role_starts_and_reads_exactly_the_replay_jobs_and_its_own_runs(warm: Synthesized) -> None:
     glue = warm.stack.glue
     starts = statement(warm, glue.warm_role, "StartReplayRuns")
     assert sorted(as_list(starts["Action"])) == ["glue:GetJobRun", "glue:GetJobRuns", "glue:StartJobRun"]
     assert sorted(render(as_list(starts["Resource"]))) == job_arns(warm, glue.full_load, glue.cdc_replay)
-    reads = statement(warm, glue.warm_role, "ReadWarmRuns")
-    assert sorted(as_list(reads["Action"])) == ["glue:GetJobRun", "glue:GetJobRuns"]
+    # Its own job's: the other runs of its shard, and its shard's next run (``WarmShift.successor``).
+    reads = statement(warm, glue.warm_role, "WarmRuns")
+    assert sorted(as_list(reads["Action"])) == ["glue:GetJobRun", "glue:GetJobRuns", "glue:StartJobRun"]
     assert render(as_list(reads["Resource"])) == [
         f"arn:${{AWS::Partition}}:glue:${{AWS::Region}}:${{AWS::AccountId}}:job/{WARM_JOB_NAME}"
     ]
@@ -147,7 +148,7 @@ def test_warm_role_starts_and_reads_exactly_the_replay_jobs_and_reads_its_own_ru
 def test_warm_role_writes_and_lists_only_its_stop_markers_in_the_raw_bucket(warm: Synthesized) -> None:
     glue, raw = warm.stack.glue, warm.logical_id(warm.stack.storage.raw)
     markers = statement(warm, glue.warm_role, "WriteStopMarkers")
-    assert sorted(as_list(markers["Action"])) == ["s3:DeleteObject", "s3:PutObject"]
+    assert sorted(as_list(markers["Action"])) == ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"]
     assert render(as_list(markers["Resource"])) == [f"${{{raw}.Arn}}/{WARM_MARKER_PREFIX}*"]
     listing = statement(warm, glue.warm_role, "ListStopMarkers")
     assert as_list(listing["Action"]) == ["s3:ListBucket"]

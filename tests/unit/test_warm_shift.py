@@ -15,7 +15,7 @@ from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.plan import ReplayState, plan_run
-from cdc_lake.core.shards import hold_key, marker_key, overrun_key
+from cdc_lake.core.shards import VERSION_ARGUMENT, hold_key, marker_key, overrun_key, version_key
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.runs.warm import WarmShift, admit_small, warm_budget
@@ -34,15 +34,19 @@ JOBS = {"full_load": "lake-full-load", "cdc_replay": "lake-cdc-replay", WARM_JOB
 class Bucket:
     def __init__(self, sizes: dict[str, int]) -> None:
         self.sizes = sizes
+        self.data: dict[str, bytes] = {}
 
     def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
         return [StoredObject(k, n, "e") for k, n in sorted(self.sizes.items()) if k.startswith(prefix)]
 
     def read_head(self, key: str, size: int) -> bytes:
-        return b"I,1\n"  # a small object is looked at: it holds a row
+        if key not in self.sizes:
+            raise FileNotFoundError(key)
+        return self.data.get(key, b"I,1\n")[:size]  # a small landed object is looked at: it holds a row
 
     def put(self, key: str, data: bytes) -> None:
         self.sizes[key] = len(data)
+        self.data[key] = data
 
     def delete(self, key: str) -> None:
         self.sizes.pop(key, None)
@@ -231,21 +235,22 @@ def test_a_shards_run_of_a_day_is_found_behind_other_shards_runs_and_the_pages_s
     from dms_trigger.handler import GlueJobStarter
 
     glue = a_day_old_run_behind_other_shards_runs()
-    starter = GlueJobStarter(glue, JOBS, markers=lambda _bucket, _prefix: [], now=lambda: NOW)
-    assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span) in {"jr_day", "jr_new"}
+    holds = [hold_key(0, run, CONFIG.version) for run in ("jr_day", "jr_new")]
+    starter = GlueJobStarter(glue, JOBS, markers=lambda _bucket, _prefix: holds, now=lambda: NOW)
+    assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span, CONFIG.version) in {"jr_day", "jr_new"}
     # Two pages hold the runs of the last 26 hours; the month before them is not read.
     assert glue.pages == 2
     glue.runs["lake-cdc-warm"].pop()  # jr_new: the Lambda's answer must be the day-old run
-    assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span) == "jr_day"
+    assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span, CONFIG.version) == "jr_day"
 
 
 def test_a_new_run_yields_to_the_shards_run_of_a_day_behind_other_shards_runs() -> None:
     glue = a_day_old_run_behind_other_shards_runs()
-    bucket = Bucket({hold_key(0, "jr_day"): 6})
+    bucket = Bucket({hold_key(0, "jr_day", CONFIG.version): 6})
     new = shift(glue, bucket=bucket, run_id="jr_new")
     assert new.peer() == "jr_day"
     assert marker_key(0, "jr_new") in bucket.sizes, "a run that yields is marked stopping: nobody counts on it"
-    assert hold_key(0, "jr_new") not in bucket.sizes
+    assert hold_key(0, "jr_new", CONFIG.version) not in bucket.sizes
 
 
 def test_of_two_runs_that_see_each_other_the_older_takes_the_shard_and_the_younger_waits_until_it_holds() -> None:
@@ -263,7 +268,7 @@ def test_of_two_runs_that_see_each_other_the_older_takes_the_shard_and_the_young
     older = shift(glue, bucket=bucket, run_id="jr_b1")
 
     def older_decides(_seconds: float) -> None:
-        waits.append(f"b2 waits; b1 holds: {hold_key(0, 'jr_b1') in bucket.sizes}")
+        waits.append(f"b2 waits; b1 holds: {hold_key(0, 'jr_b1', CONFIG.version) in bucket.sizes}")
         if len(waits) == 1:
             assert marker_key(0, "jr_b2") in bucket.sizes, "an undecided run is marked: the Lambda counts on none"
             assert older.peer() is None  # the older takes it, whatever the younger does
@@ -271,8 +276,8 @@ def test_of_two_runs_that_see_each_other_the_older_takes_the_shard_and_the_young
     younger.sleep = older_decides
     assert younger.peer() == "jr_b1"
     assert waits == ["b2 waits; b1 holds: False"]
-    assert hold_key(0, "jr_b1") in bucket.sizes and marker_key(0, "jr_b1") not in bucket.sizes
-    assert marker_key(0, "jr_b2") in bucket.sizes and hold_key(0, "jr_b2") not in bucket.sizes
+    assert hold_key(0, "jr_b1", CONFIG.version) in bucket.sizes and marker_key(0, "jr_b1") not in bucket.sizes
+    assert marker_key(0, "jr_b2") in bucket.sizes and hold_key(0, "jr_b2", CONFIG.version) not in bucket.sizes
 
 
 def test_a_run_whose_lifetime_ends_while_a_handed_run_lives_starts_the_shards_next_run(monkeypatch) -> None:
@@ -291,7 +296,11 @@ def test_a_run_whose_lifetime_ends_while_a_handed_run_lives_starts_the_shards_ne
     monkeypatch.setattr(warm_module, "drain", lifetime_spent_during_a_handover)
     warm_module.warm(run.context, run, warm_budget(run.context))
     assert glue.runs["lake-cdc-warm"] == [
-        {"Id": "jr_2", "JobRunState": "WAITING", "Arguments": {"--bucket": "raw", "--shard": "0"}}
+        {
+            "Id": "jr_2",
+            "JobRunState": "WAITING",
+            "Arguments": {"--bucket": "raw", "--shard": "0", VERSION_ARGUMENT: CONFIG.version},
+        }
     ]
     assert marker_key(0, "jr_warm") in bucket.sizes, "the ending run is marked: the next one waits for it"
 
@@ -309,7 +318,11 @@ def test_a_batch_that_outlives_the_bound_marks_its_table_for_the_g1x_job_and_sta
     outlive_the_bound(warm, now)
     assert overrun_key("app.orders") in bucket.sizes and marker_key(0, "jr_warm") in bucket.sizes
     assert glue.runs["lake-cdc-warm"] == [
-        {"Id": "jr_1", "JobRunState": "WAITING", "Arguments": {"--bucket": "raw", "--shard": "0"}}
+        {
+            "Id": "jr_1",
+            "JobRunState": "WAITING",
+            "Arguments": {"--bucket": "raw", "--shard": "0", VERSION_ARGUMENT: CONFIG.version},
+        }
     ], "the next run starts now, not at the shard's next landing"
 
     # The next run hands the table's batches to the G.1X job until one of its runs applied them.
@@ -325,3 +338,80 @@ def test_a_batch_that_outlives_the_bound_marks_its_table_for_the_g1x_job_and_sta
     assert not following.busy("app.orders")
     assert overrun_key("app.orders") not in bucket.sizes and following.overran == set()
     admit(batch_of({"app/orders/20250301-120100000.csv": 10}))  # small batches are the warm run's again
+
+
+# Scenario 2 of issue 69: a deployment adds a table while a run of the shard lives with the configuration before it.
+DEPLOYED = parse_config(
+    {
+        "runs": {"mode": "warm"},
+        "tables": [
+            {"name": name, "primary_key": ["id"], "columns": [{"name": "id", "type": "bigint"}]}
+            for name in ("app.orders", "app.users")
+        ],
+    }
+)
+
+
+def warm_run(run_id: str, minutes_ago: int, state: str = "RUNNING", **arguments: str) -> dict[str, Any]:
+    started = NOW - dt.timedelta(minutes=minutes_ago)
+    return {"Id": run_id, "JobRunState": state, "Arguments": {"--shard": "0", **arguments}, "StartedOn": started}
+
+
+def test_the_lambda_counts_on_no_run_of_another_configuration() -> None:
+    from dms_trigger.handler import GlueJobStarter
+
+    assert CONFIG.version != DEPLOYED.version
+    glue = Glue()
+    glue.runs["lake-cdc-warm"] = [warm_run("jr_old", 60)]
+    bucket = Bucket({hold_key(0, "jr_old", CONFIG.version): 6})
+    starter = GlueJobStarter(
+        glue, JOBS, markers=lambda _b, prefix: [o.key for o in bucket.list(prefix)], now=lambda: NOW
+    )
+    span = CONFIG.runs.warm.live_span
+    assert starter.warm_run("raw", 0, span, CONFIG.version) == "jr_old"
+    assert starter.warm_run("raw", 0, span, DEPLOYED.version) is None, "it does not list app.users: start a run"
+
+    # A run not yet running counts only when it was started for this configuration.
+    glue.runs["lake-cdc-warm"].append(warm_run("jr_queued", 0, "WAITING"))
+    assert starter.warm_run("raw", 0, span, DEPLOYED.version) is None
+    glue.runs["lake-cdc-warm"].append(warm_run("jr_new", 0, "WAITING", **{VERSION_ARGUMENT: DEPLOYED.version}))
+    assert starter.warm_run("raw", 0, span, DEPLOYED.version) == "jr_new"
+
+
+def test_a_run_of_a_new_configuration_asks_the_old_holder_to_end_and_takes_the_shard_once_it_has() -> None:
+    glue = Glue()
+    glue.runs["lake-cdc-warm"] = [warm_run("jr_old", 60), warm_run("jr_new", 0)]
+    bucket = Bucket({})
+    old = shift(glue, bucket=bucket, run_id="jr_old")
+    assert old.peer() is None and not old.superseded()
+    new = shift(glue, bucket=bucket, run_id="jr_new")
+    new.context = dataclasses.replace(new.context, config=DEPLOYED)
+    seen: list[str] = []
+
+    def meanwhile(_seconds: float) -> None:
+        if not seen:
+            assert bucket.data[version_key(0)] == DEPLOYED.version.encode()
+            assert old.superseded(), "the old run reads, once a round, that another configuration asks for its shard"
+            old.end()
+            seen.append("old ended; Glue shows it RUNNING a while")
+        else:
+            glue.runs["lake-cdc-warm"][0]["JobRunState"] = "SUCCEEDED"
+            seen.append("old SUCCEEDED")
+
+    new.sleep = meanwhile
+    assert new.peer() is None
+    assert seen == ["old ended; Glue shows it RUNNING a while", "old SUCCEEDED"]
+    assert (
+        hold_key(0, "jr_new", DEPLOYED.version) in bucket.sizes
+        and hold_key(0, "jr_old", CONFIG.version) not in bucket.sizes
+    )
+    assert not new.superseded()
+
+
+def test_a_run_of_the_same_configuration_yields_to_the_holder_and_asks_nothing() -> None:
+    glue = Glue()
+    glue.runs["lake-cdc-warm"] = [warm_run("jr_old", 60), warm_run("jr_new", 0)]
+    bucket = Bucket({})
+    assert shift(glue, bucket=bucket, run_id="jr_old").peer() is None
+    assert shift(glue, bucket=bucket, run_id="jr_new").peer() == "jr_old"
+    assert version_key(0) not in bucket.sizes

@@ -6,6 +6,7 @@ Pure Python (pydantic only): the Lambda and the CDK app import this module witho
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -603,6 +604,14 @@ class PipelineConfig(_Model):
                 raise ValueError(f"table {table.name}: column(s) {sorted(clash)} clash with the DMS extra columns")
             self._check_source_types(table)
         return self
+
+    @property
+    def version(self) -> str:
+        """What tells one deployment's configuration from another's: a digest of every setting, defaults included
+        (a change of this code's defaults is a new configuration too). A warm run lives for a day; the Lambda counts
+        on a run only of its own version, and a run ends once a run of another version asks for its shard
+        (``engine.runs.warm``)."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
     def source_type_notes(self, table: TableSpec) -> list[str]:
         """What DMS does not carry exactly into ``table``'s columns, one line per column with a ``source_type`` whose

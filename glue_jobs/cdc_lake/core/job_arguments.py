@@ -227,6 +227,8 @@ class WarmArguments(LakeArguments):
     catalog: str = GLUE_CATALOG
     database: str = ""  # empty: the configuration's lake.database
     quiet_seconds: int | None = None  # None: runs.warm.quiet_seconds
+    # The configuration the Lambda routed by (``PipelineConfig.version``): a run whose own differs says so.
+    config_version: str = ""
     # Glue passes every script its job's name and its run's id: how a warm run finds the other runs of its shard
     # and tells itself from them. Empty locally.
     JOB_NAME: str = ""

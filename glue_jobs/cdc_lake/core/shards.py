@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
@@ -35,22 +36,60 @@ def tables_of(config: PipelineConfig, shard: int) -> Sequence[TableSpec]:
     return [table for table in config.tables if shard_of(table.name, count) == shard]
 
 
-def marker_prefix(shard: int) -> str:
-    """Where the warm runs of ``shard`` say they are stopping, one object each (``marker_key``)."""
+# The warm run's argument naming the configuration it was started for (``PipelineConfig.version``).
+VERSION_ARGUMENT = "--config_version"
+
+
+def state_prefix(shard: int) -> str:
+    """Where the warm runs of ``shard`` keep its state, read with one listing (the Lambda's and the runs'): a stop
+    marker per stopping run (``marker_key``), a hold by the run that took the shard (``hold_key``), and the newest
+    configuration that asked for it (``version_key``)."""
     return f"{WARM_MARKER_PREFIX}{shard}/"
 
 
 def marker_key(shard: int, run_id: str) -> str:
-    return f"{marker_prefix(shard)}{run_id}"
+    """A run of ``shard`` says it is stopping: files landing after it are not its own."""
+    return f"{state_prefix(shard)}stop/{run_id}"
 
 
-def hold_prefix(shard: int) -> str:
-    """Where the warm run that took ``shard`` says so, one object each (``hold_key``): a new run yields to it."""
-    return f"{WARM_MARKER_PREFIX}hold/{shard}/"
+def hold_key(shard: int, run_id: str, version: str) -> str:
+    """The run that took ``shard``, and its configuration's version (``PipelineConfig.version``): a new run of that
+    version yields to it, the Lambda counts on it only from that version."""
+    return f"{state_prefix(shard)}hold/{version}/{run_id}"
 
 
-def hold_key(shard: int, run_id: str) -> str:
-    return f"{hold_prefix(shard)}{run_id}"
+def version_key(shard: int) -> str:
+    """The configuration of the newest run that asked for ``shard`` while a run of another held it (a deployment):
+    the holder reads it every round and ends."""
+    return f"{state_prefix(shard)}version"
+
+
+@dataclass(frozen=True)
+class ShardState:
+    """What one listing of ``state_prefix`` says: the runs stopping, and the runs holding with their version."""
+
+    stopping: frozenset[str]
+    holding: Mapping[str, str]  # run id -> its configuration's version
+
+    @classmethod
+    def of(cls, shard: int, keys: Iterable[str]) -> ShardState:
+        stopping: set[str] = set()
+        holding: dict[str, str] = {}
+        for key in keys:
+            kind, _, rest = key.removeprefix(state_prefix(shard)).partition("/")
+            if kind == "stop" and rest:
+                stopping.add(rest)
+            elif kind == "hold" and rest.count("/") == 1:
+                version, run_id = rest.split("/")
+                holding[run_id] = version
+        return cls(frozenset(stopping), holding)
+
+    def keys_of(self, shard: int, run_id: str) -> list[str]:
+        """The keys ``run_id`` left: a dead run's are removed."""
+        keys = [marker_key(shard, run_id)] if run_id in self.stopping else []
+        if run_id in self.holding:
+            keys.append(hold_key(shard, run_id, self.holding[run_id]))
+        return keys
 
 
 def overrun_prefix() -> str:
@@ -63,8 +102,8 @@ def overrun_key(table: str) -> str:
     return f"{overrun_prefix()}{table}"
 
 
-def marked_run(key: str) -> str:
-    """The run id a stop marker's or a hold's key names."""
+def overrun_table(key: str) -> str:
+    """The table an overrun key names."""
     return key.rsplit("/", 1)[1]
 
 

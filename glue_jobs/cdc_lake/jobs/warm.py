@@ -46,6 +46,11 @@ def run_warm(
         "cdc_replay": options.cdc_replay_job,
         WARM_JOB: options.JOB_NAME or WARM_JOB,
     }
+    if options.config_version and options.config_version != context.config.version:
+        # The stack was deployed between the Lambda's start and this run's: the run holds the shard with the
+        # configuration it read, and a Lambda of the other counts on it for no file.
+        log.warning("shard %d: started for configuration %s, running %s (a deployment in between)",
+                    options.shard, options.config_version, context.config.version)  # fmt: skip
     run_id = options.JOB_RUN_ID or f"local-{uuid.uuid4().hex[:12]}"
     shift = WarmShift(context, glue, options.shard, run_id, jobs, options.bucket)
     peer = shift.peer()

@@ -143,10 +143,10 @@ def drain(
             now = clock()
             if commits:
                 last_work = now
-            looking = Looking.PLAIN if shift is None else Looking.LAST if last_look else Looking.SHIFT
-            if looking is Looking.SHIFT and not commits and shift is not None and shift.holding():
-                looking = Looking.HOLDING
-            step = _next_step(budget, now - started, now - last_work, commits, looking)
+            looking = _looking(shift, last_look, commits)
+            # A run of another configuration asked for the shard: this one's time is up (its last look, then the end).
+            ran = budget.seconds if shift is not None and shift.superseded() else now - started
+            step = _next_step(budget, ran, now - last_work, commits, looking)
             last_look = step is Step.LAST_LOOK
             if step is Step.STOP:
                 break
@@ -157,6 +157,15 @@ def drain(
     result.seconds = clock() - started
     result.waiting = still_waiting(context, listings, seen)
     return result
+
+
+def _looking(shift: Shift | None, last_look: bool, commits: int) -> Looking:
+    """How the run looks at the landing after a round that made ``commits`` (``last_look``: after its last look)."""
+    if shift is None:
+        return Looking.PLAIN
+    if last_look:
+        return Looking.LAST
+    return Looking.HOLDING if not commits and shift.holding() else Looking.SHIFT
 
 
 def _candidates(tables: Sequence[TableSpec], result: DrainResult, shift: Shift | None) -> list[TableSpec]:

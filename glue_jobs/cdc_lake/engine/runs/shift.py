@@ -41,6 +41,11 @@ class Shift(Protocol):
         """The last look found work: the run goes on, and ``stopping`` no longer holds."""
         ...
 
+    def superseded(self) -> bool:
+        """Whether a run of another configuration (a deployment) asked for the shard: the run ends as if its lifetime
+        were spent, after its last look, within a round."""
+        ...
+
     def refused(self, table: TableSpec) -> None:
         """The table's batch was refused in this round: it is left out of the next rounds until ``fixed``."""
         ...

@@ -32,16 +32,18 @@ from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.shards import (
+    VERSION_ARGUMENT,
+    ShardState,
     hold_key,
-    hold_prefix,
-    marked_run,
     marker_key,
-    marker_prefix,
     overrun_key,
     overrun_prefix,
+    overrun_table,
     runs_of_shard,
     runs_since,
+    state_prefix,
     tables_of,
+    version_key,
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.iceberg_java import table_properties
@@ -128,6 +130,7 @@ class WarmShift:
     _watchdog: threading.Thread | None = None
     _ended: threading.Event = field(default_factory=threading.Event)
     _marked: bool = False
+    _superseded: bool = False
     _refusals: dict[str, tuple[bool, float]] = field(default_factory=dict)  # table -> (kept on it, when)
     overran: set[str] = field(default_factory=set)  # tables whose batch outlived the bound: the G.1X job's
 
@@ -135,43 +138,73 @@ class WarmShift:
         """None when this run takes the shard; else the id of the live run holding it, to which the shard is left.
 
         Until it decides, the run is marked stopping (``marker_key``), so the Lambda counts on no run that may yet
-        yield. It yields to a run holding the shard (``hold_key``, no stop marker); it waits for a holder that is
-        stopping (it makes no commit after its last look) and for an older live run that has not decided (by
-        ``StartedOn``, then id), so that of two runs that see each other exactly one takes the shard and the other
-        ends only once it sees it held. A wait past the batch bound takes the shard: two runs of a shard commit
-        through the same record, whereas none would leave its files waiting. Markers and holds of runs no longer
-        live are removed."""
+        yield. It yields to a run holding the shard (``hold_key``) with its own configuration and no stop marker; it
+        waits for a holder that is stopping (it makes no commit after its last look), for a holder of another
+        configuration (a deployment: told so by ``version_key``, it ends within a round), and for an older live run
+        that has not decided (by ``StartedOn``, then id), so that of two runs that see each other exactly one takes
+        the shard and the other ends only once it sees it held. A wait past the batch bound takes the shard: two
+        runs of a shard commit through the same record, whereas none would leave its files waiting. Markers and
+        holds of runs no longer live are removed."""
         began = self.clock()
         store = self.context.store
         self._mark()
+        asked = False
         while True:
             runs = {
                 str(r["Id"]): r
                 for r in runs_of_shard(self._runs_since(self.warm_job, self.live_span), self.shard, LIVE_STATES)
             }
-            stopping = {marked_run(o.key): o.key for o in store.list(marker_prefix(self.shard))}
-            holding = {marked_run(o.key): o.key for o in store.list(hold_prefix(self.shard))}
-            for dead in (set(stopping) | set(holding)) - set(runs) - {self.run_id}:
-                for key in (stopping.get(dead), holding.get(dead)):
-                    if key is not None:
-                        store.delete(key)
+            state = ShardState.of(self.shard, (o.key for o in store.list(state_prefix(self.shard))))
+            for dead in (set(state.stopping) | set(state.holding)) - set(runs) - {self.run_id}:
+                for key in state.keys_of(self.shard, dead):
+                    store.delete(key)
             peers = {run_id: run for run_id, run in runs.items() if run_id != self.run_id}
-            holder = next((p for p in peers if p in holding and p not in stopping and _running(peers[p])), None)
+            held = {p: state.holding[p] for p in peers if p in state.holding}
+            holder = next(
+                (p for p, v in held.items() if v == self.version and p not in state.stopping and _running(peers[p])),
+                None,
+            )
             if holder is not None:
                 return holder
-            waited = sorted(p for p in peers if p in holding) + [
-                p for p in peers if p not in holding and _started(peers[p]) < _started(runs.get(self.run_id))
+            if not asked and any(v != self.version and p not in state.stopping for p, v in held.items()):
+                store.put(version_key(self.shard), self.version.encode())
+                log.warning("shard %d: run(s) %s hold it with another configuration; asking them to end", self.shard,
+                            sorted(p for p, v in held.items() if v != self.version))  # fmt: skip
+                asked = True
+            waited = sorted(held) + [
+                p for p in peers if p not in held and _started(peers[p]) < _started(runs.get(self.run_id))
             ]
             if not waited:
                 break
             if self.clock() - began > self.batch_limit_seconds:
                 log.warning("shard %d: run(s) %s neither held nor left the shard; taking it", self.shard, waited)
                 break
-            log.info("shard %d: waiting for run(s) %s (stopping, or older and undecided)", self.shard, waited)
+            log.info("shard %d: waiting for run(s) %s (stopping, of another configuration, or older and undecided)",
+                     self.shard, waited)  # fmt: skip
             self.sleep(PEER_POLL_SECONDS)
-        store.put(hold_key(self.shard, self.run_id), self.run_id.encode())
+        store.put(hold_key(self.shard, self.run_id, self.version), self.run_id.encode())
         self.resumed()
         return None
+
+    @property
+    def version(self) -> str:
+        return self.context.config.version
+
+    def superseded(self) -> bool:
+        """Whether a run of another configuration asked for the shard (``version_key``, written by a run a deployment
+        made): this run's tables and settings are no longer the stack's, so it ends after its last look, and the new
+        run, which waits for it, takes the shard. One small read a round."""
+        try:
+            wanted = self.context.store.read_head(version_key(self.shard), 64).decode()
+        except FileNotFoundError:
+            return False
+        if wanted == self.version:
+            return False
+        if not self._superseded:
+            log.warning("shard %d: a run of configuration %s asks for the shard (this run's is %s): ending",
+                        self.shard, wanted, self.version)  # fmt: skip
+            self._superseded = True
+        return True
 
     def busy(self, table: str) -> bool:
         if table in self.left:
@@ -276,7 +309,7 @@ class WarmShift:
         may count on it (a new run waits for it, being older)."""
         self._ended.set()
         self._mark()
-        self.context.store.delete(hold_key(self.shard, self.run_id))
+        self.context.store.delete(hold_key(self.shard, self.run_id, self.version))
 
     def successor(self) -> None:
         """Start the shard's next run: this one ends (its lifetime spent, or an error) while a table it handed over
@@ -285,7 +318,9 @@ class WarmShift:
         shard and lists the table; it commits through the same record as the handed run."""
         started = self.glue.start_job_run(
             JobName=self.warm_job,
-            Arguments={"--bucket": self.bucket, "--shard": str(self.shard)},
+            # Its own configuration's version: if a deployment came meanwhile, the Lambda counts on it for no file, and
+            # the run it then starts asks this one's successor to end.
+            Arguments={"--bucket": self.bucket, "--shard": str(self.shard), VERSION_ARGUMENT: self.version},
             JobRunQueuingEnabled=True,
         )
         log.warning(
@@ -310,7 +345,7 @@ class WarmShift:
     def overran_tables(self) -> set[str]:
         """The shard's tables whose batch outlived the bound in an earlier run (``overrun_key``): their batches go to
         the G.1X job until one of its runs applies them."""
-        found = {marked_run(o.key) for o in self.context.store.list(overrun_prefix())}
+        found = {overrun_table(o.key) for o in self.context.store.list(overrun_prefix())}
         self.overran = {t.name for t in tables_of(self.context.config, self.shard) if t.name in found}
         return self.overran
 
