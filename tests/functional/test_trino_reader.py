@@ -121,8 +121,9 @@ def _replay(steps: list[tuple[Path, list[str]]], generated_landing: Path, tmp_pa
 
 
 # Two deployed-path replays (a CDK synth and a Glue run per job each, every run a JVM of its own, as on AWS) with
-# Trino starting beside them: about 100 s here (docs/testing.md, "Cases with a budget of their own").
-@pytest.mark.budget(150)
+# Trino starting beside them: 134 to 140 s in the 5.1 suite, 197 to 207 s in the 6.0 suite, whose Trino and Spark
+# start slower (docs/testing.md, "Cases with a budget of their own").
+@pytest.mark.budget(180)
 def test_trino_reads_every_lake_table_as_the_source_holds_it(
     aws_endpoint: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
