@@ -15,7 +15,7 @@ import pytest
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import FILES_APPLIED_METRIC, GLUE_CATALOG, WARM_JOB, WARM_MARKER_PREFIX
-from cdc_lake.core.shards import shard_of
+from cdc_lake.core.shards import marker_key, shard_of
 from cdc_lake.engine.record import applied_files, snapshot_summaries
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.jobs.entry import glue_entry
@@ -144,7 +144,7 @@ def test_the_warm_jobs_glue_entry_with_glues_arguments_applies_its_shard_and_say
     assert sorted(outcome.applied_files) == sorted(cdc)  # one shard: the whole configuration
     assert sum(point["Sum"] for point in run.metric(FILES_APPLIED_METRIC)) >= len(cdc)
     listed = run.s3.list_objects_v2(Bucket=run.bucket, Prefix=WARM_MARKER_PREFIX).get("Contents", [])
-    assert [item["Key"] for item in listed] == [f"{WARM_MARKER_PREFIX}0/jr_warm_1"]
+    assert [item["Key"] for item in listed] == [marker_key(0, "jr_warm_1")]  # its stop marker; its hold is gone
     export_tables(run.lake(), tmp_path / "export")
     for table in run.config.tables:
         expected = run.generated.expected / f"{table.name}.jsonl"

@@ -68,3 +68,43 @@ def test_what_was_never_listed_or_read_is_asked_of_the_store_and_counted(tmp_pat
     assert keys(recorded.list(OTHER)) == [OTHER + "20250301-100000000.csv"]  # never listed
     assert recorded.read_head(OTHER + "20250301-100000000.csv", 4) == b"I,1,"
     assert recorded.requests == 3
+
+
+def test_a_run_that_lists_a_folder_thousands_of_times_keeps_two_listings_and_no_head_it_passed(tmp_path: Path) -> None:
+    """Scenario 5 of issue 69: a warm run lists each of its folders every round for a day, from a start that moves
+    on; what it keeps grows with its tables, not its files."""
+    store = LocalFolderStore(tmp_path)
+    listings = ListingLog(store)
+    land(tmp_path, T + "20250301-000000000.csv")
+    listings.list(T)
+    for minute in range(1, 600):
+        name = f"{T}20250301-{minute // 60:02d}{minute % 60:02d}00000.csv"
+        land(tmp_path, name)
+        listings.read_head(name, 4)
+        listings.list(T, start_after=name[:-8])  # the round after the file's batch lists from just before it
+    assert len(listings._listings[T]) == 2  # the first, from the start, and the newest
+    assert len(listings._heads) == 1  # the newest file's
+    newest = f"{T}20250301-095900000.csv"
+    recorded = RecordedListings(listings)
+    assert keys(recorded.list(T, start_after=newest[:-8])) == [newest]
+    assert len(recorded.list(T)) == 1  # the first listing, as the run saw it
+    assert recorded.requests == 0
+    assert recorded.read_head(T + "20250301-000100000.csv", 4) == b"I,1,"  # passed: asked of the store, counted
+    assert recorded.requests == 1
+
+
+def test_a_long_lived_runs_results_are_folded_into_counts_and_its_notices_kept() -> None:
+    from cdc_lake.core.notices import Notice
+    from cdc_lake.engine.replay import RunResult
+    from cdc_lake.engine.runs.outcome import DrainResult
+
+    outcome = DrainResult()
+    notice = Notice("unknown-table", "dms/shop/gone/", "holds files of a table that is not in the configuration")
+    for batch in range(5_000):
+        applied = [f"{T}{batch:09d}.csv"] if batch % 2 else []
+        outcome.results.append(RunResult("shop.items", applied_files=applied, notices=[notice] if batch == 7 else []))
+        outcome.fold(keep=100)
+    assert len(outcome.results) == 100
+    assert (outcome.commit_count, outcome.applied_count) == (2_500, 2_500)
+    assert outcome.notices == [notice] and not outcome.already_applied
+    assert outcome.applied_files[-1] == f"{T}000004999.csv"

@@ -61,8 +61,8 @@ def run_warm(
     log.info(
         "warm run of shard %d: %d commit(s), %d file(s), %d round(s), %.1fs, %d table(s) handed over%s",
         options.shard,
-        len(outcome.commits),
-        len(outcome.applied_files),
+        outcome.commit_count,
+        outcome.applied_count,
         outcome.rounds,
         outcome.seconds,
         len(shift.handed) + len(shift.left),

@@ -284,5 +284,6 @@ def _round(
         results.append(done)
         if on_batch and not done.already_applied:
             on_batch(done)
-    result.results.extend(results)
+    # A long-lived run's older batches are counted, not kept: it holds what its tables need, not its files.
+    result.add(results, long_lived=hooks.shift is not None)
     return results

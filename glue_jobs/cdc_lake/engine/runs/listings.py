@@ -30,9 +30,17 @@ class ListingLog:
     def list(self, prefix: str, start_after: str | None = None) -> list[StoredObject]:
         listed = self.store.list(prefix, start_after)
         with self._lock:
-            # A newer listing that starts no later holds all an older one does: the older is dropped.
-            kept = [(s, o) for s, o in self._listings.get(prefix, []) if not _covers(start_after, s)]
-            self._listings[prefix] = [*kept, (start_after, listed)]
+            # The folder's newest listing, and the one that starts earliest: a run that lives for days lists each
+            # folder thousands of times from a start that moves on, and what it keeps must grow with its tables, not
+            # its files. What another alone held is asked of the store again, and counted (``RecordedListings``),
+            # as are heads of objects before the newest start, which no round reads again.
+            older = [(s, o) for s, o in self._listings.get(prefix, []) if not _covers(start_after, s)]
+            widest = min(older, key=lambda listing: listing[0] or "", default=None)
+            self._listings[prefix] = [*([widest] if widest is not None else []), (start_after, listed)]
+            if start_after is not None:
+                done = [h for h in self._heads if h[0].startswith(prefix) and h[0] <= start_after]
+                for head in done:
+                    del self._heads[head]
         return listed
 
     def uri(self, key: str) -> str:
