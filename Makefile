@@ -21,7 +21,7 @@ TEST_SCOPE := $(if $(filter 5.1,$(RUNTIME)),,--ignore=tests/infra)
 DRIFT_ROWS ?= 10000000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-aws docs check test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-warm bench-config bench-drift synth clean
+.PHONY: help setup demo demo-aws docs check test test-unit test-functional test-infra soak lint format typecheck bench bench-large bench-aging bench-warm bench-soak bench-config bench-drift synth clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -96,6 +96,9 @@ bench-aging: setup ## day 30 of a busy table: 2,000 batches of 40 changes into o
 
 bench-warm: setup ## 100 busy tables (a CDC file a minute each) for 20 minutes through the Lambda's handler and a warm run on the deployed path, with AWS's in-Region round trips and without (about 50 minutes); into bench/results/warm.*
 	$(PY) -m bench.warm
+
+bench-soak: setup ## a day of a busy shard (50,000 batches of 100 tables) through one warm run with a batch stand-in: the heap it holds at 10 % and at the end (at most 1.10 times), peak RSS, every file applied once (about a minute); into bench/results/soak.json
+	$(PY) -m bench.soak
 
 bench-config: setup ## config-from-source and config-check-source for 200 tables in a throwaway PostgreSQL and MariaDB, timed
 	$(PY) -m bench.catalog

@@ -25,7 +25,7 @@ FOLDERS = {
     "lambda/dms_trigger/": "the S3-triggered Lambda (no Spark): event -> job-run requests -> glue:StartJobRun",
     "infra/": "the CDK v2 app; packaging.py builds the Glue zip and the Lambda folder, wheels.py the jobs' packages",
     "tests/": "unit/ (pure), functional/ (real Spark + Iceberg, moto), pg/ and mariadb/ (real servers), infra/ (CDK)",
-    "bench/": "the benchmark harness (make bench, bench-large, bench-aging, bench-config, bench-drift)",
+    "bench/": "the benchmark harness (make bench and its bench-* targets: make help lists them)",
     "scripts/": "setup.sh (make setup) and architecture.py (docs/architecture.md and this block)",
     "docs/": "deployment, drift, performance, source types, cost; architecture.md is made from the code",
 }
