@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,7 +36,7 @@ from cdc_lake.core.shards import (
 from cdc_lake.engine.runs import warm as warm_module
 from cdc_lake.engine.runs.coalesced import Budget
 from cdc_lake.engine.runs.shift import DrainHooks
-from cdc_lake.engine.runs.warm import WarmShift, warm
+from cdc_lake.engine.runs.warm import LIVE_STATES, WarmShift, warm
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
 from dms_trigger.routing import WARM_MARKER
@@ -88,6 +88,29 @@ class World(protocol.World):
     applying: dict[int, set[str]] = field(default_factory=dict)  # per shard: the runs inside their loop
     overlaps: list[tuple[int, set[str]]] = field(default_factory=list)
     rounds_asked: dict[str, int] = field(default_factory=dict)  # per run: its rounds once another version asked
+    kills: int = 0  # how many runs may yet be killed (SIGKILL, a lost worker) between two of their steps
+    killed: list[str] = field(default_factory=list)  # where each killed run was: ``WarmScript.phase``
+
+    def enabled(self) -> list[Callable[[], None]]:
+        steps = super().enabled()
+        if self.kills:
+            alive = [r for r in self.runs if r.state == "RUNNING" and r.script is not None and not r.script.returned]
+            steps += [lambda run=run: self.kill(run) for run in alive]
+        return steps
+
+    def kill(self, run: protocol.Run) -> None:
+        """The run's process dies between two of its steps: Glue shows it FAILED; it says nothing more."""
+        assert isinstance(run, Run) and isinstance(run.script, WarmScript)
+        self.kills -= 1
+        asked = self.data.get(version_key(run.shard))
+        version = run.config.version
+        older = any(r.state in LIVE_STATES and r.config.version != version for r in self.runs if isinstance(r, Run))
+        told = ", asked to end" if asked is not None and asked.decode() != version else ""
+        having = ", having asked" if asked is not None and asked.decode() == version and older else ""
+        self.killed.append(f"{run.script.phase}{told}{having}")
+        run.state = "FAILED"
+        self.applying.get(run.shard, set()).discard(run.run_id)
+        self.tick()
 
     def objects(self) -> list[str]:
         return [*self.landed, *self.markers]
@@ -152,6 +175,8 @@ class WarmScript(RunScript):
     world: World
     run: Run
 
+    phase = "starting"  # where the run is: ``deciding`` (``WarmShift.peer``), ``applying`` (``warm``)
+
     def main(self) -> None:
         world, run = self.world, self.run
         context = dataclasses.replace(world.context(), config=run.config)
@@ -161,7 +186,9 @@ class WarmScript(RunScript):
         )  # fmt: skip
         # No time passes but rounds: quiet for ``quiet_rounds`` rounds, a lifetime far beyond the exploration.
         budget = Budget(10_000, world.quiet_rounds, 0, parallel_tables=1, clock=lambda: self.rounds)
+        self.phase = "deciding"
         if shift.peer() is None:
+            self.phase = "applying"
             self._enter()
             try:
                 warm(context, shift, budget, DrainHooks(on_round=self.on_round))
@@ -369,3 +396,23 @@ def test_the_exploration_finds_a_run_of_the_old_configuration_going_on_when_it_d
         (s for s in range(SCHEDULES) if max(across_a_deployment(s, 3).rounds_asked.values(), default=0) > 2), None
     )
     assert found is not None, "no old run outlived the request by more than its last look: the exploration is too weak"
+
+
+def test_runs_killed_while_deciding_or_while_asked_to_end_leave_no_file_behind_once_the_next_files_land():
+    """The kill tests' promise for warm runs: a run killed between any two of its steps (while it decides whether to
+    take its shard, while it applies, after a deployment asked it to end, or having asked) leaves markers, holds and
+    requests that no later run is misled by. A killed run's files wait for the next landing, as a failed Glue run's
+    do (it alarms); once the next files land, every file is applied, and no two runs of a shard ever apply at once."""
+    where: list[str] = []
+    for seed in range(SCHEDULES // 2):
+        world = World(rng=random.Random(seed), quiet_rounds=1 + seed % 2, kills=2)
+        before = cdc_keys(TABLES, 6)
+        after = [*cdc_keys(TABLES, 9)[6:], "app/events/20250301-130000000.csv"]
+        protocol.explore(world, [*before, *after])
+        world.kills = 0
+        protocol.explore(world, [f"{DEPLOYED.table_prefix(t)}20250301-140000000.csv" for t in DEPLOYED.tables])
+        assert not lost_wake_ups(world), f"seed {seed}: killed {world.killed}, lost {lost_wake_ups(world)}"
+        assert not world.overlaps, f"seed {seed}: two runs of a shard applied at once: {world.overlaps}"
+        where += world.killed
+    wanted = {"deciding", "applying", "applying, asked to end", "deciding, having asked"}
+    assert wanted <= set(where), sorted(set(where))

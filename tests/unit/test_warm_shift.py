@@ -415,3 +415,14 @@ def test_a_run_of_the_same_configuration_yields_to_the_holder_and_asks_nothing()
     assert shift(glue, bucket=bucket, run_id="jr_old").peer() is None
     assert shift(glue, bucket=bucket, run_id="jr_new").peer() == "jr_old"
     assert version_key(0) not in bucket.sizes
+
+
+def test_a_request_left_by_a_run_that_died_or_a_rolled_back_deployment_does_not_end_the_run_that_takes_the_shard():
+    glue = Glue()
+    glue.runs["lake-cdc-warm"] = [warm_run("jr_back", 0)]
+    bucket = Bucket({})
+    bucket.put(version_key(0), DEPLOYED.version.encode())  # asked by a run of another configuration, now gone
+    back = shift(glue, bucket=bucket, run_id="jr_back")
+    assert back.peer() is None
+    assert bucket.data[version_key(0)] == CONFIG.version.encode()
+    assert not back.superseded()

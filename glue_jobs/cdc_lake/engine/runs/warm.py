@@ -183,6 +183,10 @@ class WarmShift:
                      self.shard, waited)  # fmt: skip
             self.sleep(PEER_POLL_SECONDS)
         store.put(hold_key(self.shard, self.run_id, self.version), self.run_id.encode())
+        if self._wanted() not in (None, self.version):
+            # Left by a run that asked and then died, or by the deployment before a rollback: this run, the newest
+            # to take the shard, is the stack's configuration, and must not read it as a request to end.
+            store.put(version_key(self.shard), self.version.encode())
         self.resumed()
         return None
 
@@ -190,15 +194,19 @@ class WarmShift:
     def version(self) -> str:
         return self.context.config.version
 
+    def _wanted(self) -> str | None:
+        """The configuration that last asked for the shard (``version_key``), if one did."""
+        try:
+            return self.context.store.read_head(version_key(self.shard), 64).decode()
+        except FileNotFoundError:
+            return None
+
     def superseded(self) -> bool:
         """Whether a run of another configuration asked for the shard (``version_key``, written by a run a deployment
         made): this run's tables and settings are no longer the stack's, so it ends after its last look, and the new
         run, which waits for it, takes the shard. One small read a round."""
-        try:
-            wanted = self.context.store.read_head(version_key(self.shard), 64).decode()
-        except FileNotFoundError:
-            return False
-        if wanted == self.version:
+        wanted = self._wanted()
+        if wanted is None or wanted == self.version:
             return False
         if not self._superseded:
             log.warning("shard %d: a run of configuration %s asks for the shard (this run's is %s): ending",
