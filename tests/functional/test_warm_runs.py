@@ -196,3 +196,48 @@ def test_a_refusal_in_a_warm_run_is_told_as_it_happens_and_a_reload_takes_effect
     assert refusals == [(WARM_JOB, "shop.items", fixed[0] - 1)], "told in its own round, not at the run's end"
     assert lake.rows() == [(1, "uno"), (4, "four")]
     assert warm[0].result is not None and prefix + "20250301-120400000.csv" in warm[0].result.applied_files
+
+
+class StartedRuns:
+    """The Glue a watch starts the shard's next run with; nothing else is asked of it here."""
+
+    def __init__(self) -> None:
+        self.started: list[dict[str, str]] = []
+
+    def start_job_run(self, JobName: str, Arguments: dict[str, str], **_: Any) -> dict[str, str]:
+        self.started.append(Arguments)
+        return {"JobRunId": f"jr_next_{len(self.started)}"}
+
+
+def test_a_warm_batch_that_outlives_its_bound_has_its_spark_jobs_cancelled_and_the_run_ends_by_its_stop_path(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Scenario 8 of issue 69, on a real Spark session: the watch, in its own thread, cancels the overdue batch's
+    jobs (the job group the batch's thread set), so the batch fails at once instead of the process ending."""
+    import threading
+    import time
+
+    from cdc_lake.core.shards import overrun_key
+    from cdc_lake.core.storage import LocalFolderStore
+    from cdc_lake.engine.context import ReplayContext
+    from cdc_lake.engine.runs.warm import WarmShift
+    from cdc_lake.engine.tables import LakeLocation
+
+    config = warm_config()
+    store = LocalFolderStore(tmp_path)
+    context = ReplayContext(spark=spark, location=LakeLocation("c", "db"), config=config, store=store)
+    glue, ended_process = StartedRuns(), threading.Event()
+    jobs = {"full_load": "lake-full-load", "cdc_replay": "lake-cdc-replay", WARM_JOB: "lake-cdc-warm"}
+    shift = WarmShift(context, glue, 0, "jr_warm", jobs, "raw", batch_limit_seconds=2.0,  # type: ignore[arg-type]
+                      end_grace_seconds=120.0, overrun=lambda _why: ended_process.set())  # fmt: skip
+    began = time.monotonic()
+    with pytest.raises(Exception, match="cancel"), shift.watch("app.orders"):
+        # A batch far longer than its bound: about a trillion rows summed.
+        spark.range(0, 10**12, 1, 2).selectExpr("sum(id)").collect()
+    took = time.monotonic() - began
+    shift.end()
+    assert took < 60, f"the batch was cancelled after {took:.0f}s"
+    assert shift.ending is not None and shift.must_end()
+    assert not ended_process.is_set(), "the run ended through its stop path, not by ending its process"
+    assert (tmp_path / overrun_key("app.orders")).exists() and (tmp_path / marker_key(0, "jr_warm")).exists()
+    assert [a["--shard"] for a in glue.started] == ["0"], "the shard's next run is started once"

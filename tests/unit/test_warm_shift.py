@@ -155,23 +155,40 @@ def test_a_batch_past_the_bound_ends_the_run_and_the_bound_is_what_longest_run_c
 
 
 def outlive_the_bound(warm: WarmShift, now: list[float]) -> None:
-    """A batch of app.orders outlives a bound of 0.05 s (the watchdog looks every 0.005 s); back once the watch ended
-    the run, or after 2 s."""
+    """A batch of app.orders outlives a bound of 0.05 s (the watchdog looks every 0.005 s); back once the watch said
+    the run ends, or after 2 s."""
     warm.batch_limit_seconds = 0.05
     with warm.watch("app.orders"):
         now[0] = 1.0
         for _ in range(200):
-            if warm.overruns:  # type: ignore[attr-defined]
+            if warm.ending is not None:
                 break
             time.sleep(0.01)
 
 
-def test_the_watch_ends_the_run_when_a_batch_outlives_the_bound() -> None:
+def test_the_watch_ends_the_run_through_its_stop_path_when_a_batch_outlives_the_bound() -> None:
+    """Scenario 8 of issue 69: not ``os._exit``, wherever the batch is a Spark job: its job group is cancelled, the
+    batch fails, and the run ends after its last look (``must_end``)."""
     now = [0.0]
     warm = shift(Glue(), now)
     outlive_the_bound(warm, now)
+    assert warm.ending is not None and "app.orders: a batch has run longer than 0s" in warm.ending
+    assert warm.must_end()
+    warm.end()  # the round ended with the cancelled batch failed; then the last look and the end
+    assert warm._watchdog is not None
+    warm._watchdog.join(timeout=2)
+    assert not warm._watchdog.is_alive() and warm.overruns == []  # type: ignore[attr-defined]
+
+
+def test_a_run_that_does_not_end_within_the_grace_ends_its_process() -> None:
+    now = [0.0]
+    warm = shift(Glue(), now)
+    warm.end_grace_seconds = 0.05  # a batch stuck outside Spark: cancelling its jobs does not end it
+    outlive_the_bound(warm, now)
+    assert warm._watchdog is not None
+    warm._watchdog.join(timeout=2)
     assert len(warm.overruns) == 1  # type: ignore[attr-defined]
-    assert "app.orders: a batch has run longer than 0s; ending the warm run" in warm.overruns[0]  # type: ignore[attr-defined]
+    assert "app.orders: a batch has run longer than 0s" in warm.overruns[0]  # type: ignore[attr-defined]
 
 
 def test_the_watch_stops_with_its_run() -> None:

@@ -32,6 +32,7 @@ from cdc_lake.core.names import (
     MAINTENANCE_TIMEOUT_MINUTES,
     RETAIN_DAYS,
     WARM_BATCH_MINUTES,
+    WARM_END_GRACE_MINUTES,
     GlueVersion,
 )
 from cdc_lake.core.run_modes import RUN_MODES, RunMode, RunModeName
@@ -572,10 +573,10 @@ class RunSettings(_Model):
     @property
     def longest_run(self) -> dt.timedelta:
         """No commit of any job lasts longer: a run branch older than this is a dead run's. A warm run lives for
-        days, but ends itself when one of its batches outlives ``WARM_BATCH_MINUTES`` (engine.runs.warm), so its
-        lifetime does not count: only that bound does."""
+        days, but ends itself when one of its batches outlives ``WARM_BATCH_MINUTES`` (engine.runs.warm), within
+        ``WARM_END_GRACE_MINUTES``, so its lifetime does not count: only that bound does."""
         minutes = max(FULL_LOAD_TIMEOUT_MINUTES, MAINTENANCE_TIMEOUT_MINUTES, self.replay_timeout_minutes)
-        return dt.timedelta(minutes=max(minutes, WARM_BATCH_MINUTES))
+        return dt.timedelta(minutes=max(minutes, WARM_BATCH_MINUTES + WARM_END_GRACE_MINUTES))
 
 
 class PipelineConfig(_Model):

@@ -105,6 +105,8 @@ LAST_ROUND_MINUTES = 60
 # A warm run lives for days, so its timeout cannot judge its branches: each of its batches is bounded instead, and a
 # batch that outlives WARM_BATCH_MINUTES ends its run (engine.runs.warm), so that no live warm batch is older than that.
 WARM_BATCH_MINUTES = 30
+# Its Spark jobs cancelled, such a run ends through its stop path; one that has not within this long ends its process.
+WARM_END_GRACE_MINUTES = 5
 # Glue restarts a streaming job after 7 days at the latest and wants its timeout under that.
 WARM_TIMEOUT_MINUTES = 7 * 24 * 60 - 60
 # Each run commits on a private branch named for it and for when it began (epoch milliseconds).

@@ -144,8 +144,8 @@ def drain(
             if commits:
                 last_work = now
             looking = _looking(shift, last_look, commits)
-            # A run of another configuration asked for the shard: this one's time is up (its last look, then the end).
-            ran = budget.seconds if shift is not None and shift.superseded() else now - started
+            # A deployment asked for the shard, or a batch overran: this run's time is up (its last look, then the end).
+            ran = budget.seconds if shift is not None and shift.must_end() else now - started
             step = _next_step(budget, ran, now - last_work, commits, looking)
             last_look = step is Step.LAST_LOOK
             if step is Step.STOP:

@@ -41,9 +41,9 @@ class Shift(Protocol):
         """The last look found work: the run goes on, and ``stopping`` no longer holds."""
         ...
 
-    def superseded(self) -> bool:
-        """Whether a run of another configuration (a deployment) asked for the shard: the run ends as if its lifetime
-        were spent, after its last look, within a round."""
+    def must_end(self) -> bool:
+        """Whether the run ends as if its lifetime were spent, after its last look, within a round: a run of another
+        configuration (a deployment) asked for the shard, or a batch outlived its bound."""
         ...
 
     def refused(self, table: TableSpec) -> None:

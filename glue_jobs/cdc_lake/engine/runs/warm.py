@@ -13,6 +13,8 @@ It is a coalesced run (``coalesced.drain``) with four differences:
   A new run yields to a live run of its shard that is not stopping, and waits for one that is (``WarmShift.peer``).
 - A batch that outlives ``WARM_BATCH_MINUTES`` ends the run: a run that lives for days then never holds a commit
   branch longer than that, and the clean-up of dead runs' branches (``RunSettings.longest_run``) need not wait days.
+  Its Spark jobs are cancelled (the batch's job group) and the run ends through its stop path, its table refused and
+  told; a run that has not ended ``WARM_END_GRACE_MINUTES`` later (a batch stuck outside Spark) ends its process.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import math
 import os
 import threading
 import time
@@ -30,7 +33,7 @@ from typing import Any, Protocol
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import HandOver
-from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
+from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_END_GRACE_MINUTES, WARM_JOB
 from cdc_lake.core.shards import (
     VERSION_ARGUMENT,
     ShardState,
@@ -57,6 +60,7 @@ log = logging.getLogger(__name__)
 # A Glue run in these states may still commit (or has not listed yet).
 LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING", "STOPPING"})
 PEER_POLL_SECONDS = 5.0
+CANCEL_EVERY_SECONDS = 2.0  # an overdue batch's jobs are cancelled this often until the run has ended
 # A table whose batch failed without a refusal kept on it (an error of S3, Glue or Spark) is tried again after this.
 RETRY_UNKEPT_SECONDS = 300.0
 NEVER = dt.datetime.max.replace(tzinfo=dt.UTC)
@@ -68,6 +72,11 @@ def _started(run: Mapping[str, Any] | None) -> tuple[dt.datetime, str]:
         return NEVER, ""
     started = run.get("StartedOn")
     return (started if isinstance(started, dt.datetime) else NEVER), str(run.get("Id"))
+
+
+def job_group(table: str) -> str:
+    """The Spark job group of a warm batch of ``table`` (``WarmShift.watch``)."""
+    return f"cdc-lake-warm-{table}"
 
 
 def _running(run: Mapping[str, Any]) -> bool:
@@ -119,6 +128,7 @@ class WarmShift:
     jobs: Mapping[str, str]  # full_load / cdc_replay / cdc_warm -> the deployed job's name
     bucket: str
     batch_limit_seconds: float = WARM_BATCH_MINUTES * 60.0
+    end_grace_seconds: float = WARM_END_GRACE_MINUTES * 60.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     overrun: Callable[[str], None] = field(default=lambda why: os._exit(3))
@@ -133,6 +143,8 @@ class WarmShift:
     _superseded: bool = False
     _refusals: dict[str, tuple[bool, float]] = field(default_factory=dict)  # table -> (kept on it, when)
     overran: set[str] = field(default_factory=set)  # tables whose batch outlived the bound: the G.1X job's
+    ending: str | None = None  # why the run ends before its time (its watch): after its last look
+    _succeeded_by: str | None = None  # the shard's next run, once this one started it
 
     def peer(self) -> str | None:
         """None when this run takes the shard; else the id of the live run holding it, to which the shard is left.
@@ -201,6 +213,11 @@ class WarmShift:
         except FileNotFoundError:
             return None
 
+    def must_end(self) -> bool:
+        """Whether the run ends after its last look: a batch outlived the bound (``ending``), or a run of another
+        configuration asked for the shard (``superseded``)."""
+        return self.ending is not None or self.superseded()
+
     def superseded(self) -> bool:
         """Whether a run of another configuration asked for the shard (``version_key``, written by a run a deployment
         made): this run's tables and settings are no longer the stack's, so it ends after its last look, and the new
@@ -260,6 +277,9 @@ class WarmShift:
 
     @contextmanager
     def watch(self, table: str) -> Iterator[None]:
+        if self.context.spark is not None:
+            # In the batch's own thread (PySpark pins it to a JVM thread): what the watch cancels if it overruns.
+            self.context.spark.sparkContext.setJobGroup(job_group(table), f"cdc-lake warm batch of {table}", True)
         with self._lock:
             self._batches[table] = self.clock()
             if self._watchdog is None:
@@ -324,6 +344,8 @@ class WarmShift:
         is still another run's, so its last look left that table out, and files of it that landed after the handed
         run's key would wait for the next landing in the shard. The next run waits for this one, then takes the
         shard and lists the table; it commits through the same record as the handed run."""
+        if self._succeeded_by is not None:
+            return
         started = self.glue.start_job_run(
             JobName=self.warm_job,
             # Its own configuration's version: if a deployment came meanwhile, the Lambda counts on it for no file, and
@@ -331,6 +353,7 @@ class WarmShift:
             Arguments={"--bucket": self.bucket, "--shard": str(self.shard), VERSION_ARGUMENT: self.version},
             JobRunQueuingEnabled=True,
         )
+        self._succeeded_by = str(started["JobRunId"])
         log.warning(
             "shard %d: ending while %s still run(s) handed tables; run %s takes the shard next",
             self.shard,
@@ -362,14 +385,33 @@ class WarmShift:
             table = self.overdue()
             if table is not None:
                 why = (
-                    f"{table}: a batch has run longer than {self.batch_limit_seconds:.0f}s; ending the warm run so "
-                    "that its commit branch is known dead; the shard's next run hands the table's batches to the "
-                    "G.1X job"
+                    f"{table}: a batch has run longer than {self.batch_limit_seconds:.0f}s; cancelling its Spark jobs "
+                    "and ending the warm run, so that its commit branch is known dead; the shard's next run hands the "
+                    "table's batches to the G.1X job"
                 )
                 log.critical("%s", why)
                 self._overran(table)
+                self.ending = why
+                # Again and again: a cancel ends the jobs running, not one the batch starts after it.
+                every = min(CANCEL_EVERY_SECONDS, self.end_grace_seconds)
+                for _ in range(math.ceil(self.end_grace_seconds / every)):
+                    self._cancel(table)
+                    if self._ended.wait(every):
+                        return
+                log.critical("the run did not end %.0fs after its batch was cancelled: ending the process",
+                             self.end_grace_seconds)  # fmt: skip
                 self.overrun(why)
                 return
+
+    def _cancel(self, table: str) -> None:
+        """The overdue batch's Spark jobs (its job group): it fails, and the round ends. Best effort: a batch stuck
+        outside Spark is ended with the process after the grace."""
+        if self.context.spark is None:
+            return
+        try:
+            self.context.spark.sparkContext.cancelJobGroup(job_group(table))
+        except Exception as error:
+            log.error("%s: could not cancel its batch's Spark jobs: %s", table, error)
 
     def _overran(self, table: str) -> None:
         """Before the run ends from its watch: the table is marked for the next runs, which start now, not at the
