@@ -191,7 +191,7 @@ def soak(tables: int, batches: int) -> dict[str, Any]:
         "files_applied_twice_or_out_of_order": oracle.out_of_order,
         "files_not_applied": missing,
         "results_kept": len(outcome.results),
-        "applied_counted": outcome.applied_count if hasattr(outcome, "applied_count") else len(outcome.applied_files),
+        "applied_counted": outcome.applied_count,
     }
 
 

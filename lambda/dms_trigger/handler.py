@@ -211,8 +211,6 @@ class GlueJobStarter:
         try:
             runs = runs_since(self.glue_client, name, self.now() - live_span)
             ours = runs_of_shard(runs, shard, WARM_LIVE_STATES)
-            if not ours:
-                return None
             starting = (r for r in ours if r["JobRunState"] != "RUNNING")
             ready = next((r for r in starting if (r.get("Arguments") or {}).get(VERSION_ARGUMENT) == version), None)
             if ready is not None:

@@ -273,12 +273,7 @@ def test_a_new_run_yields_to_the_shards_run_of_a_day_behind_other_shards_runs() 
 def test_of_two_runs_that_see_each_other_the_older_takes_the_shard_and_the_younger_waits_until_it_holds() -> None:
     """Scenario 1 of issue 69: neither yields to the other for good."""
     glue = Glue()
-
-    def run(run_id: str, minutes_ago: int) -> dict[str, Any]:
-        started = NOW - dt.timedelta(minutes=minutes_ago)
-        return {"Id": run_id, "JobRunState": "RUNNING", "Arguments": {"--shard": "0"}, "StartedOn": started}
-
-    glue.runs["lake-cdc-warm"] = [run("jr_b1", 2), run("jr_b2", 1)]
+    glue.runs["lake-cdc-warm"] = [warm_run("jr_b1", 2), warm_run("jr_b2", 1)]
     bucket = Bucket({})
     waits: list[str] = []
     younger = shift(glue, bucket=bucket, run_id="jr_b2")
@@ -443,3 +438,11 @@ def test_a_request_left_by_a_run_that_died_or_a_rolled_back_deployment_does_not_
     assert back.peer() is None
     assert bucket.data[version_key(0)] == CONFIG.version.encode()
     assert not back.superseded()
+
+
+def test_a_configuration_copied_with_a_change_has_a_version_of_its_own() -> None:
+    version = CONFIG.version
+    warm = CONFIG.runs.warm.model_copy(update={"tables_per_job": 7})
+    changed = CONFIG.model_copy(update={"runs": CONFIG.runs.model_copy(update={"warm": warm})})
+    assert changed.version != version and CONFIG.version == version
+    assert parse_config(CONFIG.model_dump()).version == version  # the same settings, read again: the same version

@@ -611,7 +611,7 @@ class PipelineConfig(_Model):
         """What tells one deployment's configuration from another's: a digest of every setting, defaults included
         (a change of this code's defaults is a new configuration too). A warm run lives for a day; the Lambda counts
         on a run only of its own version, and a run ends once a run of another version asks for its shard
-        (``engine.runs.warm``)."""
+        (``engine.runs.warm``). Not cached: ``model_copy`` would carry a cached digest into a changed copy."""
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
     def source_type_notes(self, table: TableSpec) -> list[str]:
