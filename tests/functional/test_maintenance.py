@@ -100,6 +100,53 @@ def test_the_record_of_applied_files_survives_compaction_and_expiry_to_one_snaps
     assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
 
 
+@on_both_paths
+def test_a_run_that_last_wrote_the_table_plans_again_after_another_tools_compaction_and_expiry(
+    lake: Lake, generated: Any, tmp_path: Path
+) -> None:
+    """A merge-on-read table's batches are row deltas, and the next batch plans from the metadata this process
+    committed (``kept_commit``). Another tool's compaction and expiry to one snapshot right after removes manifests
+    that metadata names: the batch plans again from the table as it is, rather than fail on a missing file."""
+    config = orders_config(write_mode="merge-on-read")
+    keys = land_order(generated)
+    lake.land_from(generated.landing, keys)
+    for key in keys[:4]:
+        assert lake.apply(config, key).applied_files == [key]
+    optimize_and_vacuum(lake, "shop_orders")
+    for key in keys[4:]:
+        assert lake.apply(config, key).applied_files == [key]
+    assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
+
+
+@on_both_paths
+def test_a_compaction_beaten_after_its_first_rewrite_landed_leaves_the_record_readable_after_another_tools_expiry(
+    lake: Lake, generated: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cdc-lake's compaction is three commits. Its data rewrite lands, then its manifest rewrite is beaten (here: it
+    fails before it starts). Main is then a snapshot past the record; another tool's compaction and expiry to one
+    snapshot after it must still leave a record the next run can read (the CI failure of 2026-12-01)."""
+    config = orders_config(write_mode="merge-on-read")  # delete files: the data rewrite has files to rewrite
+    keys = land_order(generated)
+    lake.land_from(generated.landing, keys[:5])
+    for key in keys[:4]:
+        lake.apply(config, key)
+    before = snapshot_summaries(lake, "shop_orders")[-1]["snapshot_id"]
+    sql = lake.spark.sql
+
+    def beaten_at_manifests(statement: str, *args: Any, **kwargs: Any) -> Any:
+        if "rewrite_manifests" in statement:
+            raise CommitConflictError("shop_orders: main moved while the manifests were rewritten")
+        return sql(statement, *args, **kwargs)
+
+    monkeypatch.setattr(lake.spark, "sql", beaten_at_manifests)
+    with pytest.raises(CommitConflictError):
+        compact(lake, "shop_orders")
+    monkeypatch.undo()
+    assert snapshot_summaries(lake, "shop_orders")[-1]["snapshot_id"] != before  # the data rewrite landed
+    optimize_and_vacuum(lake, "shop_orders")
+    assert lake.apply(config, keys[4]).applied_files == [keys[4]]
+
+
 def test_a_lost_record_refuses_the_run_and_changes_nothing(lake: Lake, generated: Any) -> None:
     config, keys = compacted_after(lake, generated, applied=3, landed=4)
     lake.spark.sql(f"ALTER TABLE {lake.table('shop_orders')} UNSET TBLPROPERTIES ('{RECORD}')")

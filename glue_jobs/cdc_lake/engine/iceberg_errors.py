@@ -23,6 +23,8 @@ COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
 VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
 ICEBERG_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
 SPARK_TABLE_EXISTS = "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException"
+ICEBERG_NOT_FOUND = "org.apache.iceberg.exceptions.NotFoundException"
+_FILE_NOT_FOUND = "java.io.FileNotFoundException"
 _SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
 _ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
 _REMOVE_SNAPSHOTS = "org.apache.iceberg.RemoveSnapshots"
@@ -109,6 +111,15 @@ def is_expiry_beaten_by_a_branch(error: BaseException) -> bool:
         ):
             return True
     return False
+
+
+def is_file_gone(error: BaseException) -> bool:
+    """Whether a read failed because a file of the table's metadata or data is not there (Iceberg's
+    ``NotFoundException``, or the file system's ``FileNotFoundException`` under it)."""
+    return any(
+        ICEBERG_NOT_FOUND in classes or _FILE_NOT_FOUND in classes
+        for classes in (class_names(cause) for cause in java_causes(error))
+    )
 
 
 def is_concurrent(error: Exception) -> bool:

@@ -98,16 +98,23 @@ def compact(lake: Lake, name: str, *, thorough: bool = True) -> dict[str, int]:
         target_bytes = int(properties.get(TARGET_FILE_SIZE, ICEBERG_TARGET_FILE_BYTES))
         small = min(UPKEEP_SMALL_FILE_BYTES, target_bytes * 3 // 4)  # Iceberg wants it below the target
         options += f", 'min-file-size-bytes', '{small}'"
-    data = lake.spark.sql(
+    statements = [
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, strategy => {sql_string(strategy)}, "
-        f"options => map({options}))"
-    ).first()
-    deletes = lake.spark.sql(
+        f"options => map({options}))",
         f"CALL {catalog}.system.rewrite_position_delete_files(table => {target}, "
-        "options => map('min-input-files', '2'))"
-    ).first()
-    manifests = lake.spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => {target})").first()
-    keep_record(lake, name)  # describes the compaction's head, so that another tool's expiry after it keeps it
+        "options => map('min-input-files', '2'))",
+        f"CALL {catalog}.system.rewrite_manifests(table => {target})",
+    ]
+    rows = []
+    for statement in statements:
+        try:
+            rows.append(lake.spark.sql(statement).first())
+        finally:
+            # Each procedure is a commit of its own: the record follows main after each, so that a step beaten by
+            # a replay commit (or a job ended) after an earlier one landed never leaves main two snapshots past
+            # it, which another tool's compaction and expiry would then make unreadable.
+            keep_record(lake, name)
+    data, deletes, manifests = rows
     return {
         "rewritten_data_files": int(data["rewritten_data_files_count"]) if data else 0,
         "added_data_files": int(data["added_data_files_count"]) if data else 0,

@@ -256,13 +256,14 @@ def keep_record(lake: Lake, table_name: str) -> None:
     snapshot a child of the one it describes. Only on a table that keeps the record already."""
     dotted = lake.location.dotted(table_name)
     metadata = Metadata(lake.spark, dotted)
-    if RECORD not in metadata.properties():
+    kept = metadata.properties().get(RECORD)
+    if kept is None:
         return
     try:
         record = record_in(metadata, dotted)
     except RecordLostError:
         return  # the next run refuses the table and says why
-    if record.head is not None:
+    if record.head is not None and json.loads(kept)["snapshot"] != record.head:  # else main's own commit set it
         set_head_properties(lake.spark, dotted, record.properties, expected_head=record.head)
 
 

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import uuid
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 
 from cdc_lake.core.config import TableSpec
+from cdc_lake.core.exceptions import TableMovedError
 from cdc_lake.core.shapes import OP
 from cdc_lake.core.sql import quote
 from cdc_lake.engine.commit import ChangedKeys, Committed, R, Transaction, kept_record
 from cdc_lake.engine.context import LakeContext
+from cdc_lake.engine.iceberg_errors import is_file_gone, root_cause
+from cdc_lake.engine.iceberg_java import forget_commit
 from cdc_lake.engine.iceberg_row_delta import (
     RowDelta,
     RowDeltaTarget,
@@ -47,7 +51,17 @@ def commit_changes(
     would (its base, record and requirements; its updates are the MERGE's, not used here)."""
     spark, base = context.spark, transaction.base_snapshot_id
     keys = select_sql(last_changes, [quote(k) for k in table.primary_key]).collect()
-    positions = key_positions(spark, target, base, table.primary_key, [tuple(row) for row in keys])
+    dotted = context.location.dotted(table.lake_table)
+    try:
+        positions = key_positions(spark, target, base, table.primary_key, [tuple(row) for row in keys])
+    except Py4JJavaError as error:
+        # Planned from this process's own last commit (``kept_commit``): another tool's compaction and expiry since
+        # removed files that metadata names. The table moved on: the batch plans again from it as it is.
+        if target.reading is target.table or not is_file_gone(error):
+            raise
+        forget_commit(spark, dotted)
+        gone = root_cause(error)
+        raise TableMovedError(f"{dotted}: files of the metadata this run last committed are gone: {gone}") from error
     upserts = select_sql(last_changes.where(f"{OP} <> 'D'"), _in_lake_order(table, target))
     rows = upserts._jdf.collectAsList()
     for requirement in transaction.requirements:
@@ -55,7 +69,7 @@ def commit_changes(
     made = transaction.record()
     summary = {**made.properties, RUN_ID: uuid.uuid4().hex}
     delta = RowDelta(base, rows, int(rows.size()), positions, summary, kept_record(context, table.lake_table, summary))
-    return Committed(commit_row_delta(spark, context.location.dotted(table.lake_table), target, delta), made)
+    return Committed(commit_row_delta(spark, dotted, target, delta), made)
 
 
 def _in_lake_order(table: TableSpec, target: RowDeltaTarget) -> list[str]:
