@@ -50,6 +50,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from bench.bill import LAMBDA_GB, S3_WRITE_USD_PER_1000, Bill, custom_metrics, monthly_bill
 from cdc_lake.core.config import (
     PipelineConfig,
     RunSettings,
@@ -79,7 +80,22 @@ OLD_WORKERS = 2
 OLD_MAX_CONCURRENT_RUNS = 10
 NEW_MAX_CONCURRENT_RUNS = 1
 
-S3_LIST_USD_PER_1000 = 0.005  # S3 Standard LIST, us-east-1 (https://aws.amazon.com/s3/pricing/)
+S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
+# What one small batch of one file asks of AWS beside the runs' table listings, their metrics and the Lambda, by kind:
+# make bench-warm with the in-Region delay (100 copy-on-write tables, MERGE batches, 2026-12-02; docs/cost-simulation.md
+# "The whole bill"): 13.2 GetTable and 3 UpdateTable (three metadata commits: the run's branch, the MERGE on it, main
+# moved to it); 3 listings of its own; reads of manifests (4), metadata.json (4.9), data files (3) and the CDC file (3
+# GETs, 3 HEADs); writes of manifests and lists (3), metadata.json (3), one data file and the file's applied tag. The
+# Lambda's time per event from the same run (its handler here: a listing of the shard's markers and GetJobRuns).
+WARM_BATCH_REQUESTS: Mapping[str, float] = {
+    "glue:GetTable": 13.2,
+    "glue:UpdateTable": 3.0,
+    "s3:LIST": 3.0,
+    "s3:GET": 14.9,
+    "s3:HEAD": 5.0,
+    "s3:PUT": 8.0,
+}
+LAMBDA_S_PER_EVENT = 0.19
 
 # The warm design (runs.mode warm) runs on G.025X workers: a quarter of a DPU and 2 vCPUs each (AWS Glue's worker
 # types). Its batch: a warm small batch (10 changes into 10,000 rows) on the Glue catalog + S3 path, measured by
@@ -461,6 +477,11 @@ class Simulation:
         self.pending = 0  # landed files no run has taken yet
         self.handle_calls = 0
         self.commit_count = 0
+        # What the runs ask of S3 and CloudWatch beside their batches (the whole bill): table listings, batches,
+        # metric puts (one a round that committed, one a run's end).
+        self.listings = 0
+        self.batches = 0
+        self.metric_puts = 0
         self.now = 0.0
         self._events: list[tuple[float, int, int, Any]] = []
         self._sequence = itertools.count()
@@ -515,7 +536,10 @@ class Simulation:
         first, last = self.claimed[index], number + 1
         files = max(0, last - first)
         script_s = self.params.noop_s + self.table_listing_s
+        self.listings += 1
+        self.metric_puts += 2  # the run's end: its batch's values, then how long files waited
         if files:
+            self.batches += 1
             self.claimed[index] = last
             self.pending -= files
             script_s += self.params.batch_s(files)
@@ -538,6 +562,8 @@ class Simulation:
         else:
             checked = work
             listed_at = self.now + self.discovery_s
+        self.listings += self.tables  # the first round checks every table, a later one lists each from its window
+        self.metric_puts += bool(work)
         lanes = [listed_at] * self.config.runs.parallel_tables
         round_end = listed_at
         pending = set(work)
@@ -549,6 +575,7 @@ class Simulation:
                 round_end = max(round_end, done_at)
                 continue
             first, last = self.claimed[index], self.landed[index]
+            self.batches += 1
             committed_at = free_at + self.params.list_page_s + self.params.batch_s(last - first)
             self._commit(index, first, last, committed_at)
             heapq.heappush(lanes, committed_at)
@@ -566,10 +593,12 @@ class Simulation:
         if worked:
             run.last_work = self.now
         if self.now - run.drain_started >= runs.time_budget_seconds:
+            self.metric_puts += 1  # the run's end
             self.glue.finish(run)
         elif worked:
             self._round_start(run)
         elif self.now - run.last_work >= runs.idle_seconds:
+            self.metric_puts += 1
             self.glue.finish(run)
         else:
             self.at(self.now + runs.poll_seconds, _ROUND_START, run)
@@ -611,6 +640,14 @@ class Simulation:
         dpu_hours_per_day = dpu_hours * to_day
         usd_per_day = dpu_hours_per_day * self.params.costs.usd_per_dpu_hour
         runs = self.config.runs
+        to_month = to_day * self.params.days_per_month
+        bill = whole_bill(
+            glue_usd=usd_per_day * self.params.days_per_month,
+            files=len(lags) * to_month,
+            batches=self.batches * to_month,
+            metric_puts=self.metric_puts * to_month,
+            listings=self.listings * to_month,
+        )
         return {
             "glue_version": self.params.glue_version,
             "usd_per_dpu_hour": self.params.costs.usd_per_dpu_hour,
@@ -637,6 +674,10 @@ class Simulation:
             "lag_p95_s": round(percentile(lags, 0.95), 1),
             "lag_max_s": round(lags[-1], 1) if lags else 0.0,
             "backlog_files": backlog,
+            "s3_listing_usd_per_month": round(self.listings * to_month / 1000 * S3_LIST_USD_PER_1000, 2),
+            "requests_usd_per_month": round(bill.total_usd - bill.usd["Glue compute"], 2),
+            "whole_usd_per_month": round(bill.total_usd, 2),
+            "bill": bill.as_dict(),
             "wall_s": round(wall_s, 2),
         }
 
@@ -696,6 +737,8 @@ class ShardOutcome:
     billed_s: float
     runs: int
     listings: int = 0
+    batches: int = 0  # commits in the window
+    rounds: int = 0  # rounds that committed something: each puts its batches' metrics in one request
 
 
 class WarmShard:
@@ -720,6 +763,7 @@ class WarmShard:
         self.discovery_s = params.list_page_s * math.ceil(len(landings) / LISTING_THREADS)
         self.applied = [0] * len(landings)
         self.listings = 0  # one per owned table a round
+        self.busy_rounds = 0
         self.pace_s = min(self.warm.round_s, self.warm.quiet_s)  # as engine.runs.warm.warm_budget paces a run's rounds
         # Per table, each batch's (files applied through it, commit time).
         self.commits: list[list[tuple[int, float]]] = [[] for _ in landings]
@@ -751,6 +795,7 @@ class WarmShard:
             while self.due and self.due[0][0] <= listed:
                 tables.append(heapq.heappop(self.due)[1])
             if tables:
+                self.busy_rounds += 1
                 now, newest = self._round(listed, sorted(tables))
                 now = max(now, paced)
                 newest_landing = max(newest_landing, newest)
@@ -797,7 +842,8 @@ class WarmShard:
                 done = last
             backlog += len(times) - done
             lags.extend([self.end - landed for landed in times[done:]])
-        return ShardOutcome(lags, backlog, billed_s, runs, self.listings)
+        batches = sum(1 for commits in self.commits for _, at in commits if self.drain or at <= self.end)
+        return ShardOutcome(lags, backlog, billed_s, runs, self.listings, batches, self.busy_rounds)
 
 
 def simulate_warm(tables: int, interval_s: float, params: SimParams | None = None) -> dict[str, Any]:
@@ -817,7 +863,16 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
     to_day = DAY_S / window_s
     dpu_hours_per_day = sum(o.billed_s for o in outcomes) * warm.dpu / 3600.0 * to_day
     usd_per_day = dpu_hours_per_day * params.costs.usd_per_dpu_hour
-    listings_per_month = sum(o.listings for o in outcomes) * to_day * params.days_per_month
+    to_month = to_day * params.days_per_month
+    listings_per_month = sum(o.listings for o in outcomes) * to_month
+    files = len(lags) * to_month
+    bill = whole_bill(
+        glue_usd=usd_per_day * params.days_per_month,
+        files=files,
+        batches=sum(o.batches for o in outcomes) * to_month,
+        metric_puts=sum(o.rounds + o.runs for o in outcomes) * to_month,  # a round that committed, a run's end
+        listings=listings_per_month + files,  # and the Lambda's look at the shard's markers, per landed file
+    )
     return {
         "glue_version": params.glue_version,
         "usd_per_dpu_hour": params.costs.usd_per_dpu_hour,
@@ -847,9 +902,28 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
         "lag_max_s": round(lags[-1], 1) if lags else 0.0,
         "backlog_files": sum(o.backlog for o in outcomes),
         "s3_listing_usd_per_month": round(listings_per_month / 1000 * S3_LIST_USD_PER_1000, 2),
+        "requests_usd_per_month": round(bill.total_usd - bill.usd["Glue compute"], 2),
+        "whole_usd_per_month": round(bill.total_usd, 2),
+        "bill": bill.as_dict(),
         "round_s": warm.round_s,
         "wall_s": round(time.perf_counter() - started, 2),
     }
+
+
+def whole_bill(*, glue_usd: float, files: float, batches: float, metric_puts: float, listings: float) -> Bill:
+    """A month of a design, whole: Glue compute, each batch's requests as measured (``WARM_BATCH_REQUESTS``: a small
+    batch is the same in every design), the runs' table listings, their metric puts, and the Lambda's invocation
+    per landed file."""
+    requests = {kind: n * batches for kind, n in WARM_BATCH_REQUESTS.items()}
+    requests["s3:LIST"] = requests.get("s3:LIST", 0.0) + listings
+    requests["cloudwatch:PutMetricData"] = metric_puts
+    return monthly_bill(
+        requests,
+        glue_compute_usd=glue_usd,
+        lambda_invocations=files,
+        lambda_gb_seconds=files * LAMBDA_GB * LAMBDA_S_PER_EVENT,
+        custom_metrics=custom_metrics(),
+    )
 
 
 def shard_usd_per_month(params: SimParams) -> float:
@@ -1055,6 +1129,8 @@ WARM_COLUMNS: Columns = (
     ("lag_max_s", "lag max (s)"),
     ("backlog_files", "backlog"),
     ("s3_listing_usd_per_month", "S3 listings $/month"),
+    ("requests_usd_per_month", "requests $/month"),
+    ("whole_usd_per_month", "whole bill $/month"),
     ("window_hours", "window (h)"),
 )
 FLEX_COLUMNS: Columns = (
@@ -1077,6 +1153,8 @@ _TEXT_COLUMNS = {"design", "glue_version", "capacity", "job", "schedule"}
 _MONEY_COLUMNS = {
     "usd_per_month",
     "s3_listing_usd_per_month",
+    "requests_usd_per_month",
+    "whole_usd_per_month",
     "dpu_hours_per_day",
     "old_over_new_cost",
     "dpu_hours_per_month",

@@ -27,15 +27,20 @@ import shutil
 import statistics
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.simulate import S3_LIST_USD_PER_1000, percentile
+from bench.bill import LAMBDA_GB, LINES, custom_metrics, monthly_bill, per_month
+from bench.simulate import S3_LIST_USD_PER_1000, SimParams, percentile, shard_usd_per_month
 from cdc_lake.core.catalogs import glue_catalog_conf
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import GLUE_CATALOG, WARM_JOB
 from cdc_lake.core.storage import S3Store
+from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.replay import RunResult
 from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint, served_requests, set_delay
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
@@ -97,6 +102,7 @@ class Phase:
         self.lags: list[float] = []
         self.batch_s: list[float] = []
         self.batches = 0
+        self.lambda_s = 0.0  # the Lambda handler's time over the landed files' events
         self.lock = threading.Lock()
         self.pipeline: LocalPipeline | None = None
 
@@ -119,16 +125,21 @@ class Phase:
         for moment, key in self.schedule:
             time.sleep(max(0.0, started + moment - time.time()))
             self.put(key)
+            handled = time.perf_counter()
             self.pipeline.notify(key)
+            self.lambda_s += time.perf_counter() - handled
 
 
 def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
+    import boto3
+
     config = phase.config
     for key in phase.loads:
         phase.put(key)
     pipeline = LocalPipeline(
         config, phase.generated.landing, spark, database=config.lake.database, catalog=GLUE_CATALOG,
         store=S3Store(phase.bucket, client=phase.s3), on_batch=phase.committed,
+        metrics=CloudWatchPublisher(boto3.client("cloudwatch", endpoint_url=phase.endpoint), config.lake.database),
     )  # fmt: skip
     phase.pipeline = pipeline
     pipeline.glue.keep_quiet = True  # files land on a clock here: the run waits out its quiet time, as on Glue
@@ -156,7 +167,18 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
     glue = sum(n for kind, n in requests.items() if kind.startswith("glue:"))
     # The bench's own puts (DMS's writes) are not the pipeline's; the Lambda's look at the stop markers is.
     s3 = sum(n for kind, n in requests.items() if kind.startswith("s3:")) - len(phase.landed_at)
-    listings = requests.get("s3:GET", 0)  # ListObjectsV2 is a GET on the bucket
+    listings = requests.get("s3:LIST", 0)
+    # The bench's own puts are DMS's; the rest is what the pipeline asks of AWS.
+    asked = requests - Counter({"s3:PUT csv": len(phase.landed_at)})
+    bill = monthly_bill(
+        per_month(asked, wall_s, MONTH_S),
+        glue_compute_usd=shard_usd_per_month(SimParams()) * len(warm_runs) * wall_s / sum(r.seconds for r in warm_runs)
+        if warm_runs
+        else 0.0,
+        lambda_invocations=len(phase.landed_at) / wall_s * MONTH_S,
+        lambda_gb_seconds=LAMBDA_GB * phase.lambda_s / wall_s * MONTH_S,
+        custom_metrics=custom_metrics(),
+    )
     return {
         "delay": delay,
         "tables": len(config.tables),
@@ -177,6 +199,9 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
         },
         "requests_per_batch": {"glue": round(glue / phase.batches, 1), "s3": round(s3 / phase.batches, 1)},
         "requests": dict(sorted(requests.items())),
+        "requests_per_batch_by_kind": {k: round(n / phase.batches, 2) for k, n in sorted(asked.items())},
+        "lambda_s_per_event": round(phase.lambda_s / max(len(phase.landed_at), 1), 4),
+        "bill": bill.as_dict(),
         "s3_listings_per_month": round(listings / wall_s * MONTH_S),
         "s3_listing_usd_per_month": round(listings / wall_s * MONTH_S / 1000 * S3_LIST_USD_PER_1000, 2),
         "tables_unequal": unequal,
@@ -190,6 +215,11 @@ def _unequal_tables(pipeline: LocalPipeline, expected: Path, out: Path) -> list[
         for t in pipeline.config.tables
         if read_jsonl(out / f"{t.name}.jsonl") != read_jsonl(expected / f"{t.name}.jsonl")
     ]
+
+
+def _bill_line(line: str, figures: dict[str, Any]) -> str:
+    bill = figures["bill"]
+    return f"{bill['usd_per_month'][line]:,.2f} ({bill['requests_per_month'][line]:,})"
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -246,7 +276,7 @@ def main() -> int:
         "|---|---:|---:|",
     ]
     remote, local = figures.get("warm_in_region"), figures.get("warm_no_delay")
-    for label, pick in (
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
         ("files applied / landed", lambda f: f"{f['files']} / {f['landed']}"),
         ("lag p50 / p95 / max (s)", lambda f: f"{f['lag_s']['p50']} / {f['lag_s']['p95']} / {f['lag_s']['max']}"),
         ("batch seconds p50 / p95", lambda f: f"{f['batch_s']['p50']} / {f['batch_s']['p95']}"),
@@ -255,7 +285,10 @@ def main() -> int:
         ("S3 listings a month at this rate ($)",
          lambda f: f"{f['s3_listings_per_month']:,} (${f['s3_listing_usd_per_month']})"),
         ("tables unlike the oracle", lambda f: str(len(f["tables_unequal"]))),
-    ):  # fmt: skip
+        *((f"{line}, $ a month", partial(_bill_line, line)) for line in LINES),
+        ("the whole bill, $ a month", lambda f: f"**{f['bill']['total_usd_per_month']:,.2f}**"),
+    ]  # fmt: skip
+    for label, pick in rows:
         lines.append(f"| {label} | {pick(remote) if remote else '-'} | {pick(local) if local else '-'} |")
     lines.append(f"| driver peak RSS (heap {figures['driver_memory']}) | {figures['driver_peak_rss_mb']:,} MB | |")
     (args.out / "warm.md").write_text("\n".join(lines) + "\n")

@@ -156,6 +156,6 @@ def test_a_drain_round_with_nothing_pending_runs_no_spark_job(
     cost = f"{jobs} Spark jobs, requests {dict(sorted(requests.items()))}"
     assert jobs == 0, cost
     tables = len(run.config.tables)
-    assert requests["s3:GET"] <= 2 * tables, cost  # each table's listing, and the survey's
+    assert requests["s3:LIST"] <= 2 * tables, cost  # each table's listing, and the survey's
     assert requests["glue:GetTable"] <= MOST_IDLE_GET_TABLE * tables, cost
     assert requests["s3:GET metadata.json"] <= MOST_IDLE_METADATA_READS * tables, cost

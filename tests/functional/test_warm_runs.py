@@ -21,6 +21,7 @@ from cdc_lake.engine.reload import reload_table
 from cdc_lake.jobs.entry import glue_entry
 from cdc_lake.jobs.replay import FULL_LOAD
 from cdc_lake.jobs.warm import CDC_WARM
+from cdc_lake.local.aws_endpoint import served_requests
 from cdc_lake.local.generator import GeneratorSpec, generate, land_order
 from cdc_lake.local.runtime import LocalJobRun, LocalPipeline, failed_runs
 from cdc_lake.ops.export import export_tables
@@ -137,12 +138,18 @@ def test_the_warm_jobs_glue_entry_with_glues_arguments_applies_its_shard_and_say
             "--full_load_job", "lake-full-load", "--cdc_replay_job", "lake-cdc-replay", "--catalog", GLUE_CATALOG,
             "--database", database, "--quiet_seconds", "0"]  # fmt: skip
 
+    served_requests(aws_endpoint, reset=True)
     outcome = glue_entry(CDC_WARM, argv, run.client)
+    puts = served_requests(aws_endpoint)["cloudwatch:PutMetricData"]
 
     assert not outcome.failures
     cdc = [k for k in run.keys if k not in loads]
     assert sorted(outcome.applied_files) == sorted(cdc)  # one shard: the whole configuration
     assert sum(point["Sum"] for point in run.metric(FILES_APPLIED_METRIC)) >= len(cdc)
+    # Each round's batches in one request (CloudWatch charges by request), and one for the end's look at what waits:
+    # fewer requests than batches (the tables' batches share a round), at most one a round.
+    told = (puts, outcome.commit_count, outcome.rounds)
+    assert puts - 1 < outcome.commit_count and puts <= outcome.rounds + 1, told
     listed = run.s3.list_objects_v2(Bucket=run.bucket, Prefix=WARM_MARKER_PREFIX).get("Contents", [])
     assert [item["Key"] for item in listed] == [marker_key(0, "jr_warm_1")]  # its stop marker; its hold is gone
     export_tables(run.lake(), tmp_path / "export")

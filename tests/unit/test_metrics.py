@@ -1,17 +1,27 @@
-"""The jobs' one metrics publisher: what each put carries, and which failed puts fail the run; how long landed
-files have waited, put only when every table a run saw was told."""
+"""The jobs' one metrics publisher: what each put carries, and which failed puts fail the run; a round's batches
+in one request; how long landed files have waited, put only when every table a run saw was told."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from cdc_lake.core.names import DRIFTED_KEYS_METRIC, METRICS_NAMESPACE, OLDEST_WAITING_METRIC, SOURCE_DIFFERENCES_METRIC
-from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.core.names import (
+    BATCH_METRICS,
+    DRIFTED_KEYS_METRIC,
+    LANDED_LAG_METRIC,
+    METRICS_NAMESPACE,
+    OLDEST_WAITING_METRIC,
+    SOURCE_DIFFERENCES_METRIC,
+    TABLE_FAILURES_METRIC,
+)
+from cdc_lake.engine.metrics import MOST_VALUES_PER_PUT, CloudWatchPublisher
 from cdc_lake.engine.runs.waiting import Waiting
+from cdc_lake.jobs.warm import metric_hooks
 
 
 class FakeCloudWatch:
@@ -87,3 +97,51 @@ def test_a_failed_put_of_the_oldest_waiting_file_is_an_error(caplog: pytest.LogC
     assert publisher.oldest_waiting(Waiting({"shop.items": None})) == 0.0  # told, but not put: the alarm's missing data
     [record] = [r for r in caplog.records if "could not put" in r.getMessage()]
     assert record.levelno == logging.ERROR
+
+
+def batch(seconds: float) -> Any:
+    """What ``CloudWatchPublisher.batch`` reads of a committed batch: its freshness."""
+    return SimpleNamespace(freshness=dict.fromkeys(BATCH_METRICS, seconds))
+
+
+def test_a_rounds_batches_are_put_in_one_request_as_the_round_ends_each_value_at_its_own_time() -> None:
+    """CloudWatch charges PutMetricData by request: a warm round of 100 tables is one request, not 100."""
+    client = FakeCloudWatch()
+    publisher = CloudWatchPublisher(client, "shop_lake")
+    for number in range(100):
+        publisher.batch(batch(number))
+    assert client.puts == []  # held until the round ends
+    publisher.round_end(1, 100)
+    [request] = client.puts
+    values = request["MetricData"]
+    assert len(values) == 100 * len(BATCH_METRICS)
+    lags = sorted(v["Value"] for v in values if v["MetricName"] == LANDED_LAG_METRIC)
+    assert lags == [float(n) for n in range(100)]
+    assert len({v["Timestamp"] for v in values}) > 1  # each batch's own time, not the put's
+    publisher.round_end(2, 0)
+    assert len(client.puts) == 1  # a round with nothing: no request
+
+
+def test_values_past_what_one_request_takes_go_in_as_many_as_needed() -> None:
+    client = FakeCloudWatch()
+    publisher = CloudWatchPublisher(client, "shop_lake")
+    per_batch = len(BATCH_METRICS)
+    batches = MOST_VALUES_PER_PUT // per_batch + 2  # one past the limit: put as soon as it is reached
+    for number in range(batches):
+        publisher.batch(batch(number))
+    publisher.flush()
+    sizes = [len(request["MetricData"]) for request in client.puts]
+    assert max(sizes) <= MOST_VALUES_PER_PUT and sum(sizes) == batches * per_batch
+    assert len(sizes) == 2
+
+
+def test_a_warm_runs_hooks_put_a_round_at_its_end_and_a_refusal_at_once() -> None:
+    client = FakeCloudWatch()
+    hooks = metric_hooks(CloudWatchPublisher(client, "shop_lake"))
+    assert hooks.on_batch and hooks.on_round and hooks.on_refusal
+    hooks.on_batch(batch(1.0))
+    hooks.on_refusal("shop.items", "RefusedInputError: ...")
+    [refusal] = client.puts
+    assert [v["MetricName"] for v in refusal["MetricData"]] == [TABLE_FAILURES_METRIC]
+    hooks.on_round(1, 1)
+    assert len(client.puts) == 2 and len(client.puts[1]["MetricData"]) == len(BATCH_METRICS)

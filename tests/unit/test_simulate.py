@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 import bench.simulate as simulate_module
 from bench.simulate import (
+    DAY_S,
     DRIFT_WORKERS,
     MAINTENANCE_WORKERS,
     NEW_MAX_CONCURRENT_RUNS,
@@ -21,6 +22,7 @@ from bench.simulate import (
     OLD_WORKERS,
     SOURCE_CHECK_WORKERS,
     VERSION_COLUMNS,
+    WARM_BATCH_REQUESTS,
     WARM_COLUMNS,
     GlueCosts,
     SimParams,
@@ -94,6 +96,27 @@ def test_new_design_leaves_no_backlog_when_capacity_suffices() -> None:
     # Only the files of the last round or so can still be under way at the end of the window.
     assert result["backlog_files"] <= 10
     assert result["lag_p95_s"] < 60
+
+
+def test_both_designs_bill_their_listings_batches_metric_puts_and_lambda() -> None:
+    """A per-file run lists its table and puts twice at its end; a coalesced round lists every table and puts once
+    if it committed: 10 tables a file a minute each."""
+    files = {}
+    for design in ("old", "new"):
+        result = simulate(10, 60, design, QUICK)
+        bill = result["bill"]
+        month = 30 * DAY_S / (QUICK.hours * 3600)
+        files[design] = result["files_landed"] * month
+        assert bill["requests_per_month"]["Lambda"] == pytest.approx(files[design])
+        assert result["whole_usd_per_month"] == pytest.approx(sum(bill["usd_per_month"].values()), abs=0.05)
+        puts = bill["requests_per_month"]["CloudWatch PutMetricData"]
+        lists = bill["requests_per_month"]["S3 PUT/COPY/POST/LIST"]
+        if design == "old":
+            assert puts == pytest.approx(2 * result["runs_per_day"] * 30, rel=0.01)
+        else:
+            rounds = puts - result["runs_per_day"] * 30  # a round that committed, and each run's end
+            assert puts < files[design]  # a round's batches in one request
+            assert lists >= 10 * rounds  # every table listed every round
 
 
 def test_new_design_starts_far_fewer_runs_than_old_for_ten_tables() -> None:
@@ -403,6 +426,28 @@ def test_a_busy_warm_run_lists_each_table_once_a_round() -> None:
     unpaced = simulate_warm(100, 60, replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, round_s=0.0)))
     assert unpaced["s3_listing_usd_per_month"] > 1.4 * paced["s3_listing_usd_per_month"]
     assert unpaced["lag_p95_s"] < paced["lag_p95_s"]
+
+
+def test_the_warm_whole_bill_prices_each_batchs_requests_the_rounds_the_lambda_and_one_metrics_put_a_round() -> None:
+    """A busy minute of 100 tables: 100 batches (one file each), each asking WARM_BATCH_REQUESTS; 3 rounds listing
+    every table; the Lambda's invocation and marker listing per file; one PutMetricData per round that committed."""
+    result = simulate_warm(100, 60, WARM_QUICK)
+    bill = result["bill"]
+    month = 60 * 24 * 30
+    batches = bill["requests_per_month"]["Glue Data Catalog"] / sum(
+        n for kind, n in WARM_BATCH_REQUESTS.items() if kind.startswith("glue:")
+    )
+    assert batches == pytest.approx(100 * month, rel=0.02)  # a batch per landed file at this pace
+    assert bill["requests_per_month"]["Lambda"] == pytest.approx(100 * month, rel=0.02)
+    rounds = bill["requests_per_month"]["CloudWatch PutMetricData"]
+    assert 2.5 * month <= rounds <= 3.1 * month  # a round every 20 s, each one request however many batches
+    listed = 100 * 3 * month + 100 * month + WARM_BATCH_REQUESTS["s3:LIST"] * batches
+    writes = listed + WARM_BATCH_REQUESTS["s3:PUT"] * batches
+    assert bill["requests_per_month"]["S3 PUT/COPY/POST/LIST"] == pytest.approx(writes, rel=0.03)
+    assert result["whole_usd_per_month"] == pytest.approx(sum(bill["usd_per_month"].values()), abs=0.05)
+    assert result["whole_usd_per_month"] - result["requests_usd_per_month"] == pytest.approx(
+        result["usd_per_month"], abs=0.02
+    )
 
 
 def test_warm_lag_grows_with_the_batch_time_and_falls_with_the_lanes() -> None:

@@ -28,24 +28,45 @@ from cdc_lake.engine.runs.waiting import Waiting
 log = logging.getLogger(__name__)
 
 
+# PutMetricData takes at most 1,000 values a request.
+MOST_VALUES_PER_PUT = 1000
+
+
 class CloudWatchPublisher:
     """Puts the metrics with a CloudWatch client. A failed put of a replay or maintenance metric is logged, never
     fails the run (the data is committed, and each commit's snapshot summary keeps the same figures); the source
-    check's and the drift job's count is all their run leaves, so a failed put of it fails the run."""
+    check's and the drift job's count is all their run leaves, so a failed put of it fails the run.
+
+    A batch's values wait for ``flush``, which a run calls after each round and before its end: CloudWatch charges
+    by request, not by value, so a warm round of 100 tables is one request, not 100, and each value keeps its own
+    time. A run ended between its commit and the round's end loses that round's values, not its data."""
 
     def __init__(self, client: Any, pipeline: str) -> None:
         self._client = client
         self._dimensions = [{"Name": PIPELINE_DIMENSION, "Value": pipeline}]
+        self._pending: list[dict[str, Any]] = []
 
     def batch(self, result: RunResult) -> None:
         facts = result.freshness or {}
         now = dt.datetime.now(dt.UTC)
-        data = [
+        self._pending += [
             {"MetricName": name, "Dimensions": self._dimensions, "Timestamp": now, "Value": float(value), "Unit": unit}
             for field, (name, unit) in BATCH_METRICS.items()
             if (value := facts.get(field)) is not None
         ]
-        self._put(data)
+        while len(self._pending) >= MOST_VALUES_PER_PUT:  # a full request now: the rest wait for the round's end
+            full, self._pending = self._pending[:MOST_VALUES_PER_PUT], self._pending[MOST_VALUES_PER_PUT:]
+            self._put(full)
+
+    def round_end(self, _round: int, _commits: int) -> None:
+        """A run's ``on_round`` hook: ``flush``."""
+        self.flush()
+
+    def flush(self) -> None:
+        """Put the batches' values that wait, in as few requests as CloudWatch takes them."""
+        pending, self._pending = self._pending, []
+        for start in range(0, len(pending), MOST_VALUES_PER_PUT):
+            self._put(pending[start : start + MOST_VALUES_PER_PUT])
 
     def oldest_waiting(self, waiting: Waiting) -> float | None:
         """Put how long the oldest landed file no table applied has waited (0: none waits), over the tables a run saw;

@@ -74,6 +74,7 @@ def reported(outcome: DrainResult, clients: JobClients, *, refusals_told: bool =
     """A replay run's end, told: how long the landed files it saw have waited, what it announced, and the tables it
     refused, which fail the run (counted in ``TableFailures`` unless ``refusals_told``: a warm run counts each as
     it happens)."""
+    clients.metrics.flush()
     clients.metrics.oldest_waiting(outcome.waiting)
     if outcome.notices:
         clients.metrics.notices(len(outcome.notices))

@@ -98,7 +98,7 @@ def run(kind: TriggeredJob, options: ReplayOptions, context: ReplayContext, clie
     """The replay job's Glue run: apply, putting each commit's metrics and then how long the landed files the run
     saw have waited unapplied (a refused table's too); fails the run (after every other table was applied) when a
     table's batch was refused, so the Glue run's state and the TableFailures metric both say so."""
-    outcome = run_job(kind, options, context, on_batch=clients.metrics.batch)
+    outcome = run_job(kind, options, context, on_batch=clients.metrics.batch, on_round=clients.metrics.round_end)
     return reported(outcome, clients)
 
 

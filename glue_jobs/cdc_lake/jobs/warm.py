@@ -16,6 +16,7 @@ from cdc_lake.core.job_arguments import WarmArguments
 from cdc_lake.core.names import WARM_JOB
 from cdc_lake.core.shards import shard_count
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
 from cdc_lake.engine.runs.warm import JobRuns, WarmShift, warm, warm_budget
@@ -72,12 +73,20 @@ def run_warm(
 
 
 def run(options: WarmOptions, context: ReplayContext, clients: JobClients) -> DrainResult:
-    """The warm job's Glue run: as ``run_warm``, with each commit's and each refusal's metrics as they happen, then
-    the end told as a replay run's (``jobs.entry.reported``)."""
-    metrics = clients.metrics
-    # A refusal reaches the TableFailures alarm as it happens, not when the run ends up to a day later.
-    hooks = DrainHooks(on_batch=metrics.batch, on_refusal=lambda _table, _error: metrics.table_failures(1))
-    return reported(run_warm(options, context, clients.glue, hooks), clients, refusals_told=True)
+    """The warm job's Glue run: as ``run_warm``, with its metrics (``metric_hooks``), then the end told as a replay
+    run's (``jobs.entry.reported``)."""
+    outcome = run_warm(options, context, clients.glue, metric_hooks(clients.metrics))
+    return reported(outcome, clients, refusals_told=True)
+
+
+def metric_hooks(metrics: CloudWatchPublisher) -> DrainHooks:
+    """A warm run's metrics: the round's batches in one request as each round ends, and each refusal as it happens
+    (the TableFailures alarm within a minute, not when the run ends up to a day later)."""
+    return DrainHooks(
+        on_batch=metrics.batch,
+        on_round=metrics.round_end,
+        on_refusal=lambda _table, _error: metrics.table_failures(1),
+    )
 
 
 CDC_WARM = GlueJob(WARM_JOB, WarmOptions, lake_context, run)

@@ -200,31 +200,36 @@ def _served(url: str, reset: bool) -> dict[str, Any]:
     return data
 
 
+# A JSON service whose target prefix is not its name.
+_JSON_SERVICES = {"GraniteServiceVersion20100801": "cloudwatch"}
+
+
 def _kind(environ: WSGIEnvironment) -> str:
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:  # "AWSGlue.GetTable"
         service, _, action = target.partition(".")
-        return f"{service.removeprefix('AWS').lower()}:{action}"
+        return f"{_JSON_SERVICES.get(service, service.removeprefix('AWS').lower())}:{action}"
     # A REST request's service is in its signature's scope: "Credential=KEY/20250301/us-east-1/s3/aws4_request".
     scope = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2].split(",")[0].split("/")
     service = scope[3] if len(scope) > 3 else "unsigned"
-    name = environ.get("PATH_INFO", "").rsplit("/", 1)[-1]
+    method = environ.get("REQUEST_METHOD", "")
+    path = environ.get("PATH_INFO", "").strip("/")
+    if service == "s3" and method == "GET" and ("/" not in path or "list-type" in environ.get("QUERY_STRING", "")):
+        return "s3:LIST"  # a GET on the bucket: priced as a PUT, not as a GET
+    name = path.rsplit("/", 1)[-1]
     suffix = "metadata.json" if name.endswith(".metadata.json") else name.rpartition(".")[2] if "." in name else ""
-    return f"{service}:{environ.get('REQUEST_METHOD', '')} {suffix}".rstrip()
+    return f"{service}:{method} {suffix}".rstrip()
 
 
 def _delay_kind(environ: WSGIEnvironment) -> str:
-    """The request's entry in a delay profile: a Glue action, or an S3 method (a bucket's GET is a listing)."""
+    """The request's entry in a delay profile: a Glue action, or an S3 method (``s3:LIST`` for a listing)."""
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     if target.startswith("AWSGlue."):
         return "glue:" + target.partition(".")[2]
     kind = _kind(environ)
     if not kind.startswith("s3:"):
         return ""
-    method = environ.get("REQUEST_METHOD", "")
-    path = environ.get("PATH_INFO", "").strip("/")
-    listing = method == "GET" and ("/" not in path or "list-type" in environ.get("QUERY_STRING", ""))
-    return "s3:LIST" if listing else f"s3:{method}"
+    return kind.partition(" ")[0]
 
 
 def _delay(profile: dict[str, float], environ: WSGIEnvironment, rng: random.Random) -> float:

@@ -23,12 +23,14 @@ from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
 from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.replay import RunResult
 from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.engine.tables import LakeLocation
+from cdc_lake.jobs.entry import JobClients, reported
 from cdc_lake.jobs.replay import ReplayOptions, run_job
-from cdc_lake.jobs.warm import WarmOptions, run_warm
+from cdc_lake.jobs.warm import WarmOptions, metric_hooks, run_warm
 from cdc_lake.local.session import LOCAL_CATALOG
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,8 @@ class LocalGlueClient:
         on_refusal: Callable[[LocalJobRun, str, str], None] | None = None,
     ) -> None:
         self._context = context
+        # Where runs put their metrics as the Glue jobs do (None: nowhere; a benchmark counts the requests).
+        self.metrics: CloudWatchPublisher | None = None
         self._on_run = on_run
         self._on_round = on_round
         self._on_batch = on_batch
@@ -131,6 +135,8 @@ class LocalGlueClient:
         started = time.monotonic()
         try:
             run.result = self._run(run, DrainHooks(on_batch, on_round, on_refusal=on_refusal))
+            if self.metrics is not None:  # its end told as the Glue job tells it
+                reported(run.result, JobClients(None, None, self.metrics), refusals_told=run.job == WARM_JOB)
             if run.result.failures:
                 run.error = str(TableFailuresError(run.result.failures))
         except CdcLakeError as error:
@@ -154,10 +160,14 @@ class LocalGlueClient:
                 stack["quiet_seconds"] = "0"
             glue = {"JOB_NAME": WARM_JOB, "JOB_RUN_ID": run.run_id}
             warm = WarmOptions.from_options({**lake, **stack, **glue, **run.arguments})
+            if self.metrics is not None:
+                hooks = hooks.also(metric_hooks(self.metrics))
             return run_warm(warm, self._context, self, hooks)
         kind = next(k for k in TRIGGERED_JOBS if k == run.job)
         # Locally no file lands while a run works unless a test lands it: no waiting for more.
         options = ReplayOptions.from_options({**lake, "idle_seconds": "0", **run.arguments})
+        if self.metrics is not None:
+            hooks = hooks.also(DrainHooks(self.metrics.batch, self.metrics.round_end))
         return run_job(kind, options, self._context, on_batch=hooks.on_batch, on_round=hooks.on_round)
 
 
@@ -173,6 +183,7 @@ class PipelineOptions(TypedDict, total=False):
     on_round: Callable[[LocalJobRun, int, int], None] | None
     on_batch: Callable[[LocalJobRun, RunResult], None] | None
     on_refusal: Callable[[LocalJobRun, str, str], None] | None
+    metrics: CloudWatchPublisher | None  # where runs put their metrics (``LocalGlueClient.metrics``)
 
 
 class LocalPipeline:
@@ -197,6 +208,7 @@ class LocalPipeline:
             self.context, options.get("on_run"), options.get("on_round"), options.get("on_batch"),
             options.get("on_refusal"),
         )  # fmt: skip
+        self.glue.metrics = options.get("metrics")
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
         """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed), then run the

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import HandOver
@@ -66,6 +66,26 @@ class DrainHooks:
     on_round: Callable[[int, int], None] | None = None
     shift: Shift | None = None
     on_refusal: Callable[[str, str], None] | None = None
+
+    def also(self, other: DrainHooks) -> DrainHooks:
+        """These hooks, then ``other``'s, at each call; this one's ``shift``, else the other's."""
+        return DrainHooks(
+            _both(self.on_batch, other.on_batch),
+            _both(self.on_round, other.on_round),
+            self.shift or other.shift,
+            _both(self.on_refusal, other.on_refusal),
+        )
+
+
+def _both(first: Callable[..., None] | None, second: Callable[..., None] | None) -> Callable[..., None] | None:
+    if first is None or second is None:
+        return first or second
+
+    def both(*args: Any) -> None:
+        first(*args)
+        second(*args)
+
+    return both
 
 
 NO_HOOKS = DrainHooks()
