@@ -1,8 +1,9 @@
 """The warm job (``runs.mode: warm``): one shard's tables, replayed as their files land, until quiet.
 
 The run first yields to a live run of its shard that is not stopping (the Lambda may start a run just as another
-goes on), then runs ``engine.runs.warm.warm``, putting each commit's metrics as it lands, and at its end how long the
-landed files it saw have waited. It fails, after the others, when a table's batch was refused.
+goes on), then runs ``engine.runs.warm.warm``, putting each round's metrics as the round ends and each refusal as it
+happens, and at its end how long the landed files it saw have waited. It fails, after the others, when a table's
+batch was refused.
 """
 
 from __future__ import annotations
