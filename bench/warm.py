@@ -172,9 +172,7 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
     asked = requests - Counter({"s3:PUT csv": len(phase.landed_at)})
     bill = monthly_bill(
         per_month(asked, wall_s, MONTH_S),
-        glue_compute_usd=shard_usd_per_month(SimParams()) * len(warm_runs) * wall_s / sum(r.seconds for r in warm_runs)
-        if warm_runs
-        else 0.0,
+        glue_compute_usd=shard_usd_per_month(SimParams()) * sum(r.seconds for r in warm_runs) / wall_s,
         lambda_invocations=len(phase.landed_at) / wall_s * MONTH_S,
         lambda_gb_seconds=LAMBDA_GB * phase.lambda_s / wall_s * MONTH_S,
         custom_metrics=custom_metrics(),
