@@ -8,7 +8,9 @@ reference machine this one computes (a fixed pure-Python workload, timed in CPU 
 does not count): a slow machine does not fail for being slow, a case that grew fails everywhere. The run fails
 only past half as much again (``TOLERANCE``): what the other worker runs beside a case moves its time, and one case
 took 55 s and 88 s in two runs of one commit. Every case over its budget is listed as well. A case may carry a
-budget of its own (``@pytest.mark.budget(seconds)``), said and justified in docs/testing.md.
+budget of its own (``@pytest.mark.budget(seconds)``), said and justified in docs/testing.md. A case's hard
+timeout (pytest-timeout, there to stop a hang) never falls below the time its budget lets it take on this machine,
+so a slow machine lists a slow case instead of killing it.
 ``CDC_LAKE_CASE_SECONDS`` sets the budget, 0 turns the check off (``make soak``); ``CDC_LAKE_MACHINE_FACTOR``
 overrides the measured factor.
 """
@@ -16,17 +18,21 @@ overrides the measured factor.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
+import pytest_timeout
 
 BUDGET_ENV = "CDC_LAKE_CASE_SECONDS"
 FACTOR_ENV = "CDC_LAKE_MACHINE_FACTOR"
 DEFAULT_BUDGET = 60.0
 TOLERANCE = 1.5  # a budget times the machine's factor times this fails the run
+# A hard timeout sits this much past a case's limit, so the case ends over its limit (and is named) before it is cut.
+TIMEOUT_MARGIN = 1.2
 # CPU seconds the workload below took on the reference machine (this workplace's 2-core machine, 2026-12-02).
 REFERENCE_SECONDS = 0.26
 
@@ -82,6 +88,23 @@ class SharedSetup:
             setattr(report, OWN_BUDGET, float(mark.args[0]))
 
 
+class CaseTimeouts:
+    """Where the cases run, raises each case's hard timeout to its budget times this machine's limit."""
+
+    def __init__(self, budget: float, factor: float) -> None:
+        self.budget = budget
+        self.factor = factor
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            own = item.get_closest_marker("budget")
+            limit = (float(own.args[0]) if own else self.budget) * self.factor * TOLERANCE * TIMEOUT_MARGIN
+            mark = item.get_closest_marker("timeout")
+            configured = mark.args[0] if mark and mark.args else pytest_timeout.get_env_settings(item.config).timeout
+            if configured and configured < limit:
+                item.add_marker(pytest.mark.timeout(math.ceil(limit)), append=False)
+
+
 class CaseBudget:
     """Sums each case's phases as the reports arrive (on pytest-xdist's controller, from every worker)."""
 
@@ -133,7 +156,12 @@ def pytest_configure(config: pytest.Config) -> None:
     budget = float(os.environ.get(BUDGET_ENV, DEFAULT_BUDGET))
     if budget <= 0:
         return
+    # Measured once, by the controller: its workers inherit the environment, so each case's timeout and the check
+    # use one factor.
+    factor = machine_factor()
+    os.environ[FACTOR_ENV] = repr(factor)
     config.pluginmanager.register(SharedSetup(), "cdc_lake_shared_setup")  # idle where no case runs
+    config.pluginmanager.register(CaseTimeouts(budget, factor), "cdc_lake_case_timeouts")
     # Only the process that reports (pytest-xdist's controller, or a run without workers) checks.
     if not hasattr(config, "workerinput"):
-        config.pluginmanager.register(CaseBudget(budget, machine_factor()), "cdc_lake_case_budget")
+        config.pluginmanager.register(CaseBudget(budget, factor), "cdc_lake_case_budget")

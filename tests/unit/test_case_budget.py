@@ -80,3 +80,32 @@ def test_a_budget_of_0_checks_nothing(pytester: pytest.Pytester, monkeypatch: py
     result = pytester.runpytest_subprocess("-p", "tests.support.budget")
     assert result.ret == pytest.ExitCode.OK
     assert "cases over" not in result.stdout.str()
+
+
+LONG_CASE = """
+import time
+
+import pytest
+
+
+@pytest.mark.budget(1)
+def test_within_its_budget_on_this_machine():
+    time.sleep(1.5)
+
+
+@pytest.mark.budget(0.1)
+def test_hung():
+    time.sleep(30)
+"""
+
+
+def test_a_slow_machine_raises_the_hard_timeout_to_the_budgets_limit_and_still_stops_a_hang(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDC_LAKE_MACHINE_FACTOR", "1.2")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_cases=LONG_CASE)
+    # A 1 s timeout: the first case may take 1 × 1.2 × 1.5 s here, the hung one 0.1 × 1.2 × 1.5 × 1.2 s at most.
+    result = pytester.runpytest_subprocess("-p", "tests.support.budget", "--timeout", "1", "-n", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_hung*Timeout*"])
