@@ -131,7 +131,7 @@ def test_a_commit_since_the_plan_refuses_the_row_delta_and_the_run_plans_again(s
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     lake.apply(config, T + "LOAD00000001.csv")
     name = lake.table("shop_items")
-    real = row_delta.key_positions
+    real = row_delta._indexed_positions  # where each attempt finds its keys' rows first
     calls: list[int] = []
 
     def foreign_commit_first(*args: Any, **kwargs: Any) -> Any:
@@ -140,7 +140,7 @@ def test_a_commit_since_the_plan_refuses_the_row_delta_and_the_run_plans_again(s
             spark.sql(f"INSERT INTO {name} VALUES (100, 'foreign')")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(row_delta, "key_positions", foreign_commit_first)
+    monkeypatch.setattr(row_delta, "_indexed_positions", foreign_commit_first)
     key = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nD,2,b\nI,3,c\n")
     result = lake.apply(config, key)
     assert result.attempts == 2 and len(calls) == 2
@@ -180,3 +180,38 @@ def test_a_batch_that_adds_a_column_writes_its_rows_with_it(spark, lake, landing
     result = lake.apply(after, write_file(landing, T + "20250301-120100000.csv", "U,2,b1,noted\nI,3,c,new\n"))
     assert result.attempts == 1 and made[-1] == result.snapshot_id and len(made) == 2
     assert lake.rows() == [(1, "a1", None), (2, "b1", "noted"), (3, "c", "new")]
+
+
+@on_both_paths
+def test_a_table_written_by_row_deltas_alone_finds_its_keys_in_its_index_built_once(spark, lake, landing, monkeypatch):
+    """The run is the table's only writer: its key index is built once, in bulk, and each later batch finds its keys'
+    rows there, reading no data file; another writer's commit leaves main at a snapshot the index does not
+    describe, so the next batch builds it again. The table equals the oracle after every batch."""
+    from cdc_lake.engine import row_delta
+    from cdc_lake.engine.key_index import KEY_INDEXES
+
+    def generic_reader(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a batch read the table's files for its keys' rows")
+
+    monkeypatch.setattr(row_delta, "key_positions", generic_reader)
+    config = _config(True)
+    write_file(landing, T + "LOAD00000001.csv", "".join(f"{k},load{k}\n" for k in range(1, 21)))
+    expected = {k: f"load{k}" for k in range(1, 21)}
+    lake.apply(config, T + "LOAD00000001.csv")
+    builds = KEY_INDEXES.builds
+    name = lake.table("shop_items")
+    for number, batch in enumerate(_batches(seed=71, count=8, keys=30)):
+        if number == 5:  # another writer: the index no longer describes main
+            spark.sql(f"INSERT INTO {name} VALUES (100, 'foreign')")
+            expected[100] = "foreign"
+        key = write_file(
+            landing, f"{T}20250301-12{number:02d}00000.csv", "".join(f"{op},{k},{v}\n" for op, k, v in batch)
+        )
+        for op, k, value in batch:
+            if op == "D":
+                expected.pop(k, None)
+            else:
+                expected[k] = value
+        assert lake.apply(config, key).applied_files == [key]
+        assert lake.rows() == sorted(expected.items()), f"after batch {number}"
+        assert KEY_INDEXES.builds - builds == (1 if number < 5 else 2), number

@@ -117,6 +117,13 @@ def key_positions(
     return sorted(found)
 
 
+def snapshot_records(target: RowDeltaTarget, snapshot_id: int) -> int:
+    """The rows of snapshot ``snapshot_id``'s data files (before deletes), from its summary in the version read."""
+    snapshot = target.reading.snapshot(snapshot_id)
+    total = snapshot.summary().get("total-records") if snapshot is not None else None
+    return int(total) if total is not None else 2**63 - 1
+
+
 def _literal(value: Any) -> Any:
     """A key's value as Iceberg binds it and as it reads back into Python alike: a date as its ISO text."""
     if isinstance(value, dt.date):
@@ -138,6 +145,8 @@ class RowDelta:
     positions: Sequence[tuple[str, int]]
     summary: Mapping[str, str]
     table_properties: Callable[[int, int], Mapping[str, str]] | None
+    # Told the new snapshot's id and the data file's location (None: no rows) once the commit landed.
+    committed: Callable[[int, str | None], None] | None = None
 
 
 def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarget, delta: RowDelta) -> int:
@@ -183,8 +192,11 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
         committed = transaction.currentMetadata()
         with conflicts_raised():
             operations.commit(base, committed)
+        data_file = str(written[0].location()) if delta.row_count else None
         written.clear()
         keep_commit(spark, dotted_name, table, committed)
+        if delta.committed is not None:
+            delta.committed(int(snapshot.snapshotId()), data_file)
         return int(snapshot.snapshotId())
     except BaseException:
         forget_commit(spark, dotted_name)

@@ -13,8 +13,10 @@ table with history or rejects) keeps the MERGE.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
 from cdc_lake.core.config import TableSpec
@@ -31,7 +33,9 @@ from cdc_lake.engine.iceberg_row_delta import (
     commit_row_delta,
     key_positions,
     row_delta_target,
+    snapshot_records,
 )
+from cdc_lake.engine.key_index import KEY_INDEXES, IndexedTable, RowDeltaKeys
 from cdc_lake.engine.record import RUN_ID
 from cdc_lake.engine.spark_types import select_sql
 
@@ -50,10 +54,13 @@ def commit_changes(
     """Commit each key's last change (``last_changes``, a local relation: read without a job) as ``transaction``
     would (its base, record and requirements; its updates are the MERGE's, not used here)."""
     spark, base = context.spark, transaction.base_snapshot_id
-    keys = select_sql(last_changes, [quote(k) for k in table.primary_key]).collect()
+    key_columns = [quote(k) for k in table.primary_key]
+    keys = [tuple(row) for row in select_sql(last_changes, key_columns).collect()]
     dotted = context.location.dotted(table.lake_table)
     try:
-        positions = key_positions(spark, target, base, table.primary_key, [tuple(row) for row in keys])
+        positions = _indexed_positions(context, target, table, base, keys)
+        if positions is None:
+            positions = key_positions(spark, target, base, table.primary_key, keys)
     except Py4JJavaError as error:
         # Planned from this process's own last commit (``kept_commit``): another tool's compaction and expiry since
         # removed files that metadata names. The table moved on: the batch plans again from it as it is.
@@ -62,14 +69,41 @@ def commit_changes(
         forget_commit(spark, dotted)
         gone = root_cause(error)
         raise TableMovedError(f"{dotted}: files of the metadata this run last committed are gone: {gone}") from error
-    upserts = select_sql(last_changes.where(f"{OP} <> 'D'"), _in_lake_order(table, target))
-    rows = upserts._jdf.collectAsList()
+    kept = last_changes.where(f"{OP} <> 'D'")
+    rows = select_sql(kept, _in_lake_order(table, target))._jdf.collectAsList()
+    # The same local relation's rows, in the same order: the keys of the data file's rows, position by position.
+    row_keys = [tuple(row) for row in select_sql(kept, key_columns).collect()]
     for requirement in transaction.requirements:
         requirement()
     made = transaction.record()
     summary = {**made.properties, RUN_ID: uuid.uuid4().hex}
-    delta = RowDelta(base, rows, int(rows.size()), positions, summary, kept_record(context, table.lake_table, summary))
+
+    def committed(snapshot_id: int, data_file: str | None) -> None:
+        KEY_INDEXES.advance(_indexed(context, table), base, snapshot_id, RowDeltaKeys(keys, data_file, row_keys))
+
+    record = kept_record(context, table.lake_table, summary)
+    delta = RowDelta(base, rows, int(rows.size()), positions, summary, record, committed)
     return Committed(commit_row_delta(spark, dotted, target, delta), made)
+
+
+def _indexed_positions(
+    context: LakeContext, target: RowDeltaTarget, table: TableSpec, base: int, keys: list[tuple[Any, ...]]
+) -> list[tuple[str, int]] | None:
+    """The keys' rows from the table's key index (``key_index``) at ``base``; None where the table is too large to
+    index, or its snapshot could not be read in bulk (the generic reader then says why, or finds them)."""
+    indexed = _indexed(context, table)
+    try:
+        return KEY_INDEXES.positions(indexed, base, snapshot_records(target, base), keys)
+    except (Py4JJavaError, AnalysisException):
+        KEY_INDEXES.forget(indexed)
+        return None
+
+
+def _indexed(context: LakeContext, table: TableSpec) -> IndexedTable:
+    name = table.lake_table
+    return IndexedTable(
+        context.spark, context.location.dotted(name), context.location.named(name), tuple(table.primary_key)
+    )
 
 
 def _in_lake_order(table: TableSpec, target: RowDeltaTarget) -> list[str]:
