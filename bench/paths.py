@@ -90,18 +90,22 @@ class _LakePath:
         return seconds
 
 
-# (name, catalog, the endpoint's delay profile while it runs, the table merge-on-read: a row delta)
+# (name, catalog, the endpoint's delay profile while it runs, the table's write mode): copy-on-write, the MERGE at
+# every batch; merge-on-read, a row delta; auto (the default), a table this small copy-on-write and its small
+# batches row deltas, whose delete files upkeep compacts.
 PATHS = (
-    ("hadoop", LOCAL_CATALOG, "0", False),
-    ("glue", GLUE_CATALOG, "0", False),
-    ("glue_in_region", GLUE_CATALOG, "in-region", False),
-    ("glue_in_region_row_delta", GLUE_CATALOG, "in-region", True),
+    ("hadoop", LOCAL_CATALOG, "0", "copy-on-write"),
+    ("glue", GLUE_CATALOG, "0", "copy-on-write"),
+    ("glue_in_region", GLUE_CATALOG, "in-region", "copy-on-write"),
+    ("glue_in_region_row_delta", GLUE_CATALOG, "in-region", "merge-on-read"),
+    ("glue_in_region_auto", GLUE_CATALOG, "in-region", "auto"),
 )
 
 
-def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, Any]:
-    """The same small CDC runs on each of ``PATHS``; seconds per run and their median, per path; on the Glue
-    paths the requests of the last run, and the seconds the endpoint held each run's requests for."""
+def small_runs(config: PipelineConfig, work: Path, endpoint: str, runs: int = SMALL_RUNS) -> dict[str, Any]:
+    """The same ``runs`` small CDC runs on each of ``PATHS``; seconds per run, their median and their mean (upkeep
+    included), per path; on the Glue paths the requests of the last run, and the seconds the endpoint held each
+    run's requests for."""
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=endpoint)
@@ -117,10 +121,9 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
     prefix = config.table_prefix(table)
     load = write_load_data(spark, SMALL_TABLE_ROWS, work / "load")
     figures: dict[str, Any] = {"rows": SMALL_TABLE_ROWS, "changes": SMALL_RUN_CHANGES}
-    merge_on_read = config.model_copy(update={"lake": config.lake.model_copy(update={"write_mode": "merge-on-read"})})
-    for path, catalog, delay, row_delta in PATHS:
+    for path, catalog, delay, mode in PATHS:
         set_delay(endpoint, delay)
-        path_config = merge_on_read if row_delta else config
+        path_config = config.model_copy(update={"lake": config.lake.model_copy(update={"write_mode": mode})})
         landing = work / path / "landing"
         (landing / prefix).mkdir(parents=True)
         shutil.copyfile(load.single, landing / prefix / load_file_name(1))
@@ -131,7 +134,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
             lake = _LakePath(landing, S3Store(LANDING_BUCKET, client=s3), location, s3)
         full_load_s = lake.land_and_apply(spark, path_config, prefix + load_file_name(1))
         max_key, seconds, jobs, requests, held = SMALL_TABLE_ROWS, [], [], [], []
-        for number in range(SMALL_RUNS):
+        for number in range(runs):
             moment = CDC_START + dt.timedelta(seconds=number + 1)
             file = landing / prefix / cdc_file_name(moment)
             max_key = write_cdc_file(file, max_key, SMALL_RUN_CHANGES, "uniform", random.Random(number), moment)
@@ -146,6 +149,7 @@ def small_runs(config: PipelineConfig, work: Path, endpoint: str) -> dict[str, A
             "full_load_s": round(full_load_s, 3),
             "runs_s": [round(s, 3) for s in seconds],
             "median_s": round(statistics.median(seconds), 3),
+            "mean_s": round(statistics.mean(seconds), 3),
             "spark_jobs": jobs,
         }
         if catalog == GLUE_CATALOG:  # what the run asked of AWS: a table load is a GetTable and a metadata read
@@ -172,6 +176,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-demos", action="store_true", help="only the small runs")
+    parser.add_argument(
+        "--runs", type=int, default=SMALL_RUNS, help="small runs on each path (past 16, auto's compactions show)"
+    )
     args = parser.parse_args()
     work = args.out / "paths-work"
     shutil.rmtree(work, ignore_errors=True)
@@ -186,7 +193,7 @@ def main() -> int:
         for name, value in endpoint_environment(endpoint).items():
             if name != "AWS_ENDPOINT_URL":  # the JVM's SDKs read credentials and region from the environment
                 os.environ.setdefault(name, value)
-        figures = small_runs(config, work, endpoint)
+        figures = small_runs(config, work, endpoint, args.runs)
     if not args.no_demos:
         print("cdc-lake demo, then cdc-lake demo-aws, each in a fresh process …", flush=True)
         figures["demos_s"] = demos(work)
@@ -195,7 +202,7 @@ def main() -> int:
     lines = [
         "| work | Hadoop catalog, local folders | Glue catalog + S3 (local endpoint) | ratio |",
         "|---|---:|---:|---:|",
-        f"| small CDC run: {SMALL_RUN_CHANGES} changes into {SMALL_TABLE_ROWS:,} rows (median of {SMALL_RUNS}, warm) "
+        f"| small CDC run: {SMALL_RUN_CHANGES} changes into {SMALL_TABLE_ROWS:,} rows (median of {args.runs}, warm) "
         f"| {hadoop['median_s']:.2f} s | {glue['median_s']:.2f} s | {glue['median_s'] / hadoop['median_s']:.2f} |",
         f"| full load of {SMALL_TABLE_ROWS:,} rows (first run, cold) | {hadoop['full_load_s']:.2f} s "
         f"| {glue['full_load_s']:.2f} s | {glue['full_load_s'] / hadoop['full_load_s']:.2f} |",
@@ -213,19 +220,25 @@ def main() -> int:
     network = statistics.median(remote["held_s"])
     lines.append(
         f"| the Glue path's small run with AWS's in-Region round trips (the endpoint holds each Glue and S3 request "
-        f"as long as AWS answers; median of {SMALL_RUNS}) | | {remote['median_s']:.2f} s: "
+        f"as long as AWS answers; the MERGE, copy-on-write; median of {args.runs}) | | {remote['median_s']:.2f} s: "
         f"{remote['median_s'] - glue['median_s']:+.2f} s over no delay; its requests held {network:.2f} s in all "
         f"(some at once) | {remote['median_s'] / glue['median_s']:.2f} |"
     )
-    delta = figures["glue_in_region_row_delta"]
-    asked = delta["requests"]
-    lines.append(
-        f"| the same into a merge-on-read table: a row delta (engine.row_delta), in-Region round trips | | "
-        f"{delta['median_s']:.2f} s, {delta['spark_jobs'][-1]} job; {asked.get('glue:GetTable', 0)} GetTable, "
-        f"{asked.get('glue:UpdateTable', 0)} UpdateTable, "
-        f"{sum(n for kind, n in asked.items() if kind.startswith('s3:'))} S3 requests; its requests held "
-        f"{statistics.median(delta['held_s']):.2f} s | {delta['median_s'] / remote['median_s']:.2f} of the MERGE's |"
-    )
+    for path, what in (
+        ("glue_in_region_row_delta", "a merge-on-read table: a row delta (engine.row_delta)"),
+        ("glue_in_region_auto", "the default write mode (auto: this table copy-on-write, small batches row deltas)"),
+    ):
+        delta = figures[path]
+        asked = delta["requests"]
+        lines.append(
+            f"| the same into {what}, in-Region round trips; mean with upkeep | | "
+            f"{delta['median_s']:.2f} s, mean {delta['mean_s']:.2f} s (the MERGE's {remote['mean_s']:.2f}), "
+            f"{delta['spark_jobs'][-1]} job; {asked.get('glue:GetTable', 0)} GetTable, "
+            f"{asked.get('glue:UpdateTable', 0)} UpdateTable, "
+            f"{sum(n for kind, n in asked.items() if kind.startswith('s3:'))} S3 requests; its requests held "
+            f"{statistics.median(delta['held_s']):.2f} s | {delta['median_s'] / remote['median_s']:.2f} of the "
+            f"MERGE's; mean {delta['mean_s'] / remote['mean_s']:.2f} |"
+        )
     if "demos_s" in figures:
         demo, demo_aws = figures["demos_s"]["demo"], figures["demos_s"]["demo-aws"]
         lines.append(f"| `make demo` (5,000 rows, 4 batches) / `make demo-aws` (2,000 rows, 2 batches), warm setup "
