@@ -8,8 +8,8 @@ snapshot the index does not describe; the index is then built again in bulk, by 
 and the key columns at that snapshot, collected as Arrow. A snapshot's files never change, so an index is right
 exactly when its snapshot is the one the batch plans from: nothing else is trusted.
 
-Memory: an entry is a key tuple and a (file number, position) pair, about 200 bytes with a one-column key
-(``KEY_INDEX_MOST_KEYS`` keys: about 100 MB of the driver's Python). A table with more rows than that keeps
+Memory: an entry is a key tuple and a (file number, position) pair, 210 bytes with a ``bigint`` key and 248 with
+a text and a number (``KEY_INDEX_MOST_KEYS`` keys: about 105 MB of the driver's Python). A table with more rows than that keeps
 today's reader (Iceberg's generic reader over the files the keys' statistics do not rule out), and the indexes of
 the tables least recently used are dropped to stay within the bound.
 """
