@@ -9,8 +9,8 @@ and the key columns at that snapshot, collected as Arrow. A snapshot's files nev
 exactly when its snapshot is the one the batch plans from: nothing else is trusted.
 
 Memory: an entry is a key tuple and a (file number, position) pair, 210 bytes with a ``bigint`` key and 248 with
-a text and a number (``KEY_INDEX_MOST_KEYS`` keys: about 105 MB of the driver's Python). A table with more rows than that keeps
-today's reader (Iceberg's generic reader over the files the keys' statistics do not rule out), and the indexes of
+a text and a number (``KEY_INDEX_MOST_KEYS`` keys: about 105 MB of the driver's Python). A table with more rows
+than that keeps Iceberg's generic reader over the files the keys' statistics do not rule out, and the indexes of
 the tables least recently used are dropped to stay within the bound.
 """
 
