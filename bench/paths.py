@@ -91,8 +91,7 @@ class _LakePath:
 
 
 # (name, catalog, the endpoint's delay profile while it runs, the table's write mode): copy-on-write, the MERGE at
-# every batch; merge-on-read, a row delta; auto (the default), a table this small copy-on-write and its small
-# batches row deltas, whose delete files upkeep compacts.
+# every batch; merge-on-read, a row delta; auto, the default, whatever it chooses for a table this small.
 PATHS = (
     ("hadoop", LOCAL_CATALOG, "0", "copy-on-write"),
     ("glue", GLUE_CATALOG, "0", "copy-on-write"),
@@ -177,7 +176,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-demos", action="store_true", help="only the small runs")
     parser.add_argument(
-        "--runs", type=int, default=SMALL_RUNS, help="small runs on each path (past 16, auto's compactions show)"
+        "--runs", type=int, default=SMALL_RUNS, help="small runs on each path (past 16, a row delta's compactions show)"
     )
     args = parser.parse_args()
     work = args.out / "paths-work"
@@ -226,7 +225,7 @@ def main() -> int:
     )
     for path, what in (
         ("glue_in_region_row_delta", "a merge-on-read table: a row delta (engine.row_delta)"),
-        ("glue_in_region_auto", "the default write mode (auto: this table copy-on-write, small batches row deltas)"),
+        ("glue_in_region_auto", "a table of the default write mode (auto)"),
     ):
         delta = figures[path]
         asked = delta["requests"]
