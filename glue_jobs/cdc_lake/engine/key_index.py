@@ -98,8 +98,8 @@ class KeyIndexes:
         """A row delta from ``base`` committed as ``snapshot_id``; an index not at ``base`` is left to be built
         again."""
         with self._lock:
-            index = self._indexes.get(table.slot)
-            if index is None or index.snapshot_id != base or index.key_names != table.key_names:
+            index = self._at(table, base)
+            if index is None:
                 return
             for key in change.keys:
                 index.rows.pop(key, None)
@@ -116,11 +116,17 @@ class KeyIndexes:
 
     def _current(self, table: IndexedTable, snapshot_id: int) -> _Index | None:
         with self._lock:
-            index = self._indexes.get(table.slot)
-            if index is None or index.snapshot_id != snapshot_id or index.key_names != table.key_names:
-                return None
-            self._indexes.move_to_end(table.slot)
+            index = self._at(table, snapshot_id)
+            if index is not None:
+                self._indexes.move_to_end(table.slot)
             return index
+
+    def _at(self, table: IndexedTable, snapshot_id: int) -> _Index | None:
+        """The table's index when it describes ``snapshot_id`` with the table's key columns (the lock held)."""
+        index = self._indexes.get(table.slot)
+        if index is None or index.snapshot_id != snapshot_id or index.key_names != table.key_names:
+            return None
+        return index
 
     def _built(self, table: IndexedTable, snapshot_id: int) -> _Index:
         columns = ", ".join(quote(k) for k in table.key_names)

@@ -56,9 +56,10 @@ def commit_changes(
     spark, base = context.spark, transaction.base_snapshot_id
     key_columns = [quote(k) for k in table.primary_key]
     keys = [tuple(row) for row in select_sql(last_changes, key_columns).collect()]
-    dotted = context.location.dotted(table.lake_table)
+    indexed = _indexed(context, table)
+    dotted = indexed.dotted_name
     try:
-        positions = _indexed_positions(context, target, table, base, keys)
+        positions = _indexed_positions(indexed, target, base, keys)
         if positions is None:
             positions = key_positions(spark, target, base, table.primary_key, keys)
     except Py4JJavaError as error:
@@ -79,7 +80,7 @@ def commit_changes(
     summary = {**made.properties, RUN_ID: uuid.uuid4().hex}
 
     def committed(snapshot_id: int, data_file: str | None) -> None:
-        KEY_INDEXES.advance(_indexed(context, table), base, snapshot_id, RowDeltaKeys(keys, data_file, row_keys))
+        KEY_INDEXES.advance(indexed, base, snapshot_id, RowDeltaKeys(keys, data_file, row_keys))
 
     record = kept_record(context, table.lake_table, summary)
     delta = RowDelta(base, rows, int(rows.size()), positions, summary, record, committed)
@@ -87,11 +88,10 @@ def commit_changes(
 
 
 def _indexed_positions(
-    context: LakeContext, target: RowDeltaTarget, table: TableSpec, base: int, keys: list[tuple[Any, ...]]
+    indexed: IndexedTable, target: RowDeltaTarget, base: int, keys: list[tuple[Any, ...]]
 ) -> list[tuple[str, int]] | None:
     """The keys' rows from the table's key index (``key_index``) at ``base``; None where the table is too large to
     index, or its snapshot could not be read in bulk (the generic reader then says why, or finds them)."""
-    indexed = _indexed(context, table)
     try:
         return KEY_INDEXES.positions(indexed, base, snapshot_records(target, base), keys)
     except (Py4JJavaError, AnalysisException):
