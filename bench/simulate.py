@@ -82,7 +82,8 @@ NEW_MAX_CONCURRENT_RUNS = 1
 
 S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # What one small batch of one file asks of AWS beside the runs' table listings, their metrics and the Lambda, by kind:
-# make bench-warm with the in-Region delay (100 copy-on-write tables, MERGE batches, 2026-12-02; docs/cost-simulation.md
+# make bench-warm with the in-Region delay (100 copy-on-write tables, MERGE batches, measured 2026-12-02 before a small
+# auto table's batch became a row delta, which bench.paths counts at 3 Glue and 22 S3 requests; docs/cost-simulation.md
 # "The whole bill"): 13.2 GetTable and 3 UpdateTable (three metadata commits: the run's branch, the MERGE on it, main
 # moved to it); 3 listings of its own; reads of manifests (4), metadata.json (4.9), data files (3) and the CDC file (3
 # GETs, 3 HEADs); writes of manifests and lists (3), metadata.json (3), one data file and the file's applied tag. The

@@ -254,8 +254,10 @@ def test_maintenance_beside_replay_runs_loses_nothing_and_applies_nothing_twice(
 
 
 def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lake, tmp_path: Path) -> None:
+    """The default write mode (auto): the table is small, so copy-on-write, and its small batches are row deltas
+    all the same, whose delete files upkeep compacts."""
     upkeep = {"compact_at_delete_files": 3, "compact_every_commits": 0, "keep_snapshots": 4}
-    config = orders_config(upkeep=upkeep, write_mode="merge-on-read")
+    config = orders_config(upkeep=upkeep)
     spec = GeneratorSpec(seed=41, initial_rows=100, cdc_files=24, changes_per_file=8, cached_changes=0)
     generated = generate(config, tmp_path / "source", spec)
     keys = land_order(generated)
@@ -268,6 +270,7 @@ def test_upkeep_keeps_a_busy_table_compacted_and_its_snapshots_bounded(lake: Lak
         shapes.append(table_shape(lake, "shop_orders"))
     assert "compact" in steps and "expire" in steps
     assert max(s.delete_files for s in shapes) <= 3  # compacted as soon as a commit reached the threshold
+    assert {s.write_mode for s in shapes} == {"copy-on-write"} and max(s.delete_files for s in shapes) > 0
     assert max(s.snapshots for s in shapes) <= 4 + 10  # expired as soon as it held the margin more than it keeps
     assert_lake_equals_oracle(lake.pipeline(config), generated.expected, tmp_path / "export")
 
@@ -276,18 +279,24 @@ def test_auto_writes_a_small_table_copy_on_write_and_switches_as_it_crosses_the_
     lake: Lake, generated: Any, tmp_path: Path
 ) -> None:
     """``lake.write_mode: auto``: the table starts merge-on-read, its first commit's upkeep switches it to
-    copy-on-write (its files are under the size), so batches leave no delete file; once its files are past the
-    size (here: the size lowered under them) it goes merge-on-read and batches write delete files again."""
+    copy-on-write (its files are under the size). Set to ``copy-on-write``, its batches are MERGEs that leave no
+    delete file; under ``auto`` its small batches are row deltas, whose delete files upkeep compacts. Once its files
+    are past the size (here: the size lowered under them) it goes merge-on-read."""
     small, large = orders_config(), orders_config(copy_on_write_up_to_mb=0.0001)
+    rewritten = orders_config(write_mode="copy-on-write")
     keys = land_order(generated)
     lake.land_from(generated.landing, keys)
     dotted = lake.location.dotted("shop_orders")
     first = lake.apply(small, keys[0])
     assert [(u.action, u.detail["copy_on_write"]) for u in first.upkeep] == [("write-mode", 1)]
     assert table_properties(lake.spark, dotted)["write.merge.mode"] == "copy-on-write"
-    for key in keys[1:6]:
-        assert not [u for u in lake.apply(small, key).upkeep if u.action == "write-mode"]  # no switch back and forth
+    for key in keys[1:3]:
+        assert not lake.apply(rewritten, key).upkeep
     assert table_shape(lake, "shop_orders").delete_files == 0
+    for key in keys[3:6]:
+        assert not [u for u in lake.apply(small, key).upkeep if u.action == "write-mode"]  # no switch back and forth
+    assert table_properties(lake.spark, dotted)["write.merge.mode"] == "copy-on-write"
+    assert table_shape(lake, "shop_orders").delete_files > 0  # the row deltas' own
 
     grown = lake.apply(large, keys[6])
     assert [(u.action, u.detail["copy_on_write"]) for u in grown.upkeep] == [("write-mode", 0)]

@@ -48,8 +48,9 @@ def test_split_batch_of_deletes_only_appends_nothing(spark, lake, landing):
 
 
 def test_the_table_size_chooses_the_split(spark, lake, landing):
-    """Below ``split_merge_from_rows`` rows a batch is one MERGE; from it on, a delete and an append."""
-    config = items_config(lake={"split_merge_from_rows": 3})
+    """Below ``split_merge_from_rows`` rows a batch is one MERGE; from it on, a delete and an append (the MERGE's
+    paths: a batch this small would otherwise be a row delta)."""
+    config = items_config(lake={"split_merge_from_rows": 3, "row_delta_keys": 0})
     write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
     small = write_file(landing, T + "20250301-120000000.csv", "U,1,a1\nI,3,c\n")
     lake.apply(config, T + "LOAD00000001.csv")

@@ -206,12 +206,21 @@ def test_types_nulls_and_empty_strings(spark, lake, landing):
 
 
 @on_both_paths
-@pytest.mark.parametrize("split", [False, True], ids=["one-merge", "delete-append"])
-def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split):
+@pytest.mark.parametrize(
+    ("split", "settings"),
+    [
+        pytest.param(False, {}, id="row-delta"),
+        pytest.param(False, {"write_mode": "copy-on-write"}, id="one-merge"),
+        pytest.param(True, {"row_delta_keys": 0}, id="delete-append"),
+    ],
+)
+def test_concurrent_runs_never_lose_or_double_apply(spark, lake, landing, split, settings):
     # Six runs of one table at once, each commit beaten by up to five others: on a loaded machine the default
     # four retries can run out before the last one's turn (a safe refusal, not what this test is about).
-    # Split: every batch is merged as a delete and an append, as into a large table.
-    cfg = items_config(lake={"commit_retries": 20, "split_merge_from_rows": 0 if split else 1_000_000})
+    # A small auto table's batch is a row delta; a table set to copy-on-write keeps one MERGE; split: every batch
+    # is merged as a delete and an append, as into a large table.
+    lake_settings = {"commit_retries": 20, "split_merge_from_rows": 0 if split else 1_000_000, **settings}
+    cfg = items_config(lake=lake_settings)
     write_file(landing, T + "LOAD00000001.csv", "".join(f"{i},v0\n" for i in range(50)))
     keys = [
         write_file(landing, T + f"20250301-1200{n:02d}000.csv", "".join(f"U,{i},v{n}\n" for i in range(n, 50, 3)))

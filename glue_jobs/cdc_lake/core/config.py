@@ -434,9 +434,10 @@ class LakeSettings(_Model):
     write_mode: WriteMode = Field(
         default="auto",
         description="How a batch changes the rows of a lake table. auto: copy-on-write while the table's files hold "
-        "at most copy_on_write_up_to_mb (a batch rewrites the few files it touches, so readers never apply a delete "
-        "file), merge-on-read above it (a batch writes delete files, which upkeep compacts); the replay switches a "
-        "table as it crosses the size (docs/performance.md#write-mode)",
+        "at most copy_on_write_up_to_mb (a batch rewrites the few files it touches; a small batch is a row delta "
+        "all the same, see row_delta_keys), merge-on-read above it (a batch writes delete files, which upkeep "
+        "compacts); copy-on-write: every batch rewrites, for readers that must never apply a delete file; the replay "
+        "switches a table as it crosses the size (docs/performance.md#write-mode)",
     )
     copy_on_write_up_to_mb: float = Field(
         default=8,
@@ -465,10 +466,10 @@ class LakeSettings(_Model):
     row_delta_keys: int = Field(
         default=10_000,
         ge=0,
-        description="A small batch of at most this many keys into an unpartitioned merge-on-read table is committed "
-        "through Iceberg's RowDelta (its keys' rows found by Iceberg's reader in the driver, one data file and one "
-        "delete file, one metadata commit), not Spark's MERGE; 0: always the MERGE "
-        "(docs/performance.md#small-batches)",
+        description="A small batch of at most this many keys into an unpartitioned table written merge-on-read, or "
+        "copy-on-write by write_mode auto, is committed through Iceberg's RowDelta (its keys' rows found by "
+        "Iceberg's reader in the driver, one data file and one delete file, one metadata commit), not Spark's MERGE; "
+        "0: always the MERGE (docs/performance.md#small-batches)",
     )
     upkeep: UpkeepSettings = Field(default_factory=UpkeepSettings)
     glue_version: GlueVersion = Field(

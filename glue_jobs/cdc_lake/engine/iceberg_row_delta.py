@@ -54,18 +54,21 @@ class RowDeltaTarget:
     schema_id: int  # of ``columns``: the commit refuses a table whose columns moved on since
 
 
-def row_delta_target(spark: SparkSession, dotted_name: str, keys: Sequence[str]) -> RowDeltaTarget | None:
-    """The table, when a row delta may write it: merge-on-read, unpartitioned, format 2, and keys of
-    ``ROW_DELTA_KEY_TYPES``; read as the batch's plan read it when that was this process's own commit
-    (``kept_commit``), else anew: the batch may have altered its columns."""
+def row_delta_target(
+    spark: SparkSession, dotted_name: str, keys: Sequence[str], *, copy_on_write: bool = False
+) -> RowDeltaTarget | None:
+    """The table, when a row delta may write it: merge-on-read (or copy-on-write too, with ``copy_on_write``),
+    unpartitioned, format 2, and keys of ``ROW_DELTA_KEY_TYPES``; read as the batch's plan read it when that was
+    this process's own commit (``kept_commit``), else anew: the batch may have altered its columns."""
     own = kept_commit(spark, dotted_name)
     table = loaded_table(spark, dotted_name, as_kept=True)
     reading = own if own is not None else table  # its mode: as planned
     metadata = reading.operations().current()
     properties = as_dict(spark, metadata.properties())
+    modes = {"merge-on-read", "copy-on-write"} if copy_on_write else {"merge-on-read"}
     if (
-        properties.get("write.merge.mode") != "merge-on-read"
-        or properties.get("write.delete.mode") != "merge-on-read"
+        properties.get("write.merge.mode", "copy-on-write") not in modes
+        or properties.get("write.delete.mode", "copy-on-write") not in modes
         or int(metadata.formatVersion()) != 2
         or not metadata.spec().isUnpartitioned()
     ):

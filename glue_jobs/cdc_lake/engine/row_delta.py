@@ -6,8 +6,14 @@ few hundred keys needs none of that: the keys' rows are found by Iceberg's gener
 their statistics do not rule out), their positions written as one position delete file, the keys' new rows as one
 data file, and both committed with the batch's record in one metadata commit, only while main is still at the
 snapshot the batch planned from. The table that results is the MERGE's (``tests/functional/test_row_delta.py``
-runs both on the same changes); what it cannot write (copy-on-write, partitioned, format 3, keys of other types, a
-table with history or rejects) keeps the MERGE.
+runs both on the same changes); what it cannot write (partitioned, format 3, keys of other types, a table with
+history or rejects) keeps the MERGE.
+
+A table ``auto`` writes copy-on-write (a small one) takes the row delta too: its delete files hold a batch's few
+rows, cheap to apply in a scan of a table that small, and upkeep folds them in at ``compact_at_delete_files``;
+the MERGE would rewrite the files the batch touches through three jobs and three metadata commits. A table whose
+write mode is set to ``copy-on-write`` keeps the MERGE at every batch, for readers that must never apply a delete
+file.
 """
 
 from __future__ import annotations
@@ -45,7 +51,10 @@ def row_delta_target_of(context: LakeContext, table: TableSpec, keys: ChangedKey
     ``iceberg_java.row_delta_target`` asks of the table); None: the MERGE."""
     if not 0 < keys.count <= context.config.lake.row_delta_keys:
         return None
-    return row_delta_target(context.spark, context.location.dotted(table.lake_table), table.primary_key)
+    auto = context.config.write_mode(table) == "auto"
+    return row_delta_target(
+        context.spark, context.location.dotted(table.lake_table), table.primary_key, copy_on_write=auto
+    )
 
 
 def commit_changes(
