@@ -87,7 +87,7 @@ S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # "The whole bill"): 13.2 GetTable and 3 UpdateTable (three metadata commits: the run's branch, the MERGE on it, main
 # moved to it); 3 listings of its own; reads of manifests (4), metadata.json (4.9), data files (3) and the CDC file (3
 # GETs, 3 HEADs); writes of manifests and lists (3), metadata.json (3), one data file and the file's applied tag. The
-# Lambda's time per event from the same run (its handler here: a listing of the shard's markers and GetJobRuns).
+# Lambda's time per event from the same run (its handler then: a listing of the shard's markers and GetJobRuns).
 WARM_BATCH_REQUESTS: Mapping[str, float] = {
     "glue:GetTable": 13.2,
     "glue:UpdateTable": 3.0,
@@ -97,6 +97,9 @@ WARM_BATCH_REQUESTS: Mapping[str, float] = {
     "s3:PUT": 8.0,
 }
 LAMBDA_S_PER_EVENT = 0.19
+# The warm Lambda's look at the shard's RUNNING run per landed file: its stop marker, then its hold, by key
+# (``GlueJobStarter.warm_run``), where it listed the shard's state before.
+LAMBDA_HEADS_PER_EVENT = 2
 
 # The warm design (runs.mode warm) runs on G.025X workers: a quarter of a DPU and 2 vCPUs each (AWS Glue's worker
 # types). Its batch: a warm small batch (10 changes into 10,000 rows) on the Glue catalog + S3 path, measured by
@@ -872,7 +875,8 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
         files=files,
         batches=sum(o.batches for o in outcomes) * to_month,
         metric_puts=sum(o.rounds + o.runs for o in outcomes) * to_month,  # a round that committed, a run's end
-        listings=listings_per_month + files,  # and the Lambda's look at the shard's markers, per landed file
+        listings=listings_per_month,
+        heads=files * LAMBDA_HEADS_PER_EVENT,
     )
     return {
         "glue_version": params.glue_version,
@@ -911,12 +915,15 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
     }
 
 
-def whole_bill(*, glue_usd: float, files: float, batches: float, metric_puts: float, listings: float) -> Bill:
+def whole_bill(
+    *, glue_usd: float, files: float, batches: float, metric_puts: float, listings: float, heads: float = 0.0
+) -> Bill:
     """A month of a design, whole: Glue compute, each batch's requests as measured (``WARM_BATCH_REQUESTS``: a small
-    batch is the same in every design), the runs' table listings, their metric puts, and the Lambda's invocation
-    per landed file."""
+    batch is the same in every design), the runs' table listings, their metric puts, the Lambda's invocation per
+    landed file, and its HEADs of the warm runs' markers (``heads``)."""
     requests = {kind: n * batches for kind, n in WARM_BATCH_REQUESTS.items()}
     requests["s3:LIST"] = requests.get("s3:LIST", 0.0) + listings
+    requests["s3:HEAD"] = requests.get("s3:HEAD", 0.0) + heads
     requests["cloudwatch:PutMetricData"] = metric_puts
     return monthly_bill(
         requests,

@@ -116,14 +116,16 @@ MAINTENANCE_ARGUMENTS = declared_flags(
 SCHEDULED_MAINTENANCE_ARGUMENTS = declared_flags(MaintenanceArguments, {"action": "all"})
 
 
-# cdk-nag's acknowledgment of the warm policy's one wildcard: the stop markers' objects in the raw bucket.
+# cdk-nag's finding for a policy's one wildcard, the warm runs' marker objects in the raw bucket (the warm policy's,
+# which writes them, and the trigger's, which reads them).
 _MARKER_OBJECTS = WARM_MARKER_PREFIX.replace("/", "\\/") + "\\*"
+MARKER_OBJECTS_FINDING = {"regex": f"/^Resource::<.*Raw.*\\.Arn>\\/{_MARKER_OBJECTS}$/"}
 WARM_WILDCARD_REASONS = [
     {
         "id": "AwsSolutions-IAM5",
         "reason": f"A warm run writes and deletes its stop markers, named by shard and Glue's run id, under "
         f"{WARM_MARKER_PREFIX} of the raw bucket, and nothing else in it.",
-        "appliesTo": [{"regex": f"/^Resource::<.*Raw.*\\.Arn>\\/{_MARKER_OBJECTS}$/"}],
+        "appliesTo": [MARKER_OBJECTS_FINDING],
     }
 ]
 

@@ -46,12 +46,12 @@ from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.run_modes import Starts
 from cdc_lake.core.shards import (
     VERSION_ARGUMENT,
-    ShardState,
+    hold_key,
+    marker_key,
     runs_of_shard,
     runs_since,
     shard_count,
     shard_of,
-    state_prefix,
 )
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
@@ -138,8 +138,8 @@ def _is_temporary_refusal(error: Exception) -> bool:
 
 
 class GlueJobStarter:
-    """The one place that calls Glue: start_job_run with retries on temporary refusals. ``markers`` lists keys of a
-    bucket under a prefix (S3's ListObjectsV2): the warm runs' stop markers, read in ``runs.mode: warm`` only."""
+    """The one place that calls Glue: start_job_run with retries on temporary refusals. ``exists`` tells whether a
+    bucket holds a key (S3's HeadObject): a warm run's stop marker or hold, read in ``runs.mode: warm`` only."""
 
     def __init__(  # noqa: PLR0913  # the deployed function and the local runtime each give all of them
         self,
@@ -149,7 +149,7 @@ class GlueJobStarter:
         max_attempts: int = 5,
         base_delay: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
-        markers: Callable[[str, str], list[str]] | None = None,
+        exists: Callable[[str, str], bool] | None = None,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         missing = [kind for kind in TRIGGERED_JOBS if not job_names.get(kind)]
@@ -159,7 +159,7 @@ class GlueJobStarter:
         self.job_names = dict(job_names)
         self.retries = RetryPolicy(attempts=max_attempts, first_delay=base_delay, max_delay=MAX_RETRY_DELAY)
         self.sleep = sleep
-        self.markers = markers
+        self.exists = exists
         self.now = now
 
     def start(self, request: JobRunRequest) -> str:
@@ -203,10 +203,16 @@ class GlueJobStarter:
     def warm_run(self, bucket: str, shard: int, live_span: dt.timedelta, version: str) -> str | None:
         """The id of the shard's warm run that will see a file landed now, of this configuration (``version``,
         ``PipelineConfig.version``): one waiting or starting that was started for it, or one running that holds the
-        shard with it and has not said it is stopping (one listing of ``core.shards.state_prefix``); None: start
-        one. A run of another configuration (a deployment since) may not own the file's table: it never counts.
-        Runs are read back to ``live_span`` ago (``core.shards.runs_since``). Any error reading runs or markers
-        answers None: a needless run yields to a live one at its start."""
+        shard with it and has not said it is stopping; None: start one. A run of another configuration (a deployment
+        since) may not own the file's table: it never counts. Runs are read back to ``live_span`` ago
+        (``core.shards.runs_since``). Any error reading runs or markers answers None: a needless run yields to a live
+        one at its start.
+
+        A RUNNING run's state is two HEADs, not a listing of ``core.shards.state_prefix`` (a twelfth of its price):
+        its stop marker, then its hold. In that order they answer what one listing would: a marker absent at the
+        first read means the run was not stopping then, so a hold still there at the second means it lists the
+        landing again after the first, after this file landed (a stopping run's marker stays until its hold is gone,
+        ``ShardState.keys_of``). Read the other way round, a run could end in between and be counted on."""
         name = self.job_names[WARM_JOB]
         try:
             runs = runs_since(self.glue_client, name, self.now() - live_span)
@@ -217,14 +223,16 @@ class GlueJobStarter:
                 return str(ready["Id"])
             if not any(r["JobRunState"] == "RUNNING" for r in ours):
                 return None
-            if self.markers is None:
+            exists = self.exists
+            if exists is None:
                 raise ConfigError("runs.mode warm: the starter cannot read the warm runs' stop markers")
-            state = ShardState.of(shard, self.markers(bucket, state_prefix(shard)))
+            for run in (r for r in ours if r["JobRunState"] == "RUNNING"):
+                run_id = str(run["Id"])
+                if not exists(bucket, marker_key(shard, run_id)) and exists(bucket, hold_key(shard, run_id, version)):
+                    return run_id
         except (ClientError, BotoCoreError) as error:
             _log.warning("could not tell whether shard %d's warm run is live (%s); starting a run", shard, error)
-            return None
-        running = (r for r in ours if r["JobRunState"] == "RUNNING" and r["Id"] not in state.stopping)
-        return next((str(r["Id"]) for r in running if state.holding.get(r["Id"]) == version), None)
+        return None
 
     def backoff(self, attempt: int) -> float:
         """Delay after the given failed attempt: exponential, capped, with equal jitter (between half and all)."""
@@ -429,17 +437,27 @@ def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str,
             # The starter retries start_job_run; botocore retrying inside each of its attempts would multiply them.
             boto3.client("glue", config=Config(retries={"mode": "standard", "total_max_attempts": 1})),
             names,
-            markers=_s3_keys(boto3.client("s3")) if warm_job else None,
+            exists=_s3_exists(boto3.client("s3")) if warm_job else None,
         ),
     )
 
 
-def _s3_keys(s3: Any) -> Callable[[str, str], list[str]]:
-    def keys(bucket: str, prefix: str) -> list[str]:
-        listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
-        return [str(item["Key"]) for item in listed.get("Contents", [])]
+# HeadObject's answers for a key that is not there: 404, or 403 to a role without s3:ListBucket (the function's role
+# has none; it may read the markers' objects only, ``infra.trigger``).
+_ABSENT = frozenset({"404", "403", "NoSuchKey", "NotFound", "Forbidden"})
 
-    return keys
+
+def _s3_exists(s3: Any) -> Callable[[str, str], bool]:
+    def exists(bucket: str, key: str) -> bool:
+        try:
+            s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as error:
+            if str(error.response.get("Error", {}).get("Code")) in _ABSENT:
+                return False
+            raise
+        return True
+
+    return exists
 
 
 def clear_container_settings() -> None:

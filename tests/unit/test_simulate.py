@@ -430,7 +430,8 @@ def test_a_busy_warm_run_lists_each_table_once_a_round() -> None:
 
 def test_the_warm_whole_bill_prices_each_batchs_requests_the_rounds_the_lambda_and_one_metrics_put_a_round() -> None:
     """A busy minute of 100 tables: 100 batches (one file each), each asking WARM_BATCH_REQUESTS; 3 rounds listing
-    every table; the Lambda's invocation and marker listing per file; one PutMetricData per round that committed."""
+    every table; the Lambda's invocation and its two HEADs of the shard's run's marker and hold per file; one
+    PutMetricData per round that committed."""
     result = simulate_warm(100, 60, WARM_QUICK)
     bill = result["bill"]
     month = 60 * 24 * 30
@@ -441,9 +442,11 @@ def test_the_warm_whole_bill_prices_each_batchs_requests_the_rounds_the_lambda_a
     assert bill["requests_per_month"]["Lambda"] == pytest.approx(100 * month, rel=0.02)
     rounds = bill["requests_per_month"]["CloudWatch PutMetricData"]
     assert 2.5 * month <= rounds <= 3.1 * month  # a round every 20 s, each one request however many batches
-    listed = 100 * 3 * month + 100 * month + WARM_BATCH_REQUESTS["s3:LIST"] * batches
+    listed = 100 * 3 * month + WARM_BATCH_REQUESTS["s3:LIST"] * batches
     writes = listed + WARM_BATCH_REQUESTS["s3:PUT"] * batches
     assert bill["requests_per_month"]["S3 PUT/COPY/POST/LIST"] == pytest.approx(writes, rel=0.03)
+    reads = 2 * 100 * month + (WARM_BATCH_REQUESTS["s3:GET"] + WARM_BATCH_REQUESTS["s3:HEAD"]) * batches
+    assert bill["requests_per_month"]["S3 GET/HEAD"] == pytest.approx(reads, rel=0.03)
     assert result["whole_usd_per_month"] == pytest.approx(sum(bill["usd_per_month"].values()), abs=0.05)
     assert result["whole_usd_per_month"] - result["requests_usd_per_month"] == pytest.approx(
         result["usd_per_month"], abs=0.02

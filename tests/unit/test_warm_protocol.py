@@ -147,7 +147,7 @@ class World(protocol.World):
             ModelGlue(self, window=True),
             JOBS,
             sleep=lambda _: None,
-            markers=lambda _bucket, prefix: [k for k in self.markers if k.startswith(prefix)],
+            exists=lambda _bucket, key: key in self.markers,
             now=self.now,
         )
 
@@ -289,7 +289,7 @@ def test_a_load_file_starts_a_full_load_run_for_its_table_and_a_missing_warm_job
     event = s3_object_created_event(
         BUCKET, [("app/orders/LOAD00000001.csv", 10, "a"), ("app/users/20250301-120501000.csv", 10, "b")]
     )
-    starter = GlueJobStarter(glue, JOBS, markers=lambda _bucket, _prefix: [])
+    starter = GlueJobStarter(glue, JOBS, exists=lambda _bucket, _key: False)
     assert handle(event, config=CONFIG, starter=starter) == ["jr_1", "jr_2"]
     assert glue.started == [
         ("full_load", {"--bucket": BUCKET, "--key": "app/orders/LOAD00000001.csv", "--table": "app.orders"}),
@@ -300,7 +300,7 @@ def test_a_load_file_starts_a_full_load_run_for_its_table_and_a_missing_warm_job
         handle(event, config=CONFIG, starter=without)
 
 
-def test_the_deployed_function_reads_the_warm_jobs_name_and_lists_markers_only_in_warm_stacks(monkeypatch):
+def test_the_deployed_function_reads_the_warm_jobs_name_and_reads_markers_only_in_warm_stacks(monkeypatch):
     from dms_trigger import handler
 
     monkeypatch.setattr(handler, "load_config_uri", lambda location, label: CONFIG)
@@ -312,10 +312,10 @@ def test_the_deployed_function_reads_the_warm_jobs_name_and_lists_markers_only_i
     handler.clear_container_settings()
     try:
         plain = handler.container_settings(environment).starter
-        assert WARM_JOB not in plain.job_names and plain.markers is None
+        assert WARM_JOB not in plain.job_names and plain.exists is None
         handler.clear_container_settings()
         warm = handler.container_settings({**environment, handler.WARM_JOB_ENV: "lake-cdc-warm"}).starter
-        assert warm.job_names[WARM_JOB] == "lake-cdc-warm" and warm.markers is not None
+        assert warm.job_names[WARM_JOB] == "lake-cdc-warm" and warm.exists is not None
     finally:
         handler.clear_container_settings()
 
@@ -375,9 +375,8 @@ def covered_by_any_unmarked_run(
         shard,
         ["WAITING", "STARTING", "RUNNING"],
     )
-    assert self.markers is not None
-    stopping = ShardState.of(shard, self.markers(bucket, state_prefix(shard))).stopping
-    return next((str(r["Id"]) for r in runs if r["Id"] not in stopping), None)
+    assert self.exists is not None
+    return next((str(r["Id"]) for r in runs if not self.exists(bucket, marker_key(shard, str(r["Id"])))), None)
 
 
 def test_the_exploration_finds_an_added_tables_file_left_to_a_run_of_the_old_configuration(monkeypatch):

@@ -15,7 +15,7 @@ from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.core.names import WARM_BATCH_MINUTES, WARM_JOB
 from cdc_lake.core.plan import ReplayState, plan_run
-from cdc_lake.core.shards import VERSION_ARGUMENT, hold_key, marker_key, overrun_key, version_key
+from cdc_lake.core.shards import VERSION_ARGUMENT, ShardState, hold_key, marker_key, overrun_key, version_key
 from cdc_lake.core.storage import StoredObject
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.runs.warm import WarmShift, admit_small, warm_budget
@@ -253,7 +253,7 @@ def test_a_shards_run_of_a_day_is_found_behind_other_shards_runs_and_the_pages_s
 
     glue = a_day_old_run_behind_other_shards_runs()
     holds = [hold_key(0, run, CONFIG.version) for run in ("jr_day", "jr_new")]
-    starter = GlueJobStarter(glue, JOBS, markers=lambda _bucket, _prefix: holds, now=lambda: NOW)
+    starter = GlueJobStarter(glue, JOBS, exists=lambda _bucket, key: key in holds, now=lambda: NOW)
     assert starter.warm_run("raw", 0, CONFIG.runs.warm.live_span, CONFIG.version) in {"jr_day", "jr_new"}
     # Two pages hold the runs of the last 26 hours; the month before them is not read.
     assert glue.pages == 2
@@ -376,9 +376,7 @@ def test_the_lambda_counts_on_no_run_of_another_configuration() -> None:
     glue = Glue()
     glue.runs["lake-cdc-warm"] = [warm_run("jr_old", 60)]
     bucket = Bucket({hold_key(0, "jr_old", CONFIG.version): 6})
-    starter = GlueJobStarter(
-        glue, JOBS, markers=lambda _b, prefix: [o.key for o in bucket.list(prefix)], now=lambda: NOW
-    )
+    starter = GlueJobStarter(glue, JOBS, exists=lambda _b, key: key in bucket.sizes, now=lambda: NOW)
     span = CONFIG.runs.warm.live_span
     assert starter.warm_run("raw", 0, span, CONFIG.version) == "jr_old"
     assert starter.warm_run("raw", 0, span, DEPLOYED.version) is None, "it does not list app.users: start a run"
@@ -446,3 +444,116 @@ def test_a_configuration_copied_with_a_change_has_a_version_of_its_own() -> None
     changed = CONFIG.model_copy(update={"runs": CONFIG.runs.model_copy(update={"warm": warm})})
     assert changed.version != version and CONFIG.version == version
     assert parse_config(CONFIG.model_dump()).version == version  # the same settings, read again: the same version
+
+
+# A warm run's life as the bucket sees it: its stop marker and hold put and removed, its listings of the landing
+# ("list"), the moment it has said it stops ("stopping", once its marker is put) and, for a dead run, another run's
+# removal of what it left ("cleanup": ``ShardState.keys_of``'s deletes, in their order). "killed": no more from it.
+MARKER, HOLD = marker_key(0, "jr_1"), hold_key(0, "jr_1", CONFIG.version)
+TAKES = [("put", MARKER), ("put", HOLD), ("delete", MARKER), ("list", ""), ("list", "")]
+LIVES = {
+    "ends": [*TAKES, ("put", MARKER), ("stopping", ""), ("list", ""), ("delete", HOLD), ("cleanup", "")],
+    "resumes": [
+        *TAKES,
+        ("put", MARKER),
+        ("stopping", ""),
+        ("list", ""),
+        ("delete", MARKER),
+        ("list", ""),
+        ("put", MARKER),
+        ("stopping", ""),
+        ("list", ""),
+        ("delete", HOLD),
+        ("cleanup", ""),
+    ],
+    "yields": [("put", MARKER), ("cleanup", "")],
+    "killed holding": [*TAKES, ("killed", ""), ("cleanup", "")],
+    "killed stopping": [*TAKES, ("put", MARKER), ("stopping", ""), ("killed", ""), ("cleanup", "")],
+    "killed taking": [("put", MARKER), ("put", HOLD), ("killed", ""), ("cleanup", "")],
+}
+
+
+def _moments(life: list[tuple[str, str]]) -> tuple[list[set[str]], list[str]]:
+    """The state objects at each moment of ``life``, and the event that ends each moment; a cleanup's deletes are
+    events of their own, as another reader may come between two of them."""
+    objects: set[str] = set()
+    states, events = [set(objects)], []
+    for event, key in life:
+        if event == "cleanup":
+            for left in ShardState.of(0, objects).keys_of(0, "jr_1"):
+                objects.discard(left)
+                states.append(set(objects))
+                events.append("cleanup")
+            continue
+        if event == "put":
+            objects.add(key)
+        elif event == "delete":
+            objects.discard(key)
+        states.append(set(objects))
+        events.append(event)
+    return states, events
+
+
+def _lost_counts(life: list[tuple[str, str]]) -> tuple[list[tuple[int, int]], int]:
+    """Every pair of moments (first read, later read) at which the Lambda reads the RUNNING run's objects: those at
+    which it counts on the run though the run will not list the landing after the first read (for a run that is
+    killed, only if it had said it stops by then: a run killed in its rounds is counted on until Glue shows it
+    FAILED, the loss a kill always risked until the shard's next landing), and how many pairs count on it."""
+    from dms_trigger.handler import GlueJobStarter
+
+    states, events = _moments(life)
+    glue = Glue()
+    glue.runs["lake-cdc-warm"] = [warm_run("jr_1", 1)]
+    lost, counted = [], 0
+    for first in range(len(states)):
+        for later in range(first, len(states)):
+            reads = iter((first, later))
+
+            def exists(_bucket: str, key: str, reads=reads, later=later) -> bool:
+                return key in states[next(reads, later)]
+
+            starter = GlueJobStarter(glue, JOBS, exists=exists, now=lambda: NOW)
+            if starter.warm_run("raw", 0, CONFIG.runs.warm.live_span, CONFIG.version) != "jr_1":
+                continue
+            counted += 1
+            after = events[first:]
+            began = "stopping" in events[:first]
+            if "list" not in after and ("killed" not in events or began):
+                lost.append((first, later))
+    return lost, counted
+
+
+@pytest.mark.parametrize("life", sorted(LIVES))
+def test_the_lambdas_two_reads_count_on_a_run_only_if_it_lists_after_them_at_every_moment_of_its_life(life):
+    """The Lambda reads a RUNNING run's stop marker and then its hold (two HEADs where it listed the shard's state):
+    at every pair of moments of every life, it counts on the run only if the run lists the landing after the first
+    read. A run in its rounds is counted on."""
+    lost, counted = _lost_counts(LIVES[life])
+    assert not lost, f"{life}: counted on at (first read, later read) {lost} with no listing after"
+    assert counted or life in {"yields", "killed taking"}, f"{life}: never counted on"
+
+
+def test_the_check_finds_the_run_that_ends_between_two_reads_taken_hold_first(monkeypatch):
+    """The check can fail: read hold first and marker second, and a run that stops, ends and is cleaned up between
+    the two reads is counted on though it never lists again."""
+    from dms_trigger.handler import GlueJobStarter
+
+    def hold_first(self, bucket, shard, live_span, version):
+        assert self.exists is not None
+        holds = self.exists(bucket, hold_key(shard, "jr_1", version))
+        return "jr_1" if holds and not self.exists(bucket, marker_key(shard, "jr_1")) else None
+
+    monkeypatch.setattr(GlueJobStarter, "warm_run", hold_first)
+    assert _lost_counts(LIVES["ends"])[0]
+
+
+def test_the_check_finds_a_killed_stopping_run_counted_on_when_its_marker_is_removed_before_its_hold(monkeypatch):
+    """The check can fail: a dead run's stop marker removed before its hold leaves a moment with a hold and no
+    marker, which the Lambda (two reads or one listing alike) counts on."""
+
+    def marker_first(self, shard, run_id):
+        keys = [marker_key(shard, run_id)] if run_id in self.stopping else []
+        return keys + ([hold_key(shard, run_id, self.holding[run_id])] if run_id in self.holding else [])
+
+    monkeypatch.setattr(ShardState, "keys_of", marker_first)
+    assert _lost_counts(LIVES["killed stopping"])[0]

@@ -41,9 +41,9 @@ VERSION_ARGUMENT = "--config_version"
 
 
 def state_prefix(shard: int) -> str:
-    """Where the warm runs of ``shard`` keep its state, read with one listing (the Lambda's and the runs'): a stop
-    marker per stopping run (``marker_key``), a hold by the run that took the shard (``hold_key``), and the newest
-    configuration that asked for it (``version_key``)."""
+    """Where the warm runs of ``shard`` keep its state, read by the runs with one listing: a stop marker per stopping
+    run (``marker_key``), a hold by the run that took the shard (``hold_key``), and the newest configuration that
+    asked for it (``version_key``). The Lambda reads a RUNNING run's marker and hold by their keys."""
     return f"{WARM_MARKER_PREFIX}{shard}/"
 
 
@@ -85,10 +85,12 @@ class ShardState:
         return cls(frozenset(stopping), holding)
 
     def keys_of(self, shard: int, run_id: str) -> list[str]:
-        """The keys ``run_id`` left: a dead run's are removed."""
-        keys = [marker_key(shard, run_id)] if run_id in self.stopping else []
-        if run_id in self.holding:
-            keys.append(hold_key(shard, run_id, self.holding[run_id]))
+        """The keys ``run_id`` left, in the order a dead run's are removed: its hold before its stop marker, as the
+        run itself removes them, since the Lambda reads a run's marker and then its hold (``GlueJobStarter.warm_run``)
+        and counts on a hold it finds only while that order holds."""
+        keys = [hold_key(shard, run_id, self.holding[run_id])] if run_id in self.holding else []
+        if run_id in self.stopping:
+            keys.append(marker_key(shard, run_id))
         return keys
 
 

@@ -230,9 +230,7 @@ class LocalPipeline:
         stored = self._landed.stat(key)
         event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
         names = {kind: kind for kind in (*TRIGGERED_JOBS, WARM_JOB)}
-        starter = GlueJobStarter(
-            self.glue, names, markers=lambda _bucket, prefix: [o.key for o in self.store.list(prefix)]
-        )
+        starter = GlueJobStarter(self.glue, names, exists=lambda _bucket, key: _holds(self.store, key))
         return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:
@@ -256,3 +254,12 @@ def landing_order(key: str, config: PipelineConfig) -> tuple[int, int, str, str]
 
 def failed_runs(runs: Sequence[LocalJobRun]) -> list[LocalJobRun]:
     return [r for r in runs if r.error is not None]
+
+
+def _holds(store: ObjectStore, key: str) -> bool:
+    """Whether ``store`` holds ``key``: the local Lambda's HeadObject of a warm run's stop marker or hold."""
+    try:
+        store.read_head(key, 1)
+    except FileNotFoundError:
+        return False
+    return True
