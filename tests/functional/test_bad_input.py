@@ -131,8 +131,10 @@ if os.environ.get("CDC_LAKE_CORPUS") == "whole":
 else:
     CASES = [
         # 34 kinds, three runs of one pipeline through S3 and the Glue catalog: 55 to 88 s here, by what runs beside
-        # it; two halves took 70 s each, so the corpus stays whole (docs/testing.md, its own budget).
-        pytest.param("glue", "csv-gzip", id="csv-gzip-glue", marks=pytest.mark.budget(90)),
+        # it; two halves took 70 s each, so the corpus stays whole (docs/testing.md, its own budget). Alone on
+        # 2026-12-02: 101 s, and 123 s once small copy-on-write tables took the row delta; 186 s in make test with
+        # other runs beside it.
+        pytest.param("glue", "csv-gzip", id="csv-gzip-glue", marks=pytest.mark.budget(120)),
         pytest.param("hadoop", "parquet", id="parquet-hadoop"),
         pytest.param("hadoop", "csv-header", id="csv-header-own-kinds-hadoop"),
     ]
