@@ -82,19 +82,20 @@ NEW_MAX_CONCURRENT_RUNS = 1
 
 S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # What one small batch of one file asks of AWS beside the runs' table listings, their metrics and the Lambda, by kind:
-# make bench-warm with the in-Region delay (100 copy-on-write tables, MERGE batches, measured 2026-12-02 before a small
-# auto table's batch became a row delta, which bench.paths counts at 3 Glue and 22 S3 requests; docs/cost-simulation.md
-# "The whole bill"): 13.2 GetTable and 3 UpdateTable (three metadata commits: the run's branch, the MERGE on it, main
-# moved to it); 3 listings of its own; reads of manifests (4), metadata.json (4.9), data files (3) and the CDC file (3
-# GETs, 3 HEADs); writes of manifests and lists (3), metadata.json (3), one data file and the file's applied tag. The
-# Lambda's time per event from the same run (its handler then: a listing of the shard's markers and GetJobRuns).
+# make bench-warm with the in-Region delay (100 small tables under auto, their batches row deltas, 1,000 batches,
+# 2026-12-02; docs/cost-simulation.md "The whole bill"): 3.65 GetTable and 1 UpdateTable (one metadata commit);
+# 3 listings of its own; reads of manifests (2.2 GETs, 2.1 HEADs), metadata.json (1.18), data files after a compaction
+# (0.3, the key index built again), the CDC file (3 GETs, 3 HEADs) and 0.03 other; writes of manifests and the list
+# (3), metadata.json (1), a data file and a delete file (2) and the file's applied tag. Before (MERGE batches, the
+# same bench): 13.2 GetTable, 3 UpdateTable, 3 listings, 14.9 GETs, 5 HEADs, 8 PUTs. The Lambda's time per event
+# from the run that measured the MERGE batches (its handler then: a listing of the shard's markers and GetJobRuns).
 WARM_BATCH_REQUESTS: Mapping[str, float] = {
-    "glue:GetTable": 13.2,
-    "glue:UpdateTable": 3.0,
+    "glue:GetTable": 3.65,
+    "glue:UpdateTable": 1.0,
     "s3:LIST": 3.0,
-    "s3:GET": 14.9,
-    "s3:HEAD": 5.0,
-    "s3:PUT": 8.0,
+    "s3:GET": 6.71,
+    "s3:HEAD": 5.1,
+    "s3:PUT": 7.0,
 }
 LAMBDA_S_PER_EVENT = 0.19
 # The warm Lambda's look at the shard's RUNNING run per landed file: its stop marker, then its hold, by key
