@@ -208,7 +208,7 @@ class GlueJobStarter:
         (``core.shards.runs_since``). Any error reading runs or markers answers None: a needless run yields to a live
         one at its start.
 
-        A RUNNING run's state is two HEADs, not a listing of ``core.shards.state_prefix`` (a twelfth of its price):
+        A RUNNING run's state is two HEADs, not a listing of ``core.shards.state_prefix`` (a sixth of its price):
         its stop marker, then its hold. In that order they answer what one listing would: a marker absent at the
         first read means the run was not stopping then, so a hold still there at the second means it lists the
         landing again after the first, after this file landed (a stopping run's marker stays until its hold is gone,

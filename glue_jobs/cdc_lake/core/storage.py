@@ -67,6 +67,15 @@ class ObjectStore(Protocol):
         ...
 
 
+def holds(store: ObjectStore, key: str) -> bool:
+    """Whether ``store`` still holds ``key``, asked of it by key (one request, no listing)."""
+    try:
+        store.read_head(key, 1)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def changed_since_listed(
     store: ObjectStore, prefix: str, listed: Sequence[StoredObject]
 ) -> list[tuple[StoredObject, StoredObject | None]]:

@@ -30,7 +30,7 @@ from cdc_lake.core.dms_files import DmsFile, LandedFiles, load_counter
 from cdc_lake.core.exceptions import HistoryGapError
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.plan import ReplayState, RunPlan, unapplied_files
-from cdc_lake.core.storage import ObjectStore, StoredObject
+from cdc_lake.core.storage import ObjectStore, StoredObject, holds
 
 # A first batch of 10,000 LOAD files reads 10,000 tags: about 13 s at 16 in flight and S3's 20 ms a request.
 TAG_READS_AT_ONCE = 16
@@ -124,7 +124,8 @@ def check_waiting_file(
     if not waiting:
         return
     key = waiting["key"]
-    if key in landed.objects or _still_listed(store, key):
+    # Asked of the store by key when the run's listing started after it.
+    if key in landed.objects or holds(store, key):
         return
     raise HistoryGapError(
         f"{table.name}: {key}, which had waited unapplied since {waiting.get('landed')} when the table was refused "
@@ -132,15 +133,6 @@ def check_waiting_file(
         "bucket's catch-all rule after rawUnappliedRetentionDays, or removed): applying the files after it would "
         f"skip its changes. The refusal was: {str(refused.get('message', ''))[:300]}. " + _rebuild_hint(table)
     )
-
-
-def _still_listed(store: ObjectStore, key: str) -> bool:
-    """Whether ``key`` is still there, asked of the store (one request) when the run's listing started after it."""
-    try:
-        store.read_head(key, 1)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _iso(item: StoredObject) -> str | None:

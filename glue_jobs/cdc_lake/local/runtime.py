@@ -21,7 +21,7 @@ from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
 from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
-from cdc_lake.core.storage import LocalFolderStore, ObjectStore
+from cdc_lake.core.storage import LocalFolderStore, ObjectStore, holds
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.replay import RunResult
@@ -230,7 +230,7 @@ class LocalPipeline:
         stored = self._landed.stat(key)
         event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
         names = {kind: kind for kind in (*TRIGGERED_JOBS, WARM_JOB)}
-        starter = GlueJobStarter(self.glue, names, exists=lambda _bucket, key: _holds(self.store, key))
+        starter = GlueJobStarter(self.glue, names, exists=lambda _bucket, key: holds(self.store, key))
         return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:
@@ -254,12 +254,3 @@ def landing_order(key: str, config: PipelineConfig) -> tuple[int, int, str, str]
 
 def failed_runs(runs: Sequence[LocalJobRun]) -> list[LocalJobRun]:
     return [r for r in runs if r.error is not None]
-
-
-def _holds(store: ObjectStore, key: str) -> bool:
-    """Whether ``store`` holds ``key``: the local Lambda's HeadObject of a warm run's stop marker or hold."""
-    try:
-        store.read_head(key, 1)
-    except FileNotFoundError:
-        return False
-    return True
