@@ -72,7 +72,7 @@ soak: setup ## the sizes where growth shows (docs/testing.md): both lake paths o
 	CDC_LAKE_PG_TRANSACTIONS=$${SOAK_TRANSACTIONS:-30000} CDC_LAKE_PG_BATCHES=$${SOAK_BATCHES:-10} \
 	CDC_LAKE_KILLS=$${SOAK_KILLS:-20} CDC_LAKE_KILL_PATHS=hadoop,glue \
 	CDC_LAKE_CORPUS=whole CDC_LAKE_CORPUS_GLUE=csv-gzip,parquet CDC_LAKE_DEPLOYED_SAMPLES=all \
-	CDC_LAKE_QUARANTINE_EXAMPLES=50 \
+	CDC_LAKE_QUARANTINE_EXAMPLES=50 CDC_LAKE_WRITE_PATH_EXAMPLES=40 \
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 --timeout 3600 $(SOAK_CASES)
 
 lint: setup ## ruff lint and format check (also as Python 3.13, Glue 6.0's), mypy on the library and the Lambda

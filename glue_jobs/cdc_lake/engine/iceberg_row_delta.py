@@ -172,15 +172,17 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
     pending = transaction.table()
     written: list[Any] = []
     try:
-        operation = transaction.newRowDelta() if delta.row_count or delta.positions else transaction.newAppend()
+        # Rows alone are an append, as Spark's MERGE commits new keys: incremental readers (a streaming read)
+        # take appends and stop at or skip an overwrite.
+        operation = transaction.newRowDelta() if delta.positions else transaction.newAppend()
         if delta.row_count:
             written.append(_write_rows(spark, pending, target.columns, delta.rows))
-            operation = operation.addRows(written[-1])
+            operation = operation.addRows(written[-1]) if delta.positions else operation.appendFile(written[-1])
         if delta.positions:
             written.append(_write_positions(spark, pending, delta.positions))
             paths = java_list(spark, sorted({path for path, _ in delta.positions}))
             operation = operation.addDeletes(written[-1]).validateDataFilesExist(paths).validateDeletedFiles()
-        if delta.row_count or delta.positions:  # main is at base: what it validates since then is nothing
+        if delta.positions:  # main is at base: what it validates since then is nothing
             operation = operation.validateFromSnapshot(delta.base)
         for key, value in delta.summary.items():
             operation = operation.set(key, value)
