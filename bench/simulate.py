@@ -176,6 +176,7 @@ class WarmParams:
     parallel_tables: int = _WARM.parallel_tables
     round_s: float = _WARM.round_seconds
     quiet_s: float = _WARM.quiet_seconds
+    commit_interval_s: float = _WARM.commit_interval_seconds  # a table's batches start at least this far apart
     lifetime_h: float = _WARM.lifetime_hours
     tables: tuple[int, ...] = (100, 1000)
     interval_s: float = 60.0
@@ -770,9 +771,12 @@ class WarmShard:
         self.listings = 0  # one per owned table a round
         self.busy_rounds = 0
         self.pace_s = min(self.warm.round_s, self.warm.quiet_s)  # as engine.runs.warm.warm_budget paces a run's rounds
+        self.rest_s = min(self.warm.commit_interval_s, self.warm.quiet_s)  # and rests a table after its batch
+        self.rest_until = [0.0] * len(landings)  # per table: when its interval since its last batch's round ends
+        self.rest_end = 0.0  # the latest of those: a run does not stop before it
         # Per table, each batch's (files applied through it, commit time).
         self.commits: list[list[tuple[int, float]]] = [[] for _ in landings]
-        # The oldest unapplied landing of each table with one.
+        # Each table with an unapplied landing: when a round takes it (that landing, or the end of its rest).
         self.due = [(times[0], index) for index, times in enumerate(landings) if times]
         heapq.heapify(self.due)
 
@@ -794,18 +798,19 @@ class WarmShard:
             if now - start >= self.warm.lifetime_h * 3600.0:
                 return now
             listed = now + self.discovery_s
-            self.listings += len(self.landings)
+            # A resting table is not listed (engine.runs.coalesced._awake).
+            self.listings += len(self.landings) - (sum(until > now for until in self.rest_until) if self.rest_s else 0)
             paced = now + self.pace_s  # the next round starts no sooner
             tables = []
             while self.due and self.due[0][0] <= listed:
                 tables.append(heapq.heappop(self.due)[1])
             if tables:
                 self.busy_rounds += 1
-                now, newest = self._round(listed, sorted(tables))
+                now, newest = self._round(now, listed, sorted(tables))
                 now = max(now, paced)
                 newest_landing = max(newest_landing, newest)
                 continue
-            quiet_from = newest_landing + self.warm.quiet_s
+            quiet_from = max(newest_landing + self.warm.quiet_s, self.rest_end)
             upcoming = self.due[0][0] if self.due else math.inf
             if upcoming > quiet_from:
                 return max(listed, quiet_from)
@@ -813,9 +818,9 @@ class WarmShard:
             now = max(paced, listed + self.params.poll_s * max(1, math.ceil((upcoming - listed) / self.params.poll_s)))
         return now
 
-    def _round(self, listed: float, tables: list[int]) -> tuple[float, float]:
-        """Batches of ``tables``, in order, ``parallel_tables`` at a time; returns the round's end and the newest
-        landing it applied."""
+    def _round(self, began: float, listed: float, tables: list[int]) -> tuple[float, float]:
+        """Batches of ``tables``, in order, ``parallel_tables`` at a time, in a round that ``began`` then; returns the
+        round's end and the newest landing it applied."""
         lanes = [listed] * min(self.warm.parallel_tables, len(tables))
         lane_s = self.warm.lane_s(len(lanes)) + self.params.upkeep_share_s
         extra_file_s = self.params.extra_file_s
@@ -829,8 +834,12 @@ class WarmShard:
             commits[index].append((last, committed))
             applied[index] = last
             newest = max(newest, times[last - 1])
+            rest_until = began + self.rest_s
+            if self.rest_s:
+                self.rest_until[index] = rest_until
+                self.rest_end = max(self.rest_end, rest_until)
             if last < len(times):
-                heapq.heappush(due, (times[last], index))
+                heapq.heappush(due, (max(times[last], rest_until) if self.rest_s else times[last], index))
             heapq.heappush(lanes, committed)
         return max(lanes), newest
 
@@ -912,6 +921,8 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
         "whole_usd_per_month": round(bill.total_usd, 2),
         "bill": bill.as_dict(),
         "round_s": warm.round_s,
+        "commit_interval_s": warm.commit_interval_s,
+        "batches_per_month": round(sum(o.batches for o in outcomes) * to_month),
         "wall_s": round(time.perf_counter() - started, 2),
     }
 
@@ -1018,6 +1029,7 @@ class WarmReport:
     rows: list[dict[str, Any]]
     solutions: list[dict[str, Any]]
     flex: list[dict[str, Any]]
+    freshness: list[dict[str, Any]] = field(default_factory=list)
 
 
 def warm_report(params: SimParams, results: Iterable[dict[str, Any]] = ()) -> WarmReport:
@@ -1040,7 +1052,23 @@ def warm_report(params: SimParams, results: Iterable[dict[str, Any]] = ()) -> Wa
             if solution["tables"] == tables:
                 rows += shard_rows(solution, params)
     flex = [job for tables in warm.tables for job in price_flex(tables, params)]
-    return WarmReport(rows, solutions, flex)
+    return WarmReport(rows, solutions, flex, freshness_rows(params))
+
+
+# runs.warm.commit_interval_seconds the docs price: 0 (a batch each round a table has a file), 1, 2, 5 and 15 minutes.
+FRESHNESS_INTERVALS_S = (0.0, 60.0, 120.0, 300.0, 900.0)
+
+
+def freshness_rows(params: SimParams) -> list[dict[str, Any]]:
+    """The warm design for ``warm.tables`` busy tables at each commit interval of ``FRESHNESS_INTERVALS_S``, its quiet
+    time raised to the interval where it is shorter, as the configuration requires."""
+    warm = params.warm
+    rows = []
+    for tables in warm.tables:
+        for interval in FRESHNESS_INTERVALS_S:
+            option = replace(warm, commit_interval_s=interval, quiet_s=max(warm.quiet_s, interval))
+            rows.append(simulate_warm(tables, warm.interval_s, replace(params, warm=option)))
+    return rows
 
 
 # Glue Flex for the jobs nobody waits on.
@@ -1142,6 +1170,17 @@ WARM_COLUMNS: Columns = (
     ("whole_usd_per_month", "whole bill $/month"),
     ("window_hours", "window (h)"),
 )
+FRESHNESS_COLUMNS: Columns = (
+    ("tables", "tables"),
+    ("commit_interval_s", "commit interval (s)"),
+    ("lag_p50_s", "lag p50 (s)"),
+    ("lag_p95_s", "lag p95 (s)"),
+    ("batches_per_month", "batches/month"),
+    ("usd_per_month", "Glue $/month"),
+    ("s3_listing_usd_per_month", "S3 listings $/month"),
+    ("requests_usd_per_month", "requests $/month"),
+    ("whole_usd_per_month", "whole bill $/month"),
+)
 FLEX_COLUMNS: Columns = (
     ("job", "job"),
     ("schedule", "schedule"),
@@ -1157,6 +1196,7 @@ FLEX_COLUMNS: Columns = (
 MAIN_TITLE = "One day of CDC on AWS: one run per file (old) vs coalesced runs (new)"
 VERSIONS_TITLE = "The coalesced design on each Glue version: its price per DPU-hour and its start-up"
 WARM_TITLE = "Warm runs (runs.mode: warm) beside the coalesced design, busy tables at 60 s"
+FRESHNESS_TITLE = "Freshness you can buy: warm runs at each runs.warm.commit_interval_seconds, busy tables at 60 s"
 FLEX_TITLE = "The scheduled jobs on the standard execution class and on Flex"
 _TEXT_COLUMNS = {"design", "glue_version", "capacity", "job", "schedule"}
 _MONEY_COLUMNS = {
@@ -1176,7 +1216,7 @@ def _cell(row: dict[str, Any], name: str) -> str:
     value = row.get(name)
     if value is None:
         return "-"
-    if name == "interval_s":
+    if name in ("interval_s", "commit_interval_s"):
         return f"{value:g}"
     if isinstance(value, float):
         if name in _MONEY_COLUMNS:
@@ -1237,6 +1277,7 @@ def write_results(
     if warm:
         text += f"\n{WARM_TITLE}:\n\n" + render_markdown(warm.rows, WARM_COLUMNS) + "\n"
         text += "\n".join(f"- {line}" for line in warm_notes(warm, params)) + "\n"
+        text += f"\n{FRESHNESS_TITLE}:\n\n" + render_markdown(warm.freshness, FRESHNESS_COLUMNS)
         text += f"\n{FLEX_TITLE}:\n\n" + render_markdown(warm.flex, FLEX_COLUMNS)
     (out / "simulation.md").write_text(text)
 
@@ -1377,6 +1418,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     print_table(versions, VERSION_COLUMNS, VERSIONS_TITLE)
     print_table(report.rows, WARM_COLUMNS, WARM_TITLE)
+    print_table(report.freshness, FRESHNESS_COLUMNS, FRESHNESS_TITLE)
     print_table(report.flex, FLEX_COLUMNS, FLEX_TITLE)
     write_results(results, params, args.out, wall_s, versions, report)
     print(f"simulated {len(results)} cases in {wall_s:.1f} s; wrote {args.out / 'simulation.json'} and .md")

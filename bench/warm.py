@@ -14,7 +14,10 @@ own. Reported per phase: lag (a file's commit minus its landing) p50/p95/max, pe
 and S3 requests per batch (and the listings a month of it would make), the driver's peak memory, and every table
 against the generator's oracle.
 
-Usage: python -m bench.warm [--tables 100] [--minutes 20] [--changes 40] [--delays in-region,0] [--out bench/results]
+``--commit-interval`` sets ``runs.warm.commit_interval_seconds`` (0), the quiet time raised to it.
+
+Usage: python -m bench.warm [--tables 100] [--minutes 20] [--changes 40] [--delays in-region,0] [--commit-interval 0]
+[--out bench/results]
 """
 
 from __future__ import annotations
@@ -60,18 +63,19 @@ PHASES = (("in-region", "AWS's in-Region round trips"), ("0", "no delay"))
 MONTH_S = 30 * 24 * 3600.0
 
 
-def bench_config(tables: int, database: str) -> PipelineConfig:
+def bench_config(tables: int, database: str, commit_interval_s: int = 0) -> PipelineConfig:
     columns = [
         {"name": "id", "type": "bigint"},
         {"name": "label", "type": "string"},
         {"name": "amount", "type": "decimal(12,2)"},
         {"name": "updated_at", "type": "timestamp"},
     ]
+    quiet = max(QUIET_S, commit_interval_s)  # a run rests a table no longer than its quiet time
     return parse_config(
         {
             "dms": {"timestamp_column": "dms_timestamp"},
             "lake": {"database": database},
-            "runs": {"mode": "warm", "warm": {"quiet_seconds": QUIET_S}},
+            "runs": {"mode": "warm", "warm": {"quiet_seconds": quiet, "commit_interval_seconds": commit_interval_s}},
             "tables": [{"name": f"app.t{i:03d}", "primary_key": ["id"], "columns": columns} for i in range(tables)],
         }
     )
@@ -232,6 +236,9 @@ def main() -> int:
     parser.add_argument("--tables", type=int, default=100)
     parser.add_argument("--minutes", type=int, default=20)
     parser.add_argument("--changes", type=int, default=40)
+    parser.add_argument(
+        "--commit-interval", type=int, default=0, help="runs.warm.commit_interval_seconds (0: a batch each round)"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument(
         "--delays", default=",".join(d for d, _ in PHASES), help="the phases to run, by delay: in-region, 0, or both"
@@ -244,7 +251,8 @@ def main() -> int:
     os.environ["CDC_LAKE_DRIVER_MEMORY"] = DRIVER_MEMORY
     spec = GeneratorSpec(seed=58, initial_rows=INITIAL_ROWS, cdc_files=args.minutes, changes_per_file=args.changes,
                          cached_changes=0, edge_cases=False)  # fmt: skip
-    figures: dict[str, Any] = {"tables": args.tables, "minutes": args.minutes, "changes_per_file": args.changes}
+    figures: dict[str, Any] = {"tables": args.tables, "minutes": args.minutes, "changes_per_file": args.changes,
+                               "commit_interval_s": args.commit_interval}  # fmt: skip
     with local_aws_endpoint(delay="0") as endpoint:
         for name, value in endpoint_environment(endpoint).items():
             if name != "AWS_ENDPOINT_URL":  # the JVM's SDKs read credentials and region from the environment
@@ -258,7 +266,7 @@ def main() -> int:
         )  # fmt: skip
         for delay, label in phases:
             database = f"warm_{'in_region' if delay != '0' else 'no_delay'}"
-            config = bench_config(args.tables, database)
+            config = bench_config(args.tables, database, args.commit_interval)
             print(f"{label}: generating {args.tables} tables …", flush=True)
             generated = generate(config, work / database, spec)
             print(f"{label}: {args.tables} tables, a file a minute each for {args.minutes} min …", flush=True)

@@ -9,26 +9,14 @@ from typing import Any
 import pytest
 
 from cdc_lake.core.config import parse_config
-from tests.support.configs import columns, items_config_data
+from tests.support.configs import CONVERTED_TYPES, columns, items_config_data
 from tests.support.lake import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
 
 T = "dms/shop/items/"
 MERGE_ON_READ = {"write_mode": "merge-on-read"}
-# Every kind of value the generic writer converts: numbers, text, decimals, dates, times without and with zone.
-TYPED = columns(
-    id="bigint",
-    label="string",
-    price="decimal(10,2)",
-    day="date",
-    at="timestamp",
-    seen="timestamp_ltz",
-    ratio="float",
-    weight="double",
-    count="int",
-    flag="boolean",
-)
+TYPED = columns(id="bigint", **CONVERTED_TYPES)
 
 
 def _config(row_delta: bool, table_columns: list[dict[str, Any]] | None = None) -> Any:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from cdc_lake.core.config import parse_config
 from cdc_lake.engine.record import FRESHNESS, RUN_ID, STATE, read_state, snapshot_summaries
 from cdc_lake.local.generator.dms_output import csv_field
-from tests.support.configs import columns
+from tests.support.configs import CONVERTED_TYPES, columns
 from tests.support.lake import Lake, on_both_paths, write_file
 
 pytestmark = pytest.mark.spark
@@ -43,19 +43,7 @@ VALUES: dict[str, tuple[str | None, ...]] = {
     "count": (None, "7", "2147483647", "-1"),
     "flag": (None, "true", "false"),
 }
-TYPES = columns(
-    id="bigint",
-    part="string",
-    label="string",
-    price="decimal(10,2)",
-    day="date",
-    at="timestamp",
-    seen="timestamp_ltz",
-    ratio="float",
-    weight="double",
-    count="int",
-    flag="boolean",
-)
+TYPES = columns(id="bigint", part="string", **CONVERTED_TYPES)
 DMS = {
     "bucket_folder": "dms",
     "timestamp_column": "dms_ts",

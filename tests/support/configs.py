@@ -10,6 +10,21 @@ if TYPE_CHECKING:
     from cdc_lake.core.config import PipelineConfig
 
 
+# Every kind of value the row delta's generic writer converts: numbers, text, decimals, dates, times without and with
+# zone, floats, booleans (the key's column comes first, of the test's choosing).
+CONVERTED_TYPES = {
+    "label": "string",
+    "price": "decimal(10,2)",
+    "day": "date",
+    "at": "timestamp",
+    "seen": "timestamp_ltz",
+    "ratio": "float",
+    "weight": "double",
+    "count": "int",
+    "flag": "boolean",
+}
+
+
 def columns(**types: str) -> list[dict[str, Any]]:
     """Configured columns, in this order, each of its type (``columns(id="bigint", label="string")``)."""
     return [{"name": name, "type": type_} for name, type_ in types.items()]

@@ -79,6 +79,15 @@ def test_types_are_normalized():
         (lambda d: d["tables"][0]["columns"].append({"name": "dms_timestamp", "type": "string"}), "clash"),
         (lambda d: d["tables"][0]["columns"].append({"name": "bad\tname", "type": "string"}), "control character"),
         (lambda d: d["tables"][0]["columns"].append({"name": "Amount", "type": "string"}), "both map to the lake"),
+        (
+            lambda d: d.update(runs={"mode": "warm", "warm": {"commit_interval_seconds": 900}}),
+            "is longer than runs.warm.quiet_seconds (600): a run would stop while a table waits out its interval",
+        ),
+        (
+            lambda d: d.update(runs={"mode": "warm", "warm": {"commit_interval_seconds": 900, "quiet_seconds": 900}}),
+            "runs.lag_alarm_seconds (900) is within what runs.warm.commit_interval_seconds and round_seconds let a "
+            "file wait on purpose (920 s)",
+        ),
     ],
 )
 def test_invalid_configuration_names_the_field(change, message):
@@ -172,3 +181,11 @@ def test_every_glue_version_has_one_local_runtime_and_its_pinned_pyspark():
     assert set(GLUE_VERSIONS) == set(GLUE_RUNTIMES) == set(pins)
     for version, glue_runtime in GLUE_RUNTIMES.items():
         assert f"pyspark=={glue_runtime.spark_version}\n" in pins[version], version
+
+
+def test_a_commit_interval_within_the_quiet_time_and_under_the_alarm_is_taken():
+    runs = {"mode": "warm", "lag_alarm_seconds": 960, "warm": {"commit_interval_seconds": 900, "quiet_seconds": 900}}
+    assert parse_config(MINIMAL | {"runs": runs}).runs.warm.commit_interval_seconds == 900
+    # The alarm only binds a warm run's interval: another mode never reads it.
+    coalesced = {"mode": "coalesced", "warm": {"commit_interval_seconds": 600}}
+    assert parse_config(MINIMAL | {"runs": coalesced}).runs.lag_alarm_seconds == 900

@@ -1,8 +1,11 @@
 """A run's rounds on a clock of its own, without Spark: a warm run starts a round at most every ``round_seconds``, so
-the listings each round makes do not grow with how fast its batches are; a coalesced run's rounds follow at once."""
+the listings each round makes do not grow with how fast its batches are; a coalesced run's rounds follow at once. A
+warm run with ``commit_interval_seconds`` starts a table's batches that far apart, lists it only then, and still
+applies every landed file in its last look."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,7 @@ class Clock:
     def __init__(self) -> None:
         self.now = 0.0
         self.sleeps: list[float] = []
+        self.batches: list[float] = []  # when each batch began
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
@@ -66,6 +70,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
     def batch(context: ReplayContext, table: object, landed: LandedFiles | None = None) -> RunResult:
         landed = landed if landed is not None else list_landed(context.store, context.config, CONFIG.tables[0])
+        clock.batches.append(clock.now)
         clock.now += BATCH_S
         return RunResult("app.orders", landed.newest, applied_files=[f.key for f in landed.files])
 
@@ -73,18 +78,57 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return clock
 
 
-def rounds_of(tmp_path: Path, clock: Clock, budget: Budget) -> tuple[list[float], Landing]:
-    """When each round ended, for a run of ``budget`` (60 s of clock) on the landing."""
+class Shift:
+    """A warm run's shift that hands nothing over and is never asked to end: what it is told."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def busy(self, table: str) -> bool:
+        return False
+
+    def hand_over(self, handover: object) -> None:
+        raise AssertionError(handover)
+
+    def watch(self, table: str) -> nullcontext[None]:
+        return nullcontext()
+
+    def holding(self) -> bool:
+        return False
+
+    def stopping(self) -> None:
+        self.said.append("stopping")
+
+    def resumed(self) -> None:
+        self.said.append("resumed")
+
+    def must_end(self) -> bool:
+        return False
+
+    def refused(self, table: object) -> None:
+        raise AssertionError(table)
+
+    def fixed(self, table: object) -> bool:
+        return False
+
+
+def rounds_of(
+    tmp_path: Path, clock: Clock, budget: Budget, shift: Shift | None = None
+) -> tuple[list[float], Landing, int]:
+    """When each round ended, for a run of ``budget`` on the landing, and how many files its last batch saw (this
+    fake batch applies every file it lists, so that is every file landed by its listing)."""
     store = Landing(tmp_path, clock)
     context = ReplayContext(spark=None, location=LakeLocation("c", "db"), config=CONFIG, store=store)  # type: ignore[arg-type]
     ends: list[float] = []
-    drain(context, budget, hooks=DrainHooks(on_round=lambda number, commits: ends.append(clock.now)))
-    return ends, store
+    result = drain(
+        context, budget, hooks=DrainHooks(on_round=lambda number, commits: ends.append(clock.now), shift=shift)
+    )
+    return ends, store, len(result.results[-1].applied_files)
 
 
 def test_a_paced_run_starts_a_round_at_most_every_round_seconds(tmp_path: Path, clock: Clock) -> None:
     budget = Budget(60, 0, 5, parallel_tables=1, round_seconds=20, clock=lambda: clock.now, sleep=clock.sleep)
-    ends, store = rounds_of(tmp_path, clock, budget)
+    ends, store, _ = rounds_of(tmp_path, clock, budget)
     # Rounds start at 0, 20, 40 and 60 s: each batch's 2 s, then the rest of the 20 s waited out.
     assert ends == [2.0, 22.0, 42.0, 62.0]
     assert clock.sleeps == [18.0, 18.0, 18.0]
@@ -93,7 +137,7 @@ def test_a_paced_run_starts_a_round_at_most_every_round_seconds(tmp_path: Path, 
 
 def test_an_unpaced_run_lists_after_every_batch(tmp_path: Path, clock: Clock) -> None:
     budget = Budget(60, 0, 5, parallel_tables=1, clock=lambda: clock.now, sleep=clock.sleep)
-    ends, store = rounds_of(tmp_path, clock, budget)
+    ends, store, _ = rounds_of(tmp_path, clock, budget)
     assert ends == [2.0 * n for n in range(1, 31)]  # back to back, 2 s each, until 60 s are spent
     assert clock.sleeps == []
     assert store.table_listings[1:] == [2.0 * n for n in range(1, 30)]  # ten times the paced run's 3 listings
@@ -106,3 +150,41 @@ def test_a_warm_run_paces_its_rounds_no_longer_than_its_quiet_time() -> None:
     assert warm_budget(context, quiet_seconds=5).round_seconds == 5
     assert warm_budget(context, quiet_seconds=0).round_seconds == 0  # a local run: nothing lands while it works
     assert Budget.of(CONFIG).round_seconds == 0  # a coalesced run's rounds follow at once
+
+
+def interval_budget(clock: Clock, interval: float) -> Budget:
+    """A warm run's: 300 s of life, as quiet a time as the interval, a round at most every 20 s."""
+    return Budget(300, interval, 5, 1, 20, interval, clock=lambda: clock.now, sleep=clock.sleep)
+
+
+def test_a_warm_run_starts_a_tables_batches_an_interval_apart_and_lists_it_only_then(
+    tmp_path: Path, clock: Clock
+) -> None:
+    shift = Shift()
+    _, store, last_saw = rounds_of(tmp_path, clock, interval_budget(clock, 60), shift)
+    # One batch a minute (each of about 60 files) where each 20 s round would make one; then the last look, which
+    # takes the table though it rests, so the run ends with nothing landed left behind.
+    assert clock.batches == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0, 302.0]
+    assert store.table_listings[1:] == clock.batches[1:]  # a resting table is not listed: 6 listings, not 16
+    assert shift.said == ["stopping"]
+    assert last_saw == store.landed == 303  # every file landed by the last look's listing, at 302 s
+
+
+def test_without_an_interval_a_warm_run_batches_every_round(tmp_path: Path, clock: Clock) -> None:
+    shift = Shift()
+    _, store, last_saw = rounds_of(tmp_path, clock, interval_budget(clock, 0), shift)
+    assert clock.batches == [20.0 * n for n in range(16)] + [302.0]
+    assert last_saw == store.landed
+
+
+def test_a_coalesced_run_takes_no_interval_and_a_local_warm_run_rests_no_longer_than_it_waits() -> None:
+    config = parse_config(
+        {
+            "runs": {"mode": "warm", "warm": {"commit_interval_seconds": 300}},
+            "tables": [{"name": "app.orders", "primary_key": ["id"], "columns": [{"name": "id", "type": "bigint"}]}],
+        }
+    )
+    context = ReplayContext(spark=None, location=LakeLocation("c", "db"), config=config, store=None)  # type: ignore[arg-type]
+    assert warm_budget(context).commit_interval_seconds == 300
+    assert warm_budget(context, quiet_seconds=0).commit_interval_seconds == 0  # nothing lands while it works
+    assert Budget.of(config).commit_interval_seconds == 0

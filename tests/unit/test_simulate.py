@@ -16,6 +16,7 @@ import bench.simulate as simulate_module
 from bench.simulate import (
     DAY_S,
     DRIFT_WORKERS,
+    FRESHNESS_INTERVALS_S,
     MAINTENANCE_WORKERS,
     NEW_MAX_CONCURRENT_RUNS,
     OLD_MAX_CONCURRENT_RUNS,
@@ -33,6 +34,7 @@ from bench.simulate import (
     WarmReport,
     WarmShard,
     allowed_shards,
+    freshness_rows,
     landing_schedule,
     main,
     override_costs,
@@ -426,6 +428,40 @@ def test_a_busy_warm_run_lists_each_table_once_a_round() -> None:
     unpaced = simulate_warm(100, 60, replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, round_s=0.0)))
     assert unpaced["s3_listing_usd_per_month"] > 1.4 * paced["s3_listing_usd_per_month"]
     assert unpaced["lag_p95_s"] < paced["lag_p95_s"]
+
+
+def test_a_resting_table_is_batched_an_interval_apart_unlisted_and_loses_no_file() -> None:
+    """runs.warm.commit_interval_seconds: one table landing a file a second; its batches start 60 s apart (the rest
+    runs from its batch's round), each takes the files landed since, and its listings are one a batch."""
+    landings = [[float(second) for second in range(600)]]
+
+    def played(interval: float) -> WarmShard:
+        params = replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, commit_interval_s=interval))
+        shard = WarmShard(landings, 600.0, params, drain=True)
+        outcome = shard.run()
+        assert outcome.backlog == 0 and len(outcome.lags) == 600
+        return shard
+
+    assert WarmParams().commit_interval_s == WarmSettings().commit_interval_seconds == 0
+    resting, paced = played(60.0), played(0.0)
+    began = [committed - 3.15 - UPKEEP - 0.2 * (last - first - 1) for (first, _), (last, committed) in
+             itertools.pairwise([(0, 0.0), *resting.commits[0]])]  # fmt: skip
+    assert min(b - a for a, b in itertools.pairwise(began)) >= 60.0 - 1e-9
+    assert len(resting.commits[0]) < len(paced.commits[0]) / 2.5  # a batch a minute, not one every 20 s
+    assert resting.listings < paced.listings / 2.5
+
+
+def test_freshness_rows_price_each_commit_interval_with_the_quiet_time_the_configuration_needs() -> None:
+    params = replace(QUICK, hours=1.0, drain=True, warm=replace(WarmParams(), tables=(10,), goals=()))
+    rows = freshness_rows(params)
+    assert [(r["tables"], r["commit_interval_s"]) for r in rows] == [(10, i) for i in FRESHNESS_INTERVALS_S]
+    assert FRESHNESS_INTERVALS_S == (0.0, 60.0, 120.0, 300.0, 900.0)
+    p95 = [r["lag_p95_s"] for r in rows]
+    assert p95 == sorted(p95) and p95[-1] > 600  # a 15-minute rest, within a 15-minute quiet time
+    batches, requests = ([r[name] for r in rows] for name in ("batches_per_month", "requests_usd_per_month"))
+    assert batches[1:] == sorted(batches[1:], reverse=True) and batches[-1] * 10 < batches[0]  # 1 in 15 at 900 s
+    assert requests[1:] == sorted(requests[1:], reverse=True) and requests[-1] < requests[0] / 4
+    assert all(r["backlog_files"] == 0 for r in rows)  # each rest ends, and its files are applied
 
 
 def test_the_warm_whole_bill_prices_each_batchs_requests_the_rounds_the_lambda_and_one_metrics_put_a_round() -> None:

@@ -520,6 +520,24 @@ class WarmSettings(_Model):
         "listing, and unpaced rounds of fast batches list 100 tables every few seconds (41 M listings a month, "
         "$204, measured); a landed file waits up to this long more for its round (docs/runs.md)",
     )
+    commit_interval_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=3600,
+        description="The shortest time between two commits of one table by a warm run: a landed file waits up to this "
+        "long more, and each table's commits, listings and requests come once an interval instead of once a landed "
+        "file; at most quiet_seconds (docs/runs.md#freshness-you-can-buy)",
+    )
+
+    @model_validator(mode="after")
+    def _rests_within_quiet_time(self) -> WarmSettings:
+        if self.commit_interval_seconds > self.quiet_seconds:
+            raise ValueError(
+                f"runs.warm.commit_interval_seconds ({self.commit_interval_seconds}) is longer than "
+                f"runs.warm.quiet_seconds ({self.quiet_seconds}): a run would stop while a table waits out its "
+                "interval. Raise quiet_seconds to at least the interval"
+            )
+        return self
 
     def shards(self, tables: int) -> int:
         """How many warm runs share ``tables`` tables."""
@@ -558,6 +576,17 @@ class RunSettings(_Model):
         default=900, ge=60, description="Alarm when a commit lands this long after its oldest file landed"
     )
     warm: WarmSettings = Field(default_factory=WarmSettings)
+
+    @model_validator(mode="after")
+    def _alarm_past_the_interval(self) -> RunSettings:
+        rest = self.warm.commit_interval_seconds + self.warm.round_seconds
+        if self.mode == "warm" and self.warm.commit_interval_seconds and self.lag_alarm_seconds <= rest:
+            raise ValueError(
+                f"runs.lag_alarm_seconds ({self.lag_alarm_seconds}) is within what runs.warm.commit_interval_seconds "
+                f"and round_seconds let a file wait on purpose ({rest:g} s): the alarm would fire on every interval. "
+                "Raise lag_alarm_seconds above it"
+            )
+        return self
 
     @property
     def run_mode(self) -> RunMode:

@@ -48,13 +48,16 @@ LISTING_THREADS = 16
 class Budget:
     """How long a run goes on: rounds while files land, none started after ``seconds``, measured by ``clock``
     (waits by ``sleep``; tests give their own). A round starts at most every ``round_seconds``: each lists every
-    table, and S3 bills the listings, so fast rounds would make them the bill."""
+    table, and S3 bills the listings, so fast rounds would make them the bill. A shift's run (a warm one) starts a
+    table's batches at least ``commit_interval_seconds`` apart: until then the table rests, unlisted, except in the
+    run's last look."""
 
     seconds: float
     idle_seconds: float
     poll_seconds: float
     parallel_tables: int
     round_seconds: float = 0.0
+    commit_interval_seconds: float = 0.0
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
 
@@ -104,12 +107,13 @@ def drain(
     shift = hooks.shift
     listings = ListingLog(context.store)
     context = dataclasses.replace(context, store=listings)
-    config, store, clock = context.config, context.store, budget.clock
+    config, clock = context.config, budget.clock
     started = clock()
     result = DrainResult()
     seen: dict[str, RunResult | None] = {}  # per table: its last batch's result, None when it was refused
     newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
     starts: dict[str, str | None] = {}  # per table: where its listing may start
+    committed: dict[str, float] = {}  # per table: when the round of this run's last commit of it began
     last_work = started
     tables = sorted(config.tables if tables is None else tables, key=lambda t: t.name != first)
     last_look = False  # whether ``shift.stopping`` was said: this round was the run's last look
@@ -124,13 +128,12 @@ def drain(
             if result.rounds == 0:
                 work = [(t, None) for t in tables]
             else:
-                candidates = _candidates(tables, result, shift)
-                found = lister.map(
-                    lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates
-                )
-                work = [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
+                rested = None if last_look else round_started - budget.commit_interval_seconds
+                work = _listed(context, lister, _candidates(tables, result, shift, committed, rested), starts, newest)
             log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
             done = _round(context, pool, work, result, hooks)
+            # A table's next batch starts an interval after this one's round did.
+            committed |= {batch.table: round_started for batch in done if not batch.already_applied}
             for batch in done:
                 starts[batch.table] = batch.listing_start
                 newest[batch.table] = batch.trigger
@@ -168,14 +171,24 @@ def _looking(shift: Shift | None, last_look: bool, commits: int) -> Looking:
     return Looking.HOLDING if not commits and shift.holding() else Looking.SHIFT
 
 
-def _candidates(tables: Sequence[TableSpec], result: DrainResult, shift: Shift | None) -> list[TableSpec]:
-    """The tables a later round lists: not refused (a shift's refused table again once its refusal is lifted), and
-    not left to a run a shift handed them to."""
-    if shift is not None:
-        for table in [t for t in tables if t.name in result.failures and shift.fixed(t)]:
-            log.warning("%s: its refusal was lifted; trying it again", table.name)
-            del result.failures[table.name]
-    return [t for t in tables if t.name not in result.failures and not (shift is not None and shift.busy(t.name))]
+def _candidates(
+    tables: Sequence[TableSpec],
+    result: DrainResult,
+    shift: Shift | None,
+    committed: dict[str, float],
+    rested: float | None,
+) -> list[TableSpec]:
+    """The tables a later round lists: not refused (a shift's refused table again once its refusal is lifted), not
+    left to a run a shift handed them to, and, in a shift's run, none whose last batch's round began after ``rested``
+    (None: the run's last look). A resting table is not listed; a run cannot stop while one rests (the interval is at
+    most its quiet time), and its last look takes every table, so none is left behind."""
+    if shift is None:
+        return [t for t in tables if t.name not in result.failures]
+    for table in [t for t in tables if t.name in result.failures and shift.fixed(t)]:
+        log.warning("%s: its refusal was lifted; trying it again", table.name)
+        del result.failures[table.name]
+    awake = [t for t in tables if rested is None or committed.get(t.name, rested) <= rested]
+    return [t for t in awake if t.name not in result.failures and not shift.busy(t.name)]
 
 
 def _refused(table: TableSpec, error: str, result: DrainResult, hooks: DrainHooks) -> None:
@@ -224,6 +237,19 @@ def survey(context: ReplayContext) -> list[Notice]:
     for notice in notices:
         log.warning("%s", notice)
     return notices
+
+
+def _listed(
+    context: ReplayContext,
+    lister: ThreadPoolExecutor,
+    candidates: Sequence[TableSpec],
+    starts: dict[str, str | None],
+    newest: dict[str, DmsFile | None],
+) -> list[tuple[TableSpec, LandedFiles | None]]:
+    """Each of ``candidates`` whose listing (from its start) shows a file newer than its last batch saw, with it."""
+    config, store = context.config, context.store
+    found = lister.map(lambda t: _new_files(config, store, t, starts.get(t.name), newest.get(t.name)), candidates)
+    return [(t, landed) for t, landed in zip(candidates, found, strict=True) if landed is not None]
 
 
 def _new_files(

@@ -452,10 +452,10 @@ def warm(context: ReplayContext, shift: WarmShift, budget: Budget, hooks: DrainH
 
 
 def warm_budget(context: ReplayContext, quiet_seconds: int | None = None) -> Budget:
-    """A warm run's budget: its lifetime, its quiet time, the configured poll, and its own tables at once and pace
-    of rounds. A run with less quiet time than the pace (a local run, given 0: nothing lands while it works) paces
-    its rounds no longer than it waits for files."""
+    """A warm run's budget: its lifetime, its quiet time, the configured poll, and its own tables at once, pace of
+    rounds and interval between a table's commits. A run with less quiet time than the pace or the interval (a local
+    run, given 0: nothing lands while it works) waits no longer for either than it waits for files."""
     runs, warm = context.config.runs, context.config.runs.warm
     quiet = float(warm.quiet_seconds if quiet_seconds is None else quiet_seconds)
-    pace = min(warm.round_seconds, quiet)
-    return Budget(warm.lifetime_hours * 3600.0, quiet, runs.poll_seconds, warm.parallel_tables, pace)
+    pace, interval = min(warm.round_seconds, quiet), min(warm.commit_interval_seconds, quiet)
+    return Budget(warm.lifetime_hours * 3600.0, quiet, runs.poll_seconds, warm.parallel_tables, pace, interval)
