@@ -798,7 +798,7 @@ class WarmShard:
             if now - start >= self.warm.lifetime_h * 3600.0:
                 return now
             listed = now + self.discovery_s
-            # A resting table is not listed (engine.runs.coalesced._awake).
+            # A resting table is not listed (engine.runs.coalesced._candidates).
             self.listings += len(self.landings) - (sum(until > now for until in self.rest_until) if self.rest_s else 0)
             paced = now + self.pace_s  # the next round starts no sooner
             tables = []
@@ -834,12 +834,11 @@ class WarmShard:
             commits[index].append((last, committed))
             applied[index] = last
             newest = max(newest, times[last - 1])
-            rest_until = began + self.rest_s
             if self.rest_s:
-                self.rest_until[index] = rest_until
-                self.rest_end = max(self.rest_end, rest_until)
+                self.rest_until[index] = began + self.rest_s
+                self.rest_end = max(self.rest_end, self.rest_until[index])
             if last < len(times):
-                heapq.heappush(due, (max(times[last], rest_until) if self.rest_s else times[last], index))
+                heapq.heappush(due, (max(times[last], self.rest_until[index]), index))
             heapq.heappush(lanes, committed)
         return max(lanes), newest
 
