@@ -70,6 +70,7 @@ RECENT_SHARE = 0.01  # "recent" keys: the newest 1 % of the table
 INSERT_SHARE, DELETE_SHARE = 0.2, 0.1  # the rest of a CDC file are updates
 SMALL_RUN_CHANGES = 10
 SMALL_RUNS = 5
+AGAINST_MERGE_SMALL_RUNS = 3
 SEED = 20_250_301
 STATUSES = ("new", "paid", "shipped", "returned, refunded")  # one needs quoting
 LOAD_TIMESTAMP = "2025-03-01 12:00:00.123456"  # DMS stamps full-load rows with the transfer time
@@ -658,6 +659,52 @@ class PerfBench:
                 runs.append(self.cdc_run(database, rows, changes, pattern, peers=peers))
         return runs
 
+    def against_merge(self, sizes: Sequence[int], changes: int) -> list[dict[str, Any]]:
+        """Into the smallest and the biggest table, each key pattern: one CDC file of ``changes`` applied to two
+        tables just loaded from the same LOAD file, one as configured (its batch a row delta) and one with
+        ``row_delta_keys: 0`` (the MERGE), side by side in this process, each checked against the rebuild. Into the
+        smallest table, where a run takes about a second, the median of ``AGAINST_MERGE_SMALL_RUNS`` pairs, each
+        pair in the other order than the last."""
+        merge = self.config.model_copy(update={"lake": self.config.lake.model_copy(update={"row_delta_keys": 0})})
+        configs = {"default": self.config, "merge": merge}
+        runs = []
+        for rows in (sizes[0], sizes[-1]):
+            for pattern in PATTERNS:
+                self.progress(f"{changes:,} {pattern} changes into {short_count(rows)} rows: default and the MERGE …")
+                pairs = AGAINST_MERGE_SMALL_RUNS if rows == sizes[0] else 1
+                seconds: dict[str, list[float]] = {label: [] for label in configs}
+                for number in range(pairs):
+                    order = list(configs) if number % 2 == 0 else list(reversed(configs))
+                    for label, elapsed in self._side_by_side(configs, order, rows, changes, pattern, number).items():
+                        seconds[label].append(elapsed)
+                figures = {f"{label}_s": round(statistics.median(values), 3) for label, values in seconds.items()}
+                ratio = {"default_vs_merge": round(figures["default_s"] / figures["merge_s"], 2)}
+                runs.append({"rows": rows, "pattern": pattern, "changes": changes, **figures, **ratio})
+        return runs
+
+    def _side_by_side(
+        self,
+        configs: Mapping[str, PipelineConfig],
+        order: Sequence[str],
+        rows: int,
+        changes: int,
+        pattern: str,
+        number: int,
+    ) -> dict[str, float]:
+        databases = {label: f"vs_{label}_{rows}_{pattern}_{number}" for label in configs}
+        for label, config in configs.items():
+            self.full_load(databases[label], rows, 1, config)
+        key, _ = self.land_cdc(databases["default"], rows, changes, pattern, CDC_START)
+        cdc_file = self.landing(databases["default"]) / key
+        shutil.copyfile(cdc_file, self.landing(databases["merge"]) / key)
+        seconds = {label: self.apply(databases[label], key, configs[label]) for label in order}
+        rebuilt = self.work / "rebuilt" / "against-merge"
+        rebuild(self.spark, self.table, self.current_rows(rows), cdc_file, rebuilt)
+        for database in databases.values():
+            self.check(database, rebuilt)
+        shutil.rmtree(rebuilt, ignore_errors=True)
+        return seconds
+
     def small_runs(self) -> dict[str, Any]:
         """``SMALL_RUN_CHANGES`` changes into a ``SMALL_TABLE_ROWS``-row table, ``SMALL_RUNS`` times, warm: seconds,
         Spark jobs and metadata commits per run, for the table as configured (copy-on-write at this size: the MERGE),
@@ -740,6 +787,7 @@ def run_perf(
             f"{short_count(big_changes)} uniform changes in one batch into {short_count(rows)} rows (+ the rebuild) …"
         )
         big_batch = bench.cdc_run(TEN_FILES_LOAD, rows, big_changes, "uniform")
+        against_merge = bench.against_merge(sizes, changes)
         small = bench.small_runs()
         demo_s = bench.demo()
     by_size = {(r["rows"], r["pattern"]): r for r in scaling}
@@ -755,6 +803,7 @@ def run_perf(
         "cdc_big_vs_small": {
             p: round(by_size[rows, p]["cdc_s"] / by_size[SMALL_TABLE_ROWS, p]["cdc_s"], 2) for p in PATTERNS
         },
+        "against_merge": against_merge,
         "small_run": small,
         "demo_s": round(demo_s, 2),
         "run_peaks": peaks.figures(),
@@ -799,6 +848,7 @@ def describe(figures: dict[str, Any]) -> list[str]:
             f"| {short_count(changes)} changes, {pattern} keys | {_seconds(into_big['cdc_s'])} into {big} rows | "
             f"{_seconds(into_small['cdc_s'])} into {small} rows | {figures['cdc_big_vs_small'][pattern]:.2f} |"
         )
+    lines += describe_against_merge(figures["against_merge"])
     for pattern in PATTERNS:
         run = runs[rows, pattern]
         lines.append(
@@ -902,6 +952,25 @@ def plot_scaling(figures: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def describe_against_merge(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``PerfBench.against_merge``'s runs as rows of ``describe``'s table, and the default's growth with the table."""
+    lines = [
+        f"| {short_count(r['changes'])} {r['pattern']} changes into {short_count(r['rows'])} rows, as configured | "
+        f"{_seconds(r['default_s'])} | the same file through the MERGE (`row_delta_keys: 0`) beside it: "
+        f"{_seconds(r['merge_s'])} | {r['default_vs_merge']:.2f} |"
+        for r in runs
+    ]
+    by_size = {(r["rows"], r["pattern"]): r for r in runs}
+    small, big = min(r["rows"] for r in runs), max(r["rows"] for r in runs)
+    for pattern in PATTERNS:
+        into_big, into_small = by_size[big, pattern]["default_s"], by_size[small, pattern]["default_s"]
+        lines.append(
+            f"| the same, {pattern}: into {short_count(big)} rows against into {short_count(small)} | "
+            f"{_seconds(into_big)} | {_seconds(into_small)} | {into_big / into_small:.2f} |"
+        )
+    return lines
+
+
 def write_results(figures: dict[str, Any], out: Path) -> list[str]:
     """perf.json, perf.md and cdc_vs_table_size.png under ``out``; returns the printed table."""
     out.mkdir(parents=True, exist_ok=True)
@@ -924,19 +993,44 @@ def write_results(figures: dict[str, Any], out: Path) -> list[str]:
     return table
 
 
+def against_merge_only(
+    spark: SparkSession, config: PipelineConfig, work: Path, args: argparse.Namespace, progress: Callable[[str], None]
+) -> int:
+    bench = PerfBench(spark, config, work, progress)
+    sizes = table_sizes(args.rows)
+    bench.warm_up()
+    runs = bench.against_merge(sizes, args.changes)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "against_merge.json").write_text(json.dumps(runs, indent=2) + "\n")
+    print("\n".join(describe_against_merge(runs)))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--changes", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--against-merge-only",
+        action="store_true",
+        help="only the default path beside the MERGE, into the smallest and the biggest table (against_merge.json)",
+    )
     args = parser.parse_args()
     work = args.out / "work-perf"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     spark = local_spark_session(work / "warehouse", app_name="cdc-lake-bench-perf")
     config = load_config(HERE / "bench.yaml")
+
+    def progress(text: str) -> None:
+        print(f"  {text}", flush=True)
+
     try:
-        figures = run_perf(spark, config, work, args.rows, args.changes, lambda text: print(f"  {text}", flush=True))
+        if args.against_merge_only:
+            return against_merge_only(spark, config, work, args, progress)
+        figures = run_perf(spark, config, work, args.rows, args.changes, progress)
     except OracleMismatch as error:
         print(f"FAILED: {error}", file=sys.stderr)
         return 1

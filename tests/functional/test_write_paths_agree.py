@@ -126,13 +126,29 @@ def _timeless(state: dict[str, Any]) -> dict[str, Any]:
 
 
 @on_both_paths
-@pytest.mark.parametrize("fast", ["auto", "merge-on-read"])
-def test_the_row_delta_and_the_merge_leave_the_same_table_and_record(spark, lake, landing, monkeypatch, fast):
+@pytest.mark.parametrize(
+    ("fast", "indexed"),
+    [("auto", True), ("merge-on-read", True), ("merge-on-read", False)],
+    ids=["auto", "merge-on-read", "merge-on-read-scanned"],
+)
+def test_the_row_delta_and_the_merge_leave_the_same_table_and_record(
+    spark, lake, landing, monkeypatch, fast, indexed
+):
+    """``indexed``: the row delta finds its keys' rows in the key index; else every table is too large to index,
+    and each batch finds them by a Spark read of the files their range can touch (never the generic reader)."""
     from cdc_lake.engine import row_delta
+    from cdc_lake.engine.key_index import KEY_INDEXES
 
     made: list[int] = []
     real = row_delta.commit_row_delta
     monkeypatch.setattr(row_delta, "commit_row_delta", lambda *args: made.append(real(*args)) or made[-1])
+    if not indexed:
+        monkeypatch.setattr(KEY_INDEXES, "most_keys", 0)
+
+        def generic_reader(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("a batch read its keys' rows in the driver")
+
+        monkeypatch.setattr(row_delta, "key_positions", generic_reader)
 
     @settings(
         max_examples=int(os.environ.get(EXAMPLES_ENV, "2")),

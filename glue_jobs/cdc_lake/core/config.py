@@ -467,8 +467,9 @@ class LakeSettings(_Model):
         default=10_000,
         ge=0,
         description="A small batch of at most this many keys into an unpartitioned table written merge-on-read, or "
-        "copy-on-write by write_mode auto, is committed through Iceberg's RowDelta (its keys' rows found by "
-        "Iceberg's reader in the driver, one data file and one delete file, one metadata commit), not Spark's MERGE; "
+        "copy-on-write by write_mode auto, is committed through Iceberg's RowDelta (its keys' rows found in the "
+        "run's key index, or by one Spark read in a table too large to index; one data file and one delete file "
+        "written in the driver, one metadata commit), not Spark's MERGE; "
         "0: always the MERGE (docs/performance.md#small-batches)",
     )
     upkeep: UpkeepSettings = Field(default_factory=UpkeepSettings)

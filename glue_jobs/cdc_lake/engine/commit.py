@@ -253,6 +253,12 @@ def gridded(low: Any, high: Any, key_type: T.DataType) -> tuple[Any, Any]:
     return max(start, -(1 << bits)), min(start + 2 * step - 1, (1 << bits) - 1)
 
 
+def key_range(table: TableSpec, keys: ChangedKeys) -> dict[str, tuple[Any, Any]]:
+    """The range of ``keys`` in each of ``ranged_keys``, ``gridded``: what a read of their rows is bound to."""
+    types = {c.name: lake_type(c.type) for c in table.columns}
+    return {key: gridded(low, high, types[key]) for key, (low, high) in keys.bounds.items()}
+
+
 def changed_keys(last_changes: DataFrame, table: TableSpec) -> ChangedKeys:
     """One aggregation over the batch's keys: their number, how many keep a row, and the range of each of
     ``ranged_keys``."""
@@ -283,8 +289,7 @@ def merge_updates(
     text): a target row outside it cannot match, and Iceberg then skips every data file whose key statistics lie
     outside it, so changes to recent keys read the newest files only (tables are written in key order).
     """
-    types = {c.name: lake_type(c.type) for c in table.columns}
-    bounds = {key: gridded(low, high, types[key]) for key, (low, high) in keys.bounds.items()}
+    bounds = key_range(table, keys)
     if split:
         source = select_sql(last_changes, lake_columns(table, table.primary_key))
         source = F.broadcast(source) if keys.count <= BROADCAST_KEYS else source

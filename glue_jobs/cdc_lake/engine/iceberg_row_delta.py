@@ -2,8 +2,11 @@
 table and keeps its commit). Checked against Apache Iceberg 1.10, as ``iceberg_java``:
 
 - A small batch's row delta (``engine.row_delta``): ``IcebergGenerics`` projecting ``MetadataColumns.FILE_PATH`` and
-  ``ROW_POSITION`` (where the batch's keys' rows are, read in the driver); ``GenericAppenderFactory`` fed by
-  ``SparkValueConverter`` (a data file and a position delete file from the rows Spark holds, no Spark job);
+  ``ROW_POSITION`` (where the batch's keys' rows are, read in the driver, when neither the key index nor a Spark read
+  found them); a data file and a position delete file written by pyarrow in the driver, each field carrying its
+  Iceberg field id (``MetadataColumns.DELETE_FILE_PATH`` and ``DELETE_FILE_POS`` for the deletes), put through the
+  table's ``FileIO`` (``createOrOverwrite``), and described by ``DataFiles.builder`` and
+  ``FileMetadata.deleteFileBuilder`` with ``ParquetUtil.fileMetrics`` over an ``InMemoryInputFile`` of its bytes;
   ``Transactions.newTransaction`` with ``RowDelta``, ``startMetadata``/``currentMetadata`` and
   ``TableOperations.commit`` (the snapshot and the record's table property in one metadata commit, from one read);
   ``StaticTableOperations`` over the metadata committed (``kept_commit``: the next batch plans from it).
@@ -19,10 +22,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 
 from cdc_lake.core.exceptions import TableMovedError
 from cdc_lake.engine.iceberg_errors import conflicts_raised
@@ -39,7 +45,9 @@ from cdc_lake.engine.iceberg_java import (
 # Key types whose values Iceberg binds from what py4j passes (numbers, text, decimals) or from their ISO text (dates),
 # and whose values read back compare equal in Python: the row delta finds a batch's keys by them.
 ROW_DELTA_KEY_TYPES = frozenset({"BOOLEAN", "INTEGER", "LONG", "STRING", "DECIMAL", "DATE"})
-_TIMED_TYPES = frozenset({"DATE", "TIME", "TIMESTAMP"})
+# Column types the row delta's Arrow writer writes as Iceberg's writers do (a Spark-made table's); a table with
+# another (time, uuid, fixed, nested) keeps the MERGE.
+ROW_DELTA_TYPES = ROW_DELTA_KEY_TYPES | {"FLOAT", "DOUBLE", "TIMESTAMP", "BINARY"}
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ def row_delta_target(
         or properties.get("write.delete.mode", "copy-on-write") not in modes
         or int(metadata.formatVersion()) != 2
         or not metadata.spec().isUnpartitioned()
+        or not _arrow_writes(properties)
     ):
         return None
     if own is None:
@@ -80,6 +89,8 @@ def row_delta_target(
         field_ = schema.findField(key)
         if field_ is None or str(field_.type().typeId().toString()) not in ROW_DELTA_KEY_TYPES:
             return None
+    if any(str(f.type().typeId().toString()) not in ROW_DELTA_TYPES for f in schema.columns()):
+        return None
     converted = java_class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(schema)
     fields = tuple(T.StructType.fromJson(json.loads(converted.json())).fields)
     return RowDeltaTarget(table, reading, fields, int(schema.schemaId()))
@@ -138,12 +149,13 @@ def _literal(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class RowDelta:
-    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (a Java ``List<Row>`` in the table's column
-    order) added as one data file, ``positions`` deleted as one position delete file, ``summary`` kept by its
-    snapshot, and ``table_properties`` (given the new snapshot's id and sequence number) set by the same commit."""
+    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (Spark's rows in the table's column order, an
+    instant as its microseconds) added as one data file, ``positions`` deleted as one position delete file,
+    ``summary`` kept by its snapshot, and ``table_properties`` (given the new snapshot's id and sequence number)
+    set by the same commit."""
 
     base: int
-    rows: Any
+    rows: Sequence[Any]
     row_count: int
     positions: Sequence[tuple[str, int]]
     summary: Mapping[str, str]
@@ -217,67 +229,97 @@ def _main_of(metadata: Any) -> int | None:
     return int(main.snapshotId()) if main is not None else None
 
 
-def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: Any) -> Any:
+def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: Sequence[Any]) -> Any:
+    """The rows (``RowDelta.rows``) as one Parquet data file of the table."""
     schema = table.schema()
-    factory = _appender_factory(spark, table)
-    writer = factory.newDataWriter(_output_file(spark, table), _file_format(spark, table, "write.format.default"), None)
-    converter = java_class(spark, "org.apache.iceberg.spark.SparkValueConverter")
-    times = java_class(spark, "org.apache.iceberg.util.DateTimeUtil")
-    timed = []
+    fields = []
     for column in columns:
-        kind = schema.findField(column.name).type()
-        type_id = str(kind.typeId().toString())
-        if type_id in _TIMED_TYPES:
-            zoned = type_id == "TIMESTAMP" and bool(kind.shouldAdjustToUTC())
-            timed.append((column.name, type_id, zoned))
-    try:
-        for index in range(rows.size()):
-            # Spark's external values as Iceberg's internal ones; dates and times then as the generic writer takes them.
-            record = converter.convert(schema, rows.get(index))
-            for name, type_id, zoned in timed:
-                value = record.getField(name)
-                if value is None:
-                    continue
-                if type_id == "DATE":
-                    record.setField(name, times.dateFromDays(value))
-                elif type_id == "TIME":
-                    record.setField(name, times.timeFromMicros(value))
-                else:
-                    record.setField(
-                        name, times.timestamptzFromMicros(value) if zoned else times.timestampFromMicros(value)
-                    )
-            writer.write(record)
-    finally:
-        writer.close()
-    return writer.toDataFile()
+        field_ = schema.findField(column.name)
+        arrow_type = to_arrow_type(column.dataType)
+        fields.append(pa.field(column.name, arrow_type, nullable=bool(field_.isOptional()), metadata=_field_id(field_)))
+    arrays = [pa.array([row[i] for row in rows], type=f.type) for i, f in enumerate(fields)]
+    data = _parquet(spark, pa.Table.from_arrays(arrays, schema=pa.schema(fields)), table, "write.parquet.compression")
+    config = java_class(spark, "org.apache.iceberg.MetricsConfig").forTable(table)
+    output, metrics = _written(spark, table, data, config)
+    builder = java_class(spark, "org.apache.iceberg.DataFiles").builder(table.spec())
+    return _described(builder, output, data, metrics).build()
 
 
 def _write_positions(spark: SparkSession, table: Any, positions: Sequence[tuple[str, int]]) -> Any:
-    factory = _appender_factory(spark, table)
-    writer = factory.newPosDeleteWriter(
-        _output_file(spark, table), _file_format(spark, table, "write.delete.format.default"), None
+    """The positions, ordered as a position delete file must be, as one Parquet position delete file."""
+    columns = java_class(spark, "org.apache.iceberg.MetadataColumns")
+    fields = [
+        pa.field(f.name(), arrow_type, nullable=False, metadata=_field_id(f))
+        for f, arrow_type in ((columns.DELETE_FILE_PATH, pa.string()), (columns.DELETE_FILE_POS, pa.int64()))
+    ]
+    paths, rows = zip(*positions, strict=True)
+    arrow = pa.Table.from_arrays([pa.array(paths, pa.string()), pa.array(rows, pa.int64())], schema=pa.schema(fields))
+    data = _parquet(spark, arrow, table, "write.delete.parquet.compression")
+    config = java_class(spark, "org.apache.iceberg.MetricsConfig").forPositionDelete(table)
+    output, metrics = _written(spark, table, data, config)
+    builder = java_class(spark, "org.apache.iceberg.FileMetadata").deleteFileBuilder(table.spec()).ofPositionDeletes()
+    if len(set(paths)) == 1:  # a file-scoped delete file: readers of other files skip it without its bounds
+        builder = builder.withReferencedDataFile(paths[0])
+    return _described(builder, output, data, metrics).build()
+
+
+# A row delta's files are written with Arrow in the driver and handed to the JVM whole: Iceberg's generic writer,
+# fed a row at a time over py4j, took 0.8 ms a row (7.1 s for 9,000 new rows, 2.7 s for 8,000 positions) where the
+# MERGE of the same 10,000 keys took 1.7 s. Iceberg reads Parquet by field id, which each field carries.
+_FIELD_ID = b"PARQUET:field_id"
+# Iceberg's codec names (``write.parquet.compression-codec``; Iceberg's default is zstd) as pyarrow's.
+_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none", "brotli": "brotli"}
+ARROW_CODECS = frozenset(_CODECS)
+
+
+def _arrow_writes(properties: Mapping[str, str]) -> bool:
+    """Whether the table's files are Parquet of a codec the row delta's Arrow writer writes."""
+    formats = (properties.get(f"write{kind}.format.default", "parquet") for kind in ("", ".delete"))
+    codecs = (
+        table_codec(properties, prefix) for prefix in ("write.parquet.compression", "write.delete.parquet.compression")
     )
-    delete = java_class(spark, "org.apache.iceberg.deletes.PositionDelete").create()
+    return all(f.lower() == "parquet" for f in formats) and all(c in ARROW_CODECS for c in codecs)
+
+
+def _field_id(field_: Any) -> dict[bytes, bytes]:
+    return {_FIELD_ID: str(int(field_.fieldId())).encode()}
+
+
+def table_codec(properties: Mapping[str, str], prefix: str) -> str:
+    """The Parquet codec of ``prefix`` (``write.parquet.compression`` or ``write.delete.parquet.compression``), as
+    Iceberg resolves it: a delete file's falls back to a data file's."""
+    data_codec = properties.get("write.parquet.compression-codec", "zstd")
+    return properties.get(f"{prefix}-codec", data_codec).lower()
+
+
+def _parquet(spark: SparkSession, arrow: pa.Table, table: Any, prefix: str) -> bytes:
+    properties = as_dict(spark, table.properties())
+    level = properties.get(f"{prefix}-level") or properties.get("write.parquet.compression-level")
+    sink = pa.BufferOutputStream()
+    codec = _CODECS[table_codec(properties, prefix)]  # row_delta_target takes no table of another codec
+    pq.write_table(arrow, sink, compression=codec, compression_level=int(level) if level else None)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _written(spark: SparkSession, table: Any, data: bytes, metrics_config: Any) -> tuple[Any, Any]:
+    """``data`` written as a new file of the table (one PUT), and its metrics as Iceberg's own writers take them
+    from the footer, read from the bytes in the JVM rather than from the store."""
+    output = _output_file(spark, table).encryptingOutputFile()
+    stream = output.createOrOverwrite()  # a new name: no HEAD asking whether it is there
     try:
-        for path, position in positions:
-            writer.write(delete.set(path, position, None))
+        stream.write(data)
     finally:
-        writer.close()
-    return writer.toDeleteFile()
+        stream.close()
+    footer = java_class(spark, "org.apache.iceberg.inmemory.InMemoryInputFile")(output.location(), data)
+    metrics = java_class(spark, "org.apache.iceberg.parquet.ParquetUtil").fileMetrics(footer, metrics_config)
+    return output, metrics
 
 
-def _appender_factory(spark: SparkSession, table: Any) -> Any:
-    factory = java_class(spark, "org.apache.iceberg.data.GenericAppenderFactory")(table.schema(), table.spec())
-    return factory.setAll(table.properties())
+def _described(builder: Any, output: Any, data: bytes, metrics: Any) -> Any:
+    return builder.withPath(output.location()).withFormat("PARQUET").withFileSizeInBytes(len(data)).withMetrics(metrics)
 
 
 def _output_file(spark: SparkSession, table: Any) -> Any:
     """A new file under the table's data location, named as Iceberg's own writers name theirs."""
     factories = java_class(spark, "org.apache.iceberg.io.OutputFileFactory")
     return factories.builderFor(table, 0, 0).operationId(uuid.uuid4().hex).build().newOutputFile()
-
-
-def _file_format(spark: SparkSession, table: Any, property_name: str) -> Any:
-    properties = table.properties()
-    name = properties.get(property_name) or properties.get("write.format.default") or "parquet"
-    return java_class(spark, "org.apache.iceberg.FileFormat").fromString(name)

@@ -9,20 +9,23 @@ and the key columns at that snapshot, collected as Arrow. A snapshot's files nev
 exactly when its snapshot is the one the batch plans from: nothing else is trusted.
 
 Memory: an entry is a key tuple and a (file number, position) pair, 210 bytes with a ``bigint`` key and 248 with
-a text and a number (``KEY_INDEX_MOST_KEYS`` keys: about 105 MB of the driver's Python). A table with more rows
-than that keeps Iceberg's generic reader over the files the keys' statistics do not rule out, and the indexes of
-the tables least recently used are dropped to stay within the bound.
+a text and a number (``KEY_INDEX_MOST_KEYS`` keys: about 105 MB of the driver's Python), and the indexes of the
+tables least recently used are dropped to stay within the bound. A table with more rows than that is not indexed:
+each batch finds its keys' rows by one Spark read (``scanned_positions``), in parallel, of the files its keys'
+range can touch, as the MERGE would read them.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from cdc_lake.core.sql import quote
 
@@ -154,3 +157,24 @@ class KeyIndexes:
 
 
 KEY_INDEXES = KeyIndexes()
+
+
+def scanned_positions(
+    table: IndexedTable, snapshot_id: int, keys: DataFrame, bounds: Mapping[str, tuple[Any, Any]]
+) -> list[tuple[str, int]]:
+    """Where the rows of ``keys`` (a local relation of the key columns) are in snapshot ``snapshot_id``, for a table
+    too large to index: one Spark read of ``_file``, ``_pos`` and the key columns (deletes applied), of the files
+    the keys' range (``bounds``, bound as literals) can touch, joined in its tasks with the keys broadcast to them.
+    It is the scan the MERGE's delete makes, without its writes and its three commits; Iceberg's generic reader did
+    it in the driver, row by row: 32.7 s for 10,000 uniform keys of a 10M-row table, against 8.9 s for the MERGE."""
+    columns = ", ".join(quote(k) for k in table.key_names)
+    query = f"SELECT _file, _pos, {columns} FROM {table.named} VERSION AS OF {int(snapshot_id)}"
+    scan = table.spark.sql(query)
+    ranges = [F.col(quote(key)).between(F.lit(low), F.lit(high)) for key, (low, high) in bounds.items()]
+    if ranges:
+        scan = scan.where(functools.reduce(Column.__and__, ranges))
+    found = scan.join(F.broadcast(keys), on=list(table.key_names), how="left_semi").select("_file", "_pos")
+    positions: list[tuple[str, int]] = []
+    for batch in found._collect_as_arrow():
+        positions += zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+    return sorted(positions)

@@ -65,7 +65,7 @@ from cdc_lake.engine.maintenance import MaintenanceResult, upkeep
 from cdc_lake.engine.reader import file_layouts, unreadable
 from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, read_state, record_in
 from cdc_lake.engine.rejects import ensure_rejects_table
-from cdc_lake.engine.row_delta import commit_changes, row_delta_target_of
+from cdc_lake.engine.row_delta import BatchChanges, commit_changes, row_delta_target_of
 from cdc_lake.engine.schema import plan_schema
 from cdc_lake.engine.steps import (
     BatchRead,
@@ -384,7 +384,7 @@ def commit_batch(
     if target is not None:
         assert reduced.last_changes is not None
         committed: Committed[BatchRecord] | None = commit_changes(
-            context, target, table, reduced.last_changes, transaction
+            context, target, BatchChanges(table, reduced.last_changes, reduced.keys), transaction
         )
     else:
         committed = commit_transaction(context, transaction)

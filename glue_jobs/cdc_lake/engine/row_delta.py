@@ -2,12 +2,12 @@
 
 Spark's ``MERGE INTO`` plans, analyses and loads its target (four ``GetTable`` on Glue) and runs three jobs however few
 its rows; the branch protocol around it (``commit.commit_transaction``) makes three metadata commits. A batch of a
-few hundred keys needs none of that: the keys' rows are found by Iceberg's generic reader in the driver (the files
-their statistics do not rule out), their positions written as one position delete file, the keys' new rows as one
-data file, and both committed with the batch's record in one metadata commit, only while main is still at the
-snapshot the batch planned from. The table that results is the MERGE's (``tests/functional/test_row_delta.py``
-runs both on the same changes); what it cannot write (partitioned, format 3, keys of other types, a table with
-history or rejects) keeps the MERGE.
+few hundred keys needs none of that: the keys' rows are found in the table's key index (``key_index``), or in a
+table too large to index by one Spark read of the files their range can touch, their positions written as one
+position delete file, the keys' new rows as one data file, and both committed with the batch's record in one
+metadata commit, only while main is still at the snapshot the batch planned from. The table that results is the
+MERGE's (``tests/functional/test_row_delta.py`` runs both on the same changes); what it cannot write
+(partitioned, format 3, keys of other types, a table with history or rejects) keeps the MERGE.
 
 A table ``auto`` writes copy-on-write (a small one) takes the row delta too: its delete files hold a batch's few
 rows, cheap to apply in a scan of a table that small, and upkeep folds them in at ``compact_at_delete_files``;
@@ -19,17 +19,19 @@ file.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import TableMovedError
 from cdc_lake.core.shapes import OP
 from cdc_lake.core.sql import quote
-from cdc_lake.engine.commit import ChangedKeys, Committed, R, Transaction, kept_record
+from cdc_lake.engine.commit import ChangedKeys, Committed, R, Transaction, kept_record, key_range, lake_columns
 from cdc_lake.engine.context import LakeContext
 from cdc_lake.engine.iceberg_errors import is_file_gone, root_cause
 from cdc_lake.engine.iceberg_java import forget_commit
@@ -41,7 +43,7 @@ from cdc_lake.engine.iceberg_row_delta import (
     row_delta_target,
     snapshot_records,
 )
-from cdc_lake.engine.key_index import KEY_INDEXES, IndexedTable, RowDeltaKeys
+from cdc_lake.engine.key_index import KEY_INDEXES, IndexedTable, RowDeltaKeys, scanned_positions
 from cdc_lake.engine.record import RUN_ID
 from cdc_lake.engine.spark_types import select_sql
 
@@ -57,18 +59,38 @@ def row_delta_target_of(context: LakeContext, table: TableSpec, keys: ChangedKey
     )
 
 
+@dataclass(frozen=True)
+class BatchChanges:
+    """A batch's changes to its lake table: each changed key's last change (``last_changes``, a local relation:
+    read without a job), and the keys' ``ChangedKeys``."""
+
+    table: TableSpec
+    last_changes: DataFrame
+    changed: ChangedKeys
+
+    def scanned_positions(self, indexed: IndexedTable, base: int) -> list[tuple[str, int]]:
+        """Where the keys' rows are at ``base`` in a table too large to index (``key_index.scanned_positions``)."""
+        keys = select_sql(self.last_changes, lake_columns(self.table, self.table.primary_key))
+        return scanned_positions(indexed, base, keys, key_range(self.table, self.changed))
+
+
 def commit_changes(
-    context: LakeContext, target: RowDeltaTarget, table: TableSpec, last_changes: DataFrame, transaction: Transaction[R]
+    context: LakeContext, target: RowDeltaTarget, changes: BatchChanges, transaction: Transaction[R]
 ) -> Committed[R]:
-    """Commit each key's last change (``last_changes``, a local relation: read without a job) as ``transaction``
-    would (its base, record and requirements; its updates are the MERGE's, not used here)."""
+    """Commit each key's last change as ``transaction`` would (its base, record and requirements; its updates are
+    the MERGE's, not used here)."""
+    table, last_changes = changes.table, changes.last_changes
     spark, base = context.spark, transaction.base_snapshot_id
-    key_columns = [quote(k) for k in table.primary_key]
-    keys = [tuple(row) for row in select_sql(last_changes, key_columns).collect()]
+    # One collect of the local relation (no job): each key, whether it keeps a row, and that row as it is written.
+    width = len(table.primary_key)
+    wanted = [*(quote(k) for k in table.primary_key), f"{OP} <> 'D'", *_in_lake_order(table, target)]
+    collected = select_sql(last_changes, wanted).collect()
+    keys = [tuple(row[:width]) for row in collected]
+    kept = [row for row in collected if row[width]]
     indexed = _indexed(context, table)
     dotted = indexed.dotted_name
     try:
-        positions = _indexed_positions(indexed, target, base, keys)
+        positions = _indexed_positions(indexed, target, base, keys, changes)
         if positions is None:
             positions = key_positions(spark, target, base, table.primary_key, keys)
     except Py4JJavaError as error:
@@ -79,10 +101,8 @@ def commit_changes(
         forget_commit(spark, dotted)
         gone = root_cause(error)
         raise TableMovedError(f"{dotted}: files of the metadata this run last committed are gone: {gone}") from error
-    kept = last_changes.where(f"{OP} <> 'D'")
-    rows = select_sql(kept, _in_lake_order(table, target))._jdf.collectAsList()
-    # The same local relation's rows, in the same order: the keys of the data file's rows, position by position.
-    row_keys = [tuple(row) for row in select_sql(kept, key_columns).collect()]
+    rows = [row[width + 1 :] for row in kept]
+    row_keys = [tuple(row[:width]) for row in kept]  # the keys of the data file's rows, position by position
     for requirement in transaction.requirements:
         requirement()
     made = transaction.record()
@@ -92,17 +112,19 @@ def commit_changes(
         KEY_INDEXES.advance(indexed, base, snapshot_id, RowDeltaKeys(keys, data_file, row_keys))
 
     record = kept_record(context, table.lake_table, summary)
-    delta = RowDelta(base, rows, int(rows.size()), positions, summary, record, committed)
+    delta = RowDelta(base, rows, len(rows), positions, summary, record, committed)
     return Committed(commit_row_delta(spark, dotted, target, delta), made)
 
 
 def _indexed_positions(
-    indexed: IndexedTable, target: RowDeltaTarget, base: int, keys: list[tuple[Any, ...]]
+    indexed: IndexedTable, target: RowDeltaTarget, base: int, keys: list[tuple[Any, ...]], changes: BatchChanges
 ) -> list[tuple[str, int]] | None:
-    """The keys' rows from the table's key index (``key_index``) at ``base``; None where the table is too large to
-    index, or its snapshot could not be read in bulk (the generic reader then says why, or finds them)."""
+    """The keys' rows at ``base``: from the table's key index (``key_index``), or where the table is too large to
+    index, by one Spark read (``BatchChanges.scanned_positions``); None where its snapshot could not be read in
+    bulk (the generic reader then says why, or finds them)."""
     try:
-        return KEY_INDEXES.positions(indexed, base, snapshot_records(target, base), keys)
+        found = KEY_INDEXES.positions(indexed, base, snapshot_records(target, base), keys)
+        return found if found is not None else changes.scanned_positions(indexed, base)
     except (Py4JJavaError, AnalysisException):
         KEY_INDEXES.forget(indexed)
         return None
@@ -116,13 +138,15 @@ def _indexed(context: LakeContext, table: TableSpec) -> IndexedTable:
 
 
 def _in_lake_order(table: TableSpec, target: RowDeltaTarget) -> list[str]:
-    """The new rows' columns in the lake table's order, as it types them: a column the lake keeps and the run does
-    not (dropped at the source) is NULL."""
+    """The new rows' columns in the lake table's order, as it types them, each as ``RowDelta.rows`` takes it: a
+    column the lake keeps and the run does not (dropped at the source) is NULL."""
     named = {c.name.lower(): c.name for c in table.columns}
     columns = []
     for field in target.columns:
         kind = field.dataType.simpleString()
         source = named.get(field.name.lower())
-        value = quote(source) if source is not None else "NULL"
-        columns.append(f"CAST({value} AS {kind}) AS {quote(field.name)}")
+        value = f"CAST({quote(source) if source is not None else 'NULL'} AS {kind})"
+        # An instant as its microseconds: Python's datetime would pass through the driver's local time zone.
+        value = f"unix_micros({value})" if isinstance(field.dataType, T.TimestampType) else value
+        columns.append(f"{value} AS {quote(field.name)}")
     return columns
