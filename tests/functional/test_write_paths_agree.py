@@ -131,11 +131,10 @@ def _timeless(state: dict[str, Any]) -> dict[str, Any]:
     [("auto", True), ("merge-on-read", True), ("merge-on-read", False)],
     ids=["auto", "merge-on-read", "merge-on-read-scanned"],
 )
-def test_the_row_delta_and_the_merge_leave_the_same_table_and_record(
-    spark, lake, landing, monkeypatch, fast, indexed
-):
+def test_the_row_delta_and_the_merge_leave_the_same_table_and_record(spark, lake, landing, monkeypatch, fast, indexed):
     """``indexed``: the row delta finds its keys' rows in the key index; else every table is too large to index,
-    and each batch finds them by a Spark read of the files their range can touch (never the generic reader)."""
+    and each batch finds them by a Spark read of the files their range can touch (never the generic reader), and
+    collects its keys' rows as Arrow, as a batch of many keys does."""
     from cdc_lake.engine import row_delta
     from cdc_lake.engine.key_index import KEY_INDEXES
 
@@ -144,6 +143,7 @@ def test_the_row_delta_and_the_merge_leave_the_same_table_and_record(
     monkeypatch.setattr(row_delta, "commit_row_delta", lambda *args: made.append(real(*args)) or made[-1])
     if not indexed:
         monkeypatch.setattr(KEY_INDEXES, "most_keys", 0)
+        monkeypatch.setattr(row_delta, "ARROW_COLLECT_KEYS", 0)
 
         def generic_reader(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("a batch read its keys' rows in the driver")

@@ -149,13 +149,13 @@ def _literal(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class RowDelta:
-    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (Spark's rows in the table's column order, an
-    instant as its microseconds) added as one data file, ``positions`` deleted as one position delete file,
+    """A batch as one Iceberg ``RowDelta`` from ``base``: ``rows`` (the table's columns in its order, each of its
+    ``wire_type``) added as one data file, ``positions`` deleted as one position delete file,
     ``summary`` kept by its snapshot, and ``table_properties`` (given the new snapshot's id and sequence number)
     set by the same commit."""
 
     base: int
-    rows: Sequence[Any]
+    rows: pa.Table
     row_count: int
     positions: Sequence[tuple[str, int]]
     summary: Mapping[str, str]
@@ -229,7 +229,12 @@ def _main_of(metadata: Any) -> int | None:
     return int(main.snapshotId()) if main is not None else None
 
 
-def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: Sequence[Any]) -> Any:
+def wire_type(data_type: T.DataType) -> pa.DataType:
+    """The Arrow type ``RowDelta.rows`` holds a lake column of ``data_type`` as: an instant as its microseconds."""
+    return pa.int64() if isinstance(data_type, T.TimestampType) else to_arrow_type(data_type)
+
+
+def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField], rows: pa.Table) -> Any:
     """The rows (``RowDelta.rows``) as one Parquet data file of the table."""
     schema = table.schema()
     fields = []
@@ -237,7 +242,7 @@ def _write_rows(spark: SparkSession, table: Any, columns: Sequence[T.StructField
         field_ = schema.findField(column.name)
         arrow_type = to_arrow_type(column.dataType)
         fields.append(pa.field(column.name, arrow_type, nullable=bool(field_.isOptional()), metadata=_field_id(field_)))
-    arrays = [pa.array([row[i] for row in rows], type=f.type) for i, f in enumerate(fields)]
+    arrays = [rows.column(i).cast(f.type) for i, f in enumerate(fields)]
     data = _parquet(spark, pa.Table.from_arrays(arrays, schema=pa.schema(fields)), table, "write.parquet.compression")
     config = java_class(spark, "org.apache.iceberg.MetricsConfig").forTable(table)
     output, metrics = _written(spark, table, data, config)

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
@@ -42,6 +43,7 @@ from cdc_lake.engine.iceberg_row_delta import (
     key_positions,
     row_delta_target,
     snapshot_records,
+    wire_type,
 )
 from cdc_lake.engine.key_index import KEY_INDEXES, IndexedTable, RowDeltaKeys, scanned_positions
 from cdc_lake.engine.record import RUN_ID
@@ -81,12 +83,16 @@ def commit_changes(
     the MERGE's, not used here)."""
     table, last_changes = changes.table, changes.last_changes
     spark, base = context.spark, transaction.base_snapshot_id
-    # One collect of the local relation (no job): each key, whether it keeps a row, and that row as it is written.
+    # One collect of the local relation: each key, whether it keeps a row, and that row as it is written.
     width = len(table.primary_key)
-    wanted = [*(quote(k) for k in table.primary_key), f"{OP} <> 'D'", *_in_lake_order(table, target)]
-    collected = select_sql(last_changes, wanted).collect()
-    keys = [tuple(row[:width]) for row in collected]
-    kept = [row for row in collected if row[width]]
+    wanted = [
+        *(f"{quote(k)} AS _key{i}" for i, k in enumerate(table.primary_key)),
+        f"{OP} <> 'D' AS _kept",
+        *_in_lake_order(table, target),
+    ]
+    collected = _collected(select_sql(last_changes, wanted), target, changes.changed.count)
+    keys = _keys(collected, width)
+    kept = collected.filter(collected.column(width))
     indexed = _indexed(context, table)
     dotted = indexed.dotted_name
     try:
@@ -101,8 +107,8 @@ def commit_changes(
         forget_commit(spark, dotted)
         gone = root_cause(error)
         raise TableMovedError(f"{dotted}: files of the metadata this run last committed are gone: {gone}") from error
-    rows = [row[width + 1 :] for row in kept]
-    row_keys = [tuple(row[:width]) for row in kept]  # the keys of the data file's rows, position by position
+    rows = kept.select(list(range(width + 1, kept.num_columns)))
+    row_keys = _keys(kept, width)  # the keys of the data file's rows, position by position
     for requirement in transaction.requirements:
         requirement()
     made = transaction.record()
@@ -112,8 +118,28 @@ def commit_changes(
         KEY_INDEXES.advance(indexed, base, snapshot_id, RowDeltaKeys(keys, data_file, row_keys))
 
     record = kept_record(context, table.lake_table, summary)
-    delta = RowDelta(base, rows, len(rows), positions, summary, record, committed)
+    delta = RowDelta(base, rows, rows.num_rows, positions, summary, record, committed)
     return Committed(commit_row_delta(spark, dotted, target, delta), made)
+
+
+# A batch of more keys is collected as Arrow: one small Spark job, and no Python object per value, where Python's
+# rows took 0.2 s for 10,000 keys; a batch of fewer, as Python's rows, without a job.
+ARROW_COLLECT_KEYS = 1000
+
+
+def _collected(frame: DataFrame, target: RowDeltaTarget, keys: int) -> pa.Table:
+    """``frame`` (the keys, whether each keeps a row, and the lake columns) on the driver as Arrow, each lake column
+    of its ``wire_type``."""
+    if keys > ARROW_COLLECT_KEYS:
+        return pa.Table.from_batches(frame._collect_as_arrow())
+    rows = frame.collect()
+    width = len(frame.columns) - len(target.columns)
+    types = [None] * width + [wire_type(f.dataType) for f in target.columns]
+    return pa.table([pa.array([row[i] for row in rows], type=t) for i, t in enumerate(types)], names=frame.columns)
+
+
+def _keys(collected: pa.Table, width: int) -> list[tuple[Any, ...]]:
+    return list(zip(*(collected.column(i).to_pylist() for i in range(width)), strict=True))
 
 
 def _indexed_positions(
