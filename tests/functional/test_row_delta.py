@@ -110,6 +110,25 @@ def test_every_type_is_written_as_the_merge_writes_it(spark, lake, landing, monk
 
 
 @on_both_paths
+def test_a_table_of_a_codec_arrow_does_not_write_keeps_the_merge(spark, lake, landing, monkeypatch):
+    """The row delta writes its files with pyarrow: a table whose Parquet codec pyarrow does not write as Iceberg
+    names it (lz4) takes the MERGE, and one of another codec it writes (snappy) the row delta, read back right."""
+    made = _row_deltas(monkeypatch)
+    config = _config(True)
+    write_file(landing, T + "LOAD00000001.csv", "1,a\n2,b\n")
+    lake.apply(config, T + "LOAD00000001.csv")
+    name = lake.table("shop_items")
+    expected = {1: "a", 2: "b"}
+    for number, codec in enumerate(["lz4", "snappy"]):
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.parquet.compression-codec' = '{codec}')")
+        key = write_file(landing, f"{T}20250301-12{number:02d}00000.csv", f"U,1,a{number}\nI,{3 + number},n\n")
+        expected |= {1: f"a{number}", 3 + number: "n"}
+        assert lake.apply(config, key).applied_files == [key]
+        assert lake.rows() == sorted(expected.items()), codec
+        assert len(made) == number, codec
+
+
+@on_both_paths
 def test_a_commit_since_the_plan_refuses_the_row_delta_and_the_run_plans_again(spark, lake, landing, monkeypatch):
     """Another writer commits between the batch's plan and its row delta: the row delta is refused (main moved),
     and the next attempt plans from that commit: nothing is lost or applied twice."""
