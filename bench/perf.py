@@ -668,7 +668,7 @@ class PerfBench:
         merge = self.config.model_copy(update={"lake": self.config.lake.model_copy(update={"row_delta_keys": 0})})
         configs = {"default": self.config, "merge": merge}
         runs = []
-        for rows in (sizes[0], sizes[-1]):
+        for rows in sorted({sizes[0], sizes[-1]}):
             for pattern in PATTERNS:
                 self.progress(f"{changes:,} {pattern} changes into {short_count(rows)} rows: default and the MERGE …")
                 pairs = AGAINST_MERGE_SMALL_RUNS if rows == sizes[0] else 1
@@ -962,7 +962,7 @@ def describe_against_merge(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
     by_size = {(r["rows"], r["pattern"]): r for r in runs}
     small, big = min(r["rows"] for r in runs), max(r["rows"] for r in runs)
-    for pattern in PATTERNS:
+    for pattern in PATTERNS if big > small else ():
         into_big, into_small = by_size[big, pattern]["default_s"], by_size[small, pattern]["default_s"]
         lines.append(
             f"| the same, {pattern}: into {short_count(big)} rows against into {short_count(small)} | "
