@@ -156,7 +156,6 @@ class RowDelta:
 
     base: int
     rows: pa.Table
-    row_count: int
     positions: Sequence[tuple[str, int]]
     summary: Mapping[str, str]
     table_properties: Callable[[int, int], Mapping[str, str]] | None
@@ -187,7 +186,7 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
         # Rows alone are an append, as Spark's MERGE commits new keys: incremental readers (a streaming read)
         # take appends and stop at or skip an overwrite.
         operation = transaction.newRowDelta() if delta.positions else transaction.newAppend()
-        if delta.row_count:
+        if delta.rows.num_rows:
             written.append(_write_rows(spark, pending, target.columns, delta.rows))
             operation = operation.addRows(written[-1]) if delta.positions else operation.appendFile(written[-1])
         if delta.positions:
@@ -209,7 +208,7 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
         committed = transaction.currentMetadata()
         with conflicts_raised():
             operations.commit(base, committed)
-        data_file = str(written[0].location()) if delta.row_count else None
+        data_file = str(written[0].location()) if delta.rows.num_rows else None
         written.clear()
         keep_commit(spark, dotted_name, table, committed)
         if delta.committed is not None:

@@ -118,7 +118,7 @@ def commit_changes(
         KEY_INDEXES.advance(indexed, base, snapshot_id, RowDeltaKeys(keys, data_file, row_keys))
 
     record = kept_record(context, table.lake_table, summary)
-    delta = RowDelta(base, rows, rows.num_rows, positions, summary, record, committed)
+    delta = RowDelta(base, rows, positions, summary, record, committed)
     return Committed(commit_row_delta(spark, dotted, target, delta), made)
 
 
