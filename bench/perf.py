@@ -69,7 +69,7 @@ PATTERNS = ("uniform", "recent")
 RECENT_SHARE = 0.01  # "recent" keys: the newest 1 % of the table
 INSERT_SHARE, DELETE_SHARE = 0.2, 0.1  # the rest of a CDC file are updates
 SMALL_RUN_CHANGES = 10
-SMALL_RUNS = 5
+SMALL_RUNS = 10
 AGAINST_MERGE_SMALL_RUNS = 3
 SEED = 20_250_301
 STATUSES = ("new", "paid", "shipped", "returned, refunded")  # one needs quoting
@@ -871,6 +871,30 @@ def describe(figures: dict[str, Any]) -> list[str]:
         f"{cow / uniform['cdc_s']:.2f}× than copy-on-write |"
     )
     small_run = figures["small_run"]
+    lines += describe_small(small_run)
+    lines.append(f"| make demo (warm) | {_seconds(figures['demo_s'])} | | |")
+    cdc_commits = _commits([r["metadata_commits"] for r in figures["cdc"]])
+    lines.append(
+        f"| Iceberg metadata commits per CDC run | {cdc_commits} ({short_count(changes)} changes), "
+        f"{_commits(small_run['plain']['metadata_commits'])} (small run) | | |"
+    )
+    peak = one.get("driver_peak_rss_mib")
+    lines.append(
+        f"| driver peak RSS, {big} full load | {'n/a' if peak is None else f'{peak:,} MiB'} "
+        f"(spark.driver.memory {figures['spark_driver_memory']}) | | |"
+    )
+    run = figures.get("run_peaks")
+    if run:
+        lines.append(
+            f"| the whole run's peaks | disk {run['disk_peak_gib']} GiB above the start, "
+            f"driver RSS {run['driver_peak_rss_mib']:,} MiB | | |"
+        )
+    return lines
+
+
+def describe_small(small_run: Mapping[str, Any]) -> list[str]:
+    """The small runs' rows of the results table."""
+    lines: list[str] = []
     plain, history, hand = small_run["plain"], small_run["history"], small_run["peer_merge"]
     into = f"{small_run['changes']} changes into {short_count(small_run['rows'])} rows"
     lines.append(
@@ -890,23 +914,6 @@ def describe(figures: dict[str, Any]) -> list[str]:
         f"| small run with history: {into} | {_seconds(history['median_s'])}, "
         f"{_commits(history['spark_jobs'])} Spark jobs | | |"
     )
-    lines.append(f"| make demo (warm) | {_seconds(figures['demo_s'])} | | |")
-    cdc_commits = _commits([r["metadata_commits"] for r in figures["cdc"]])
-    lines.append(
-        f"| Iceberg metadata commits per CDC run | {cdc_commits} ({short_count(changes)} changes), "
-        f"{_commits(small_run['plain']['metadata_commits'])} (small run) | | |"
-    )
-    peak = one.get("driver_peak_rss_mib")
-    lines.append(
-        f"| driver peak RSS, {big} full load | {'n/a' if peak is None else f'{peak:,} MiB'} "
-        f"(spark.driver.memory {figures['spark_driver_memory']}) | | |"
-    )
-    run = figures.get("run_peaks")
-    if run:
-        lines.append(
-            f"| the whole run's peaks | disk {run['disk_peak_gib']} GiB above the start, "
-            f"driver RSS {run['driver_peak_rss_mib']:,} MiB | | |"
-        )
     return lines
 
 
@@ -993,6 +1000,19 @@ def write_results(figures: dict[str, Any], out: Path) -> list[str]:
     return table
 
 
+def small_only(
+    spark: SparkSession, config: PipelineConfig, work: Path, out: Path, progress: Callable[[str], None]
+) -> int:
+    bench = PerfBench(spark, config, work, progress)
+    bench.load_data(SMALL_TABLE_ROWS)
+    bench.warm_up()
+    small = bench.small_runs()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "small_runs.json").write_text(json.dumps(small, indent=2) + "\n")
+    print("\n".join(describe_small(small)))
+    return 0
+
+
 def against_merge_only(
     spark: SparkSession, config: PipelineConfig, work: Path, args: argparse.Namespace, progress: Callable[[str], None]
 ) -> int:
@@ -1017,6 +1037,11 @@ def main() -> int:
         action="store_true",
         help="only the default path beside the MERGE, into the smallest and the biggest table (against_merge.json)",
     )
+    parser.add_argument(
+        "--small-only",
+        action="store_true",
+        help="only the small runs, each beside a hand-written MERGE (small_runs.json)",
+    )
     args = parser.parse_args()
     work = args.out / "work-perf"
     shutil.rmtree(work, ignore_errors=True)
@@ -1030,6 +1055,8 @@ def main() -> int:
     try:
         if args.against_merge_only:
             return against_merge_only(spark, config, work, args, progress)
+        if args.small_only:
+            return small_only(spark, config, work, args.out, progress)
         figures = run_perf(spark, config, work, args.rows, args.changes, progress)
     except OracleMismatch as error:
         print(f"FAILED: {error}", file=sys.stderr)

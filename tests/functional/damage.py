@@ -592,10 +592,10 @@ def _with_faults(w: Writer, faults: Sequence[Fault]) -> bytes:
     return w.csv_bytes(lines)
 
 
-def tables(fmt: Format) -> list[Table]:
-    """The corpus of one format as tables: each kind alone, bad rows in their groups."""
+def tables(fmt: Format, *, grouped: bool = True) -> list[Table]:
+    """The corpus of one format as tables: each kind alone, bad rows in their groups (``grouped``) or alone too."""
     kinds = applicable(fmt)
     groups: dict[str, list[Damage]] = {}
     for kind in kinds:
-        groups.setdefault(kind.fault.group if kind.fault is not None else kind.kind, []).append(kind)
+        groups.setdefault(kind.fault.group if kind.fault is not None and grouped else kind.kind, []).append(kind)
     return [Table(name, members) for name, members in groups.items()]

@@ -56,6 +56,7 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.continuity import check_waiting_file, first_batch_notices, waiting_mark
+from cdc_lake.engine.driver_batch import holding_small_files
 from cdc_lake.engine.history import ensure_history_table
 from cdc_lake.engine.iceberg_errors import aws_denial, conflicts_raised, root_cause
 from cdc_lake.engine.iceberg_java import Metadata, set_table_property, table_properties
@@ -65,7 +66,7 @@ from cdc_lake.engine.maintenance import MaintenanceResult, upkeep
 from cdc_lake.engine.reader import file_layouts, unreadable
 from cdc_lake.engine.record import REFUSED, BatchRecord, freshness, read_state, record_in
 from cdc_lake.engine.rejects import ensure_rejects_table
-from cdc_lake.engine.row_delta import BatchChanges, commit_changes, row_delta_target_of
+from cdc_lake.engine.row_delta import BatchChanges, SparkChanges, commit_changes, row_delta_target_of
 from cdc_lake.engine.schema import plan_schema
 from cdc_lake.engine.steps import (
     BatchRead,
@@ -74,6 +75,7 @@ from cdc_lake.engine.steps import (
     changed_file,
     confirm_listed,
     evolve_schema,
+    in_spark,
     quarantine_notices,
     read_files,
     reduce_changes,
@@ -312,6 +314,7 @@ def apply_batch(context: ReplayContext, batch: Batch, notices: Sequence[Notice] 
     The files' fields and the run's columns are found once, for both. ``notices``, and what the batch itself
     announces (schema changes, files lacking a column, repeated LOAD keys), go into its record."""
     log.info("%s: applying %d file(s) up to %s", batch.table.name, len(batch.files), batch.trigger.key)
+    context = holding_small_files(context, batch.landed.objects, batch.files)
     layouts = file_layouts(context, batch.files, batch.table)
     schema = plan_schema(context.config, batch.table, layouts, list(batch.lake_fields))
     table = schema.table
@@ -364,6 +367,11 @@ def commit_batch(
     load = read.load
     updates = [load.update()] if load is not None else []
     target = _row_delta(context, read, reduced, batch)
+    if reduced.in_driver is not None and (target is None or not reduced.in_driver.fits(target)):
+        # The MERGE, or a lake column typed otherwise than the run types it: Spark reads, casts and reduces.
+        read = in_spark(context, read)
+        reduced = reduce_changes(context, batch, read)
+        target = _row_delta(context, read, reduced, batch)
     if reduced.last_changes is not None and target is None:
         updates += batch_updates(context, table, reduced.last_changes, batch.base_summary, reduced.keys)
     else:
@@ -382,10 +390,11 @@ def commit_batch(
         table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: confirm_listed(context, batch)]
     )
     if target is not None:
-        assert reduced.last_changes is not None
-        committed: Committed[BatchRecord] | None = commit_changes(
-            context, target, BatchChanges(table, reduced.last_changes, reduced.keys), transaction
-        )
+        changes: BatchChanges | None = reduced.in_driver
+        if changes is None:
+            assert reduced.last_changes is not None
+            changes = SparkChanges(table, reduced.last_changes, reduced.keys)
+        committed: Committed[BatchRecord] | None = commit_changes(context, target, changes, transaction)
     else:
         committed = commit_transaction(context, transaction)
     if committed is None:
@@ -407,7 +416,7 @@ def _row_delta(context: ReplayContext, read: BatchRead, reduced: Reduced, batch:
     into a table without history or rejects."""
     if not read.checked_in_reduce or read.load is not None or batch.history_plan is not None:
         return None
-    if reduced.last_changes is None or quarantines(read.table):
+    if (reduced.last_changes is None and reduced.in_driver is None) or quarantines(read.table):
         return None
     return row_delta_target_of(context, read.table, reduced.keys)
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from cdc_lake.core.config import TableSpec
@@ -61,19 +61,46 @@ def row_delta_target_of(context: LakeContext, table: TableSpec, keys: ChangedKey
     )
 
 
+class BatchChanges(Protocol):
+    """A batch's changes to its lake table as the row delta takes them: the keys' ``ChangedKeys``, each changed
+    key's last change collected (``collected``), and the keys as a DataFrame for a table too large to index."""
+
+    @property
+    def table(self) -> TableSpec: ...
+
+    @property
+    def changed(self) -> ChangedKeys: ...
+
+    def collected(self, target: RowDeltaTarget) -> pa.Table:
+        """Each key (``_key0`` …), whether it keeps a row (``_kept``), and that row in the lake's order, each
+        column of its ``wire_type``."""
+        ...
+
+    def keys_frame(self, spark: SparkSession) -> DataFrame:
+        """The changed keys as the lake's key columns."""
+        ...
+
+
 @dataclass(frozen=True)
-class BatchChanges:
-    """A batch's changes to its lake table: each changed key's last change (``last_changes``, a local relation:
-    read without a job), and the keys' ``ChangedKeys``."""
+class SparkChanges:
+    """``BatchChanges`` reduced by Spark: ``last_changes``, a local relation, is read without a job."""
 
     table: TableSpec
     last_changes: DataFrame
     changed: ChangedKeys
 
-    def scanned_positions(self, indexed: IndexedTable, base: int) -> list[tuple[str, int]]:
-        """Where the keys' rows are at ``base`` in a table too large to index (``key_index.scanned_positions``)."""
-        keys = select_sql(self.last_changes, lake_columns(self.table, self.table.primary_key))
-        return scanned_positions(indexed, base, keys, key_range(self.table, self.changed))
+    def collected(self, target: RowDeltaTarget) -> pa.Table:
+        # One collect of the local relation: each key, whether it keeps a row, and that row as it is written.
+        table = self.table
+        wanted = [
+            *(f"{quote(k)} AS _key{i}" for i, k in enumerate(table.primary_key)),
+            f"{OP} <> 'D' AS _kept",
+            *_in_lake_order(table, target),
+        ]
+        return _collected(select_sql(self.last_changes, wanted), target, self.changed.count)
+
+    def keys_frame(self, spark: SparkSession) -> DataFrame:
+        return select_sql(self.last_changes, lake_columns(self.table, self.table.primary_key))
 
 
 def commit_changes(
@@ -81,16 +108,10 @@ def commit_changes(
 ) -> Committed[R]:
     """Commit each key's last change as ``transaction`` would (its base, record and requirements; its updates are
     the MERGE's, not used here)."""
-    table, last_changes = changes.table, changes.last_changes
+    table = changes.table
     spark, base = context.spark, transaction.base_snapshot_id
-    # One collect of the local relation: each key, whether it keeps a row, and that row as it is written.
     width = len(table.primary_key)
-    wanted = [
-        *(f"{quote(k)} AS _key{i}" for i, k in enumerate(table.primary_key)),
-        f"{OP} <> 'D' AS _kept",
-        *_in_lake_order(table, target),
-    ]
-    collected = _collected(select_sql(last_changes, wanted), target, changes.changed.count)
+    collected = changes.collected(target)
     keys = _keys(collected, width)
     kept = collected.filter(collected.column(width))
     indexed = _indexed(context, table)
@@ -150,7 +171,10 @@ def _indexed_positions(
     bulk (the generic reader then says why, or finds them)."""
     try:
         found = KEY_INDEXES.positions(indexed, base, snapshot_records(target, base), keys)
-        return found if found is not None else changes.scanned_positions(indexed, base)
+        if found is not None:
+            return found
+        keys_frame = changes.keys_frame(indexed.spark)
+        return scanned_positions(indexed, base, keys_frame, key_range(changes.table, changes.changed))
     except (Py4JJavaError, AnalysisException):
         KEY_INDEXES.forget(indexed)
         return None

@@ -32,6 +32,7 @@ from cdc_lake.engine.changes import (
 )
 from cdc_lake.engine.commit import ChangedKeys, changed_keys, ranged_keys, rewritten_whole
 from cdc_lake.engine.context import Batch, ReplayContext
+from cdc_lake.engine.driver_batch import DriverChanges, driver_changes
 from cdc_lake.engine.history import commit_history
 from cdc_lake.engine.load_append import LoadAppend
 from cdc_lake.engine.reader import read_changes
@@ -58,6 +59,9 @@ class BatchRead:
     # row refuses the batch there, named by reading the files again (``layouts``).
     checked_in_reduce: bool = False
     layouts: Mapping[str, FileLayout] = field(default_factory=dict)
+    # A small batch of small CSV change files, read, checked and reduced in the driver (``driver_batch``): no
+    # ``changes`` then, until ``in_spark`` reads them.
+    in_driver: DriverChanges | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Reduced:
     counts: ChangeCounts = field(default_factory=lambda: ChangeCounts(0, 0, 0))
     last_changes: DataFrame | None = None
     keys: ChangedKeys = field(default_factory=lambda: ChangedKeys(0, {}))
+    in_driver: DriverChanges | None = None  # the same, reduced in the driver: ``last_changes`` is None
 
 
 @dataclass(frozen=True)
@@ -99,14 +104,32 @@ def read_files(
         changes = split_key_updates(quarantined.good, table, context.config.dms)
         return BatchRead(table, load, merged, changes, quarantined=quarantined)
     if _small(context, batch, merged):
-        changes = split_key_updates(read_changes(context, merged, table, layouts), table, context.config.dms)
-        return BatchRead(table, load, merged, changes, checked_in_reduce=True, layouts=layouts)
+        in_driver = None
+        if _may_be_row_delta(context, batch, table, load):
+            in_driver = driver_changes(context, batch.landed.objects, merged, table, layouts)
+        small = BatchRead(table, load, merged, None, checked_in_reduce=True, layouts=layouts, in_driver=in_driver)
+        return small if in_driver is not None else in_spark(context, small)
     return BatchRead(table, load, merged, _checked_changes(context, table, merged, layouts))
 
 
 # A task keeps each file it read open until it ends (Spark closes a file's stream at task completion): one task
 # reading a catch-up of 100,000 one-row files ran out of a 4 GB heap. Beyond this many, the batch is read in parallel.
 SMALL_BATCH_FILES = 1000
+
+
+def _may_be_row_delta(context: ReplayContext, batch: Batch, table: TableSpec, load: LoadAppend | None) -> bool:
+    """Whether the batch may commit as a row delta (``replay._row_delta``): only its changes reduced in the driver
+    can; a MERGE reads them with Spark."""
+    config = context.config
+    row_delta = config.lake.row_delta_keys > 0 and config.write_mode(table) != "copy-on-write"
+    return row_delta and load is None and batch.history_plan is None
+
+
+def in_spark(context: ReplayContext, read: BatchRead) -> BatchRead:
+    """A small batch's change rows read by Spark, to be checked and reduced in one task (``reduce_changes``)."""
+    changes = read_changes(context, read.merged, read.table, read.layouts)
+    changes = split_key_updates(changes, read.table, context.config.dms)
+    return dataclasses.replace(read, changes=changes, in_driver=None)
 
 
 def _small(context: ReplayContext, batch: Batch, merged: list[DmsFile]) -> bool:
@@ -122,6 +145,10 @@ def _small(context: ReplayContext, batch: Batch, merged: list[DmsFile]) -> bool:
 def reduce_changes(context: ReplayContext, batch: Batch, read: BatchRead) -> Reduced:
     """The lake table's merged change rows reduced to each key's last change in DMS order (materialized: the
     MERGE then gets a deterministic source), with their counts and the changed keys' range."""
+    if read.in_driver is not None:
+        in_driver = read.in_driver
+        log.info("%s: %d key(s) reduced in the driver", read.table.name, in_driver.changed.count)
+        return Reduced(in_driver.counts, None, in_driver.changed, in_driver)
     if read.changes is None or not batch.plan.pending:
         return Reduced()
     use_sequence = context.config.dms.change_sequence_column is not None
