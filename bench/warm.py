@@ -63,20 +63,43 @@ PHASES = (("in-region", "AWS's in-Region round trips"), ("0", "no delay"))
 MONTH_S = 30 * 24 * 3600.0
 
 
-def bench_config(tables: int, database: str, commit_interval_s: int = 0) -> PipelineConfig:
-    columns = [
-        {"name": "id", "type": "bigint"},
-        {"name": "label", "type": "string"},
-        {"name": "amount", "type": "decimal(12,2)"},
-        {"name": "updated_at", "type": "timestamp"},
-    ]
+# The tables' shapes: ``narrow``, 4 columns under a bigint key; ``wide``, 8 columns under a two-column key (the
+# shape of issue 71's slower run; with ``--changes 60``).
+SHAPES: dict[str, tuple[list[dict[str, str]], list[str]]] = {
+    "narrow": (
+        [
+            {"name": "id", "type": "bigint"},
+            {"name": "label", "type": "string"},
+            {"name": "amount", "type": "decimal(12,2)"},
+            {"name": "updated_at", "type": "timestamp"},
+        ],
+        ["id"],
+    ),
+    "wide": (
+        [
+            {"name": "id", "type": "bigint"},
+            {"name": "region", "type": "string"},
+            {"name": "label", "type": "string"},
+            {"name": "amount", "type": "decimal(12,2)"},
+            {"name": "qty", "type": "int"},
+            {"name": "active", "type": "boolean"},
+            {"name": "score", "type": "double"},
+            {"name": "updated_at", "type": "timestamp"},
+        ],
+        ["id", "region"],
+    ),
+}
+
+
+def bench_config(tables: int, database: str, commit_interval_s: int = 0, shape: str = "narrow") -> PipelineConfig:
+    columns, key = SHAPES[shape]
     quiet = max(QUIET_S, commit_interval_s)  # a run rests a table no longer than its quiet time
     return parse_config(
         {
             "dms": {"timestamp_column": "dms_timestamp"},
             "lake": {"database": database},
             "runs": {"mode": "warm", "warm": {"quiet_seconds": quiet, "commit_interval_seconds": commit_interval_s}},
-            "tables": [{"name": f"app.t{i:03d}", "primary_key": ["id"], "columns": columns} for i in range(tables)],
+            "tables": [{"name": f"app.t{i:03d}", "primary_key": key, "columns": columns} for i in range(tables)],
         }
     )
 
@@ -239,6 +262,7 @@ def main() -> int:
     parser.add_argument(
         "--commit-interval", type=int, default=0, help="runs.warm.commit_interval_seconds (0: a batch each round)"
     )
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="narrow", help="the tables' columns and key")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument(
         "--delays", default=",".join(d for d, _ in PHASES), help="the phases to run, by delay: in-region, 0, or both"
@@ -252,7 +276,7 @@ def main() -> int:
     spec = GeneratorSpec(seed=58, initial_rows=INITIAL_ROWS, cdc_files=args.minutes, changes_per_file=args.changes,
                          cached_changes=0, edge_cases=False)  # fmt: skip
     figures: dict[str, Any] = {"tables": args.tables, "minutes": args.minutes, "changes_per_file": args.changes,
-                               "commit_interval_s": args.commit_interval}  # fmt: skip
+                               "commit_interval_s": args.commit_interval, "shape": args.shape}  # fmt: skip
     with local_aws_endpoint(delay="0") as endpoint:
         for name, value in endpoint_environment(endpoint).items():
             if name != "AWS_ENDPOINT_URL":  # the JVM's SDKs read credentials and region from the environment
@@ -266,7 +290,7 @@ def main() -> int:
         )  # fmt: skip
         for delay, label in phases:
             database = f"warm_{'in_region' if delay != '0' else 'no_delay'}"
-            config = bench_config(args.tables, database, args.commit_interval)
+            config = bench_config(args.tables, database, args.commit_interval, args.shape)
             print(f"{label}: generating {args.tables} tables …", flush=True)
             generated = generate(config, work / database, spec)
             print(f"{label}: {args.tables} tables, a file a minute each for {args.minutes} min …", flush=True)

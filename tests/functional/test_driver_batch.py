@@ -31,8 +31,8 @@ TYPES = ["boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "
 TYPES += ["timestamp_offset", "decimal(6,2)", "decimal(38,10)", "decimal(18,0)"]
 _PATTERNS = {
     "boolean": r"(true|false|t|f|1|0|TRUE|yes|n)",
-    "double": r"-?[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?",
-    "float": r"-?[0-9]{1,12}(\.[0-9]{1,12})?([eE][+-]?[0-9]{1,2})?",
+    "double": r"[+-]?[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?",
+    "float": r"[+-]?[0-9]{1,12}(\.[0-9]{1,12})?([eE][+-]?[0-9]{1,2})?",
     "date": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
     "timestamp": r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,7})?",
 }
@@ -62,7 +62,8 @@ _CANONICAL = {
     "timestamp": _MOMENTS,
     "timestamp_ltz": st.builds(_instant, _MOMENTS, _ZONES),
     "timestamp_offset": st.builds(_instant, _MOMENTS, _ZONES),
-    "float": st.floats(width=32, allow_nan=False, allow_infinity=False).map(repr),
+    "float": st.floats(width=32, allow_nan=False, allow_infinity=False).map(lambda f: f"{f:+.8e}"),
+    "double": st.floats(allow_nan=False, allow_infinity=False).map(lambda f: f"{f:+.16e}"),  # as DMS writes them
 }
 
 

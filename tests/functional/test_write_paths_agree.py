@@ -38,11 +38,13 @@ VALUES: dict[str, tuple[str | None, ...]] = {
     "day": (None, "2024-01-31", "1970-01-01", "2025-12-31"),
     "at": (None, "2024-01-31 10:11:12.123456", "1970-01-01 00:00:00.000001", "1999-09-09 09:09:09"),
     "seen": (None, "2024-01-31 10:11:12.5+00", "2025-12-31 23:59:59.999999+02", "1970-01-01 00:00:01+00"),
-    "ratio": (None, "0.5", "-1e+30", "0"),
-    "weight": (None, "1.25", "-2.5e+10", "3.0"),
+    "ratio": (None, "0.5", "-1e+30", "0", "+3.23800011e+01"),
+    "weight": (None, "1.25", "-2.5e+10", "3.0", "+2.1804858784530072e+04"),
     "count": (None, "7", "2147483647", "-1"),
-    "flag": (None, "true", "false"),
+    "flag": (None, "true", "false", "1", "0"),
 }
+# Among them the forms each engine's DMS writes (../shared/dms-format.md): REAL and DOUBLE in exponent form with a
+# sign, MySQL's BOOLEAN as 1/0, PostgreSQL's timestamptz with its offset.
 TYPES = columns(id="bigint", part="string", **CONVERTED_TYPES)
 DMS = {
     "bucket_folder": "dms",
