@@ -14,7 +14,7 @@
 - The peer: the same CDC file into the biggest table with uniform keys, as a user would apply it without cdc-lake
   (each key's last row, one ``MERGE INTO`` a plain Iceberg table of the same rows), in merge-on-read and in
   copy-on-write (Iceberg's default), each checked against the rebuild too.
-- Small runs: 10 changes into a 10k-row table (median of 5 warm runs, each a new CDC file), and the wall time
+- Small runs: 10 changes into a 10k-row table (median of 10 warm runs, each a new CDC file), and the wall time
   of ``cdc-lake demo`` in a fresh process.
 - Iceberg metadata commits per run (the Hadoop catalog's version-hint.text before and after), the driver
   JVM's peak resident memory during the big full load, and the whole run's peaks of disk and memory.
