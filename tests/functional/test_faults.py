@@ -24,6 +24,7 @@ from cdc_lake.core.exceptions import (
     LandedFileChangedError,
 )
 from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
+from cdc_lake.engine import driver_batch
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_errors import is_commit_conflict
 from cdc_lake.engine.replay import replay
@@ -338,7 +339,10 @@ def test_s3_refusing_the_landing_bucket_names_the_object_and_permission(spark, l
 
 
 @on_glue
-def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake, landing, faulty):
+def test_s3_refusing_spark_a_landed_file_names_it_and_the_permission(spark, lake, landing, faulty, monkeypatch):
+    # A batch this small is read in the driver, through the store (whose refusal the test above covers): here Spark
+    # reads it, as it reads a larger batch.
+    monkeypatch.setattr(driver_batch, "DRIVER_BATCH_BYTES", -1)
     cfg = items_config()
     # Spark reads this bucket through the faulty endpoint (S3A takes settings per bucket); the store does not.
     spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{lake.bucket}.endpoint", faulty.url)
