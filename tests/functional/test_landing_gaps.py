@@ -4,17 +4,21 @@ paths; "expired" files are removed as the raw bucket's lifecycle removes them.""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import threading
 from typing import Any
 
 import pytest
 
 from cdc_lake.core.config import parse_config
+from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import DmsInputError, HistoryGapError, RecordLostError, RollbackRefusedError
 from cdc_lake.engine.iceberg_java import table_properties
 from cdc_lake.engine.record import RECORD, REFUSED
 from cdc_lake.engine.reload import reload_table
+from cdc_lake.engine.replay import replay
 from cdc_lake.ops import operations
 from cdc_lake.ops.operations import list_changes, rollback
 from tests.support.configs import items_config, items_config_data
@@ -224,3 +228,31 @@ def test_a_refused_file_expired_by_the_catch_all_stops_the_files_after_it(lake: 
     reload_table(lake.context(config), config.table("shop.items"), since=good)  # what it says to do; clears the refusal
     assert lake.rows() == [(1, "one"), (3, "three")]
     assert REFUSED not in table_properties(lake.spark, lake.location.dotted("shop_items"))
+
+
+@on_both_paths
+@pytest.mark.parametrize("tags", ["being-written", "written"])
+def test_a_first_batch_beaten_by_a_concurrent_one_plans_again_not_refused_as_a_gap(lake: Lake, tags: str) -> None:
+    """Two runs of a new table at once: B reads it empty and lists, then A commits its first batch and tags its
+    files (partly, or all) before B reads the tags. A's tags are not an earlier lake table's: B plans again from
+    A's commit, neither refused nor announcing a rebuild."""
+    config = items_config()
+    load, first, second, third = landed_history(lake)
+    beaten: list[Any] = []
+
+    def a_commits_first(batch: Any) -> None:
+        if beaten:
+            return
+        beaten.append(batch.trigger.key)
+        run = threading.Thread(target=lambda: beaten.append(lake.apply(config, second)))
+        run.start()
+        run.join()
+        if tags == "being-written":
+            lake.untag(load)  # A has tagged its CDC files, not its LOAD file yet
+
+    context = dataclasses.replace(lake.context(config), admit=a_commits_first)
+    result = replay(context, parse_key(third, config))
+    assert beaten[0] == third and beaten[1].applied_files == [load, first, second]
+    assert result.applied_files == [third] and result.attempts == 2
+    assert not [n for n in result.notices if n.kind == "history-rebuilt"]
+    assert lake.rows() == EXPECTED

@@ -33,6 +33,7 @@ from cdc_lake.core.exceptions import (
     CommitConflictError,
     ConcurrentCommitError,
     DmsInputError,
+    HistoryGapError,
     LakeTableCreateError,
     LakeTableMissingError,
     LandedFileChangedError,
@@ -51,6 +52,7 @@ from cdc_lake.engine.commit import (
     Update,
     base_snapshot,
     batch_updates,
+    branch_head,
     commit_transaction,
     remove_dead_run_branches,
 )
@@ -268,7 +270,7 @@ def _attempt(
     if context.admit is not None:
         context.admit(batch)
     if recorded.state.applied_nothing and batch.plan.pending:
-        notices = [*notices, *first_batch_notices(context.store, context.config, batch.plan)]
+        notices = [*notices, *_first_batch_notices(context, recorded, batch)]
     try:
         with conflicts_raised():
             return apply_batch(context, batch, notices)
@@ -281,6 +283,21 @@ def _attempt(
         if refusal is None:
             raise
         raise refusal from None
+
+
+def _first_batch_notices(context: ReplayContext, recorded: Recorded, batch: Batch) -> list[Notice]:
+    """``first_batch_notices``, where tags may be a concurrent run's: one that committed the table's first batch
+    after this run read it empty, and is tagging its files, looks like a lake table gone with a hole in its tags.
+    A refusal stands only while main is still where this run read it; else the run plans again."""
+    try:
+        return first_batch_notices(context.store, context.config, batch.plan)
+    except HistoryGapError:
+        table = batch.table.lake_table
+        if branch_head(context, table) != recorded.base_snapshot_id:
+            raise TableMovedError(
+                f"{context.location.dotted(table)}: main moved on since snapshot {recorded.base_snapshot_id}"
+            ) from None
+        raise
 
 
 def plan_batch(
