@@ -188,6 +188,9 @@ class DeniedFolder:
     def read_head(self, key: str, size: int) -> bytes:
         return self.inner.read_head(key, size)
 
+    def read_listed(self, item: StoredObject) -> bytes | None:
+        return self.inner.read_listed(item)
+
     def folders(self, prefix: str) -> list[str]:
         return self.inner.folders(prefix)
 

@@ -44,6 +44,11 @@ class ObjectStore(Protocol):
         """The first ``size`` bytes of the object (fewer if it is shorter); FileNotFoundError when it is gone."""
         ...
 
+    def read_listed(self, item: StoredObject) -> bytes | None:
+        """The whole object while it is still the one ``item`` lists (its ETag and size), in one request; None when
+        it changed or is gone since: what the caller read is then what the listing names."""
+        ...
+
     def folders(self, prefix: str) -> builtins.list[str]:
         """The folders right under ``prefix`` (which ends with "/", or is empty), each as a prefix ending with "/"
         (S3's CommonPrefixes: one request per thousand, whatever the folders hold)."""
@@ -192,6 +197,24 @@ class S3Store:
                 raise FileNotFoundError(self.uri(key)) from None
             return bytes(response["Body"].read())
 
+    def read_listed(self, item: StoredObject) -> bytes | None:
+        """One GET on the listed ETag (``If-Match``): S3 refuses it once the object is written again."""
+        from botocore.exceptions import ClientError
+
+        if item.etag is None:
+            return None
+        with self._denied(item.key, "s3:GetObject"):
+            try:
+                response = self._client.get_object(Bucket=self.bucket, Key=item.key, IfMatch=f'"{item.etag}"')
+            except self._client.exceptions.NoSuchKey:
+                return None
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "PreconditionFailed":
+                    raise
+                return None
+            data = bytes(response["Body"].read())
+        return data if len(data) == item.size else None
+
     @contextmanager
     def _denied(self, key: str, action: str) -> Iterator[None]:
         """S3's refusal of the job's role as an error naming the object (or prefix) and the permission it lacks."""
@@ -282,6 +305,14 @@ class LocalFolderStore:
     def read_head(self, key: str, size: int) -> bytes:
         with (self.root / key).open("rb") as handle:
             return handle.read(size)
+
+    def read_listed(self, item: StoredObject) -> bytes | None:
+        try:
+            data = (self.root / item.key).read_bytes()
+        except FileNotFoundError:
+            return None
+        same = len(data) == item.size and hashlib.md5(data, usedforsecurity=False).hexdigest() == item.etag
+        return data if same else None
 
     def put(self, key: str, data: bytes) -> None:
         path = self.root / key

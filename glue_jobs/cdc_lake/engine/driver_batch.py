@@ -1,5 +1,9 @@
 """A small batch of CSV change files read, checked and reduced in the driver: no Spark job, one GET a file.
 
+Each file is read as the run listed it (``ObjectStore.read_listed``: on S3 a GET on the listed ETag), so what the
+batch applies is what its record names, without the listing again before the commit that Spark's reads need
+(``steps.confirm_listed``).
+
 The Spark path (``reader.read_changes``, then ``changes.last_change_per_key_in_one_task``) is the rule: Spark's CSV
 parser splits the records, Spark's casts type the values, and its checks name every bad row by file, row and
 column. This path applies a batch only where it can show that path would take the same values, and hands every
@@ -31,6 +35,7 @@ import math
 import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from fractions import Fraction
@@ -54,6 +59,8 @@ from cdc_lake.engine.spark_types import lake_type
 # Beyond this many bytes a batch goes to Spark: Python's loop grows with the values (a file this size, 2,350 rows of
 # 7 columns, took 80 ms to split, check and reduce, 2026-12-03), Spark's one-task job costs about 0.3 s at any size.
 DRIVER_BATCH_BYTES = 256 * 1024
+# A batch's small files are read this many at once: a warm run's batch of several files waits for one round trip.
+READS_AT_ONCE = 8
 _BOM = b"\xef\xbb\xbf"
 _WIDE = Context(prec=80)  # the default 28 digits cannot hold a decimal(38, s)
 
@@ -205,11 +212,20 @@ def parser_of(column_type: str) -> Callable[[str], Any] | None:
 
 
 class _HeldStore:
-    """A store whose small files of one batch were read whole once: their layout's read and this path's read are
-    served from those bytes (one GET a file, where a head read and a whole read were two)."""
+    """A store whose small files of one batch were read whole once, each as listed (``read_listed``): their
+    layout's read and this path's read are served from those bytes (one GET a file, where a head read and a whole
+    read were two)."""
 
     def __init__(self, store: ObjectStore, held: Mapping[str, bytes]) -> None:
         self._store, self._held = store, held
+
+    def held(self, key: str) -> bytes | None:
+        """The file as listed, read whole; None when it was not (changed or gone since listed)."""
+        return self._held.get(key)
+
+    def read_listed(self, item: StoredObject) -> bytes | None:
+        held = self._held.get(item.key)
+        return held if held is not None else self._store.read_listed(item)
 
     def list(self, prefix: str, start_after: str | None = None) -> builtins.list[StoredObject]:
         return self._store.list(prefix, start_after)
@@ -241,14 +257,17 @@ def holding_small_files(
     context: ReplayContext, listed: Mapping[str, StoredObject], files: Sequence[DmsFile]
 ) -> ReplayContext:
     """``context`` with a batch of files this path may take (``eligible_files``) read whole, once, before their
-    layouts are read: every later read of them in the driver is served from memory."""
+    layouts are read: every later read of them in the driver is served from memory. A file changed or gone since
+    listed is not held: the batch is Spark's, whose reads and check of the listing name it."""
     if not eligible_files(listed, files, context.config.dms):
         return context
-    held = {}
-    for dms_file in files:
-        data = context.store.read_head(dms_file.key, listed[dms_file.key].size + 1)
-        if len(data) == listed[dms_file.key].size:  # else changed since listed: read again, and refused
-            held[dms_file.key] = data
+    reads = [listed[f.key] for f in files]
+    if len(reads) == 1:
+        found = [context.store.read_listed(reads[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(reads), READS_AT_ONCE)) as pool:
+            found = list(pool.map(context.store.read_listed, reads))
+    held = {item.key: data for item, data in zip(reads, found, strict=True) if data is not None}
     return dataclasses.replace(context, store=_HeldStore(context.store, held))
 
 
@@ -298,14 +317,14 @@ def driver_changes(
 ) -> DriverChanges | None:
     """``files`` (CDC files in DMS order, as ``listed``) checked and reduced here, or None: the Spark path's."""
     store, dms = context.store, context.config.dms
-    if not eligible(listed, files, table, dms):
+    if not eligible(listed, files, table, dms) or not isinstance(store, _HeldStore):
         return None
     try:
         rows: list[_Row] = []
         for place, dms_file in enumerate(files):
-            data = store.read_head(dms_file.key, listed[dms_file.key].size + 1)
-            if len(data) != listed[dms_file.key].size:
-                return None  # changed since listed: the Spark path's check names it
+            data = store.held(dms_file.key)
+            if data is None:
+                return None  # changed since listed: Spark's read and the check of the listing name it
             layout = layouts[dms_file.key]
             rows += _typed_rows(_records(data, layout, dms), layout, place, table, dms)
     except _NotCanonical:

@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -186,13 +187,12 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
         # Rows alone are an append, as Spark's MERGE commits new keys: incremental readers (a streaming read)
         # take appends and stop at or skip an overwrite.
         operation = transaction.newRowDelta() if delta.positions else transaction.newAppend()
-        if delta.rows.num_rows:
-            written.append(_write_rows(spark, pending, target.columns, delta.rows))
-            operation = operation.addRows(written[-1]) if delta.positions else operation.appendFile(written[-1])
-        if delta.positions:
-            written.append(_write_positions(spark, pending, delta.positions))
+        rows, deletes = _write_both(spark, pending, target.columns, delta, written)
+        if rows is not None:
+            operation = operation.addRows(rows) if delta.positions else operation.appendFile(rows)
+        if deletes is not None:
             paths = java_list(spark, sorted({path for path, _ in delta.positions}))
-            operation = operation.addDeletes(written[-1]).validateDataFilesExist(paths).validateDeletedFiles()
+            operation = operation.addDeletes(deletes).validateDataFilesExist(paths).validateDeletedFiles()
         if delta.positions:  # main is at base: what it validates since then is nothing
             operation = operation.validateFromSnapshot(delta.base)
         for key, value in delta.summary.items():
@@ -221,6 +221,23 @@ def commit_row_delta(spark: SparkSession, dotted_name: str, target: RowDeltaTarg
         for content_file in written:  # not committed: nothing refers to them
             with suppress(Py4JJavaError):  # else an orphan, which maintenance removes
                 table.io().deleteFile(str(content_file.location()))
+
+
+def _write_both(
+    spark: SparkSession, table: Any, columns: Sequence[T.StructField], delta: RowDelta, written: list[Any]
+) -> tuple[Any | None, Any | None]:
+    """The delta's data file and position delete file, written at once (each is a PUT: one round trip for both);
+    each file written is added to ``written`` even when the other failed, which is then raised."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rows = pool.submit(_write_rows, spark, table, columns, delta.rows) if delta.rows.num_rows else None
+        deletes = pool.submit(_write_positions, spark, table, delta.positions) if delta.positions else None
+        wait([f for f in (rows, deletes) if f is not None])
+    futures = [f for f in (rows, deletes) if f is not None]
+    written += [f.result() for f in futures if f.exception() is None]
+    failed = next((error for error in (f.exception() for f in futures) if error is not None), None)
+    if failed is not None:
+        raise failed
+    return (rows.result() if rows is not None else None), (deletes.result() if deletes is not None else None)
 
 
 def _main_of(metadata: Any) -> int | None:

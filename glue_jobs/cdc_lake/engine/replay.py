@@ -403,9 +403,9 @@ def commit_batch(
             plan, counts, keys, facts, history.snapshot_id, tuple(notices), rejects.snapshot_id, rejects.divergence
         )
 
-    transaction = Transaction(
-        table.lake_table, plan.base_snapshot_id, updates, record, requirements=[lambda: confirm_listed(context, batch)]
-    )
+    # Spark read the files by name: main moves only if each is still as listed. The driver read each as listed.
+    confirmed = [] if reduced.in_driver is not None else [lambda: confirm_listed(context, batch)]
+    transaction = Transaction(table.lake_table, plan.base_snapshot_id, updates, record, requirements=confirmed)
     if target is not None:
         changes: BatchChanges | None = reduced.in_driver
         if changes is None:
