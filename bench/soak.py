@@ -26,7 +26,7 @@ import json
 import resource
 import time
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from cdc_lake.core.config import PipelineConfig, TableSpec, parse_config
 from cdc_lake.core.dms_files import LandedFiles, list_landed
 from cdc_lake.core.names import WARM_JOB
 from cdc_lake.core.shapes import csv_layouts
-from cdc_lake.core.storage import StoredObject
+from cdc_lake.core.storage import ReadAsListed, StoredObject
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import RunResult
 from cdc_lake.engine.runs import coalesced
@@ -86,13 +86,13 @@ class Bucket:
             raise FileNotFoundError(key)
         return bytes(bytearray(self.body[:size]))  # a response of its own, as S3's
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
-        return self.read_head(item.key, item.size)
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
+        return ReadAsListed(self.read_head(item.key, item.size), untagged=True)
 
     def folders(self, prefix: str) -> list[str]:
         return []
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
         pass
 
     def is_applied(self, key: str) -> bool:

@@ -7,7 +7,7 @@ import http.client
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -23,7 +23,7 @@ from cdc_lake.core.exceptions import (
     LakeTableMissingError,
     LandedFileChangedError,
 )
-from cdc_lake.core.storage import ObjectStore, S3Store, StoredObject
+from cdc_lake.core.storage import ObjectStore, ReadAsListed, S3Store, StoredObject
 from cdc_lake.engine import driver_batch
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.iceberg_errors import is_commit_conflict
@@ -74,15 +74,15 @@ class HookedStore:
         self._fire("read")
         return data
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         self._fire("read")  # the file changes as the run reads it: the read finds it so
         return self.inner.read_listed(item)
 
     def folders(self, prefix: str) -> list[str]:
         return self.inner.folders(prefix)
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
-        self.inner.mark_applied(keys)
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
+        self.inner.mark_applied(keys, untagged)
 
     def is_applied(self, key: str) -> bool:
         return self.inner.is_applied(key)

@@ -9,7 +9,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import AccessDeniedError, CdcLakeError, TableFailuresError
 from cdc_lake.core.names import OLDEST_WAITING_METRIC, TABLE_FAILURES_METRIC
-from cdc_lake.core.storage import LocalFolderStore, ObjectStore, StoredObject
+from cdc_lake.core.storage import LocalFolderStore, ObjectStore, ReadAsListed, StoredObject
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.replay import replay
@@ -188,14 +188,14 @@ class DeniedFolder:
     def read_head(self, key: str, size: int) -> bytes:
         return self.inner.read_head(key, size)
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         return self.inner.read_listed(item)
 
     def folders(self, prefix: str) -> list[str]:
         return self.inner.folders(prefix)
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
-        self.inner.mark_applied(keys)
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
+        self.inner.mark_applied(keys, untagged)
 
     def is_applied(self, key: str) -> bool:
         return self.inner.is_applied(key)

@@ -7,7 +7,7 @@ import datetime as dt
 import hashlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,16 @@ class StoredObject:
     last_modified: dt.datetime | None = None
 
 
+@dataclass(frozen=True)
+class ReadAsListed:
+    """An object read whole as its listing named it (``ObjectStore.read_listed``): its bytes, and whether the read
+    saw it carry no tag at all (S3 tells a GET the object's tag count), so that its applied tag can be written
+    without reading its tags first."""
+
+    data: bytes
+    untagged: bool = False
+
+
 class ObjectStore(Protocol):
     """The few object-store operations the jobs need, so they run the same on S3 and locally."""
 
@@ -44,7 +54,7 @@ class ObjectStore(Protocol):
         """The first ``size`` bytes of the object (fewer if it is shorter); FileNotFoundError when it is gone."""
         ...
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         """The whole object while it is still the one ``item`` lists (its ETag and size), in one request; None when
         it changed or is gone since: what the caller read is then what the listing names."""
         ...
@@ -54,9 +64,10 @@ class ObjectStore(Protocol):
         (S3's CommonPrefixes: one request per thousand, whatever the folders hold)."""
         ...
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
         """Tag each object of ``keys`` as applied (``APPLIED_TAG``), keeping its other tags; an object gone is
-        skipped."""
+        skipped. ``untagged``: objects a read just saw carry no tag (``ReadAsListed.untagged``), whose tags are
+        not read first."""
         ...
 
     def is_applied(self, key: str) -> bool:
@@ -148,28 +159,34 @@ class S3Store:
                 found += [item["Prefix"] for item in page.get("CommonPrefixes", [])]
         return found
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
         """Two requests an object (its tags read, then written with ``APPLIED_TAG`` added: a write replaces them
-        all), eight objects at a time."""
+        all), one for an object of ``untagged``; eight objects at a time."""
         from concurrent.futures import ThreadPoolExecutor
 
+        bare = set(untagged)
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(self._mark, keys))
+            list(pool.map(lambda key: self._mark(key, key in bare), keys))
 
-    def _mark(self, key: str) -> None:
+    def _mark(self, key: str, untagged: bool) -> None:
         name, value = APPLIED_TAG
-        with self._denied(key, "s3:GetObjectTagging"):
-            try:
-                tags = self._client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
-            except self._client.exceptions.NoSuchKey:
-                return
+        tags: list[dict[str, str]] = []
+        if not untagged:
+            with self._denied(key, "s3:GetObjectTagging"):
+                try:
+                    tags = self._client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
+                except self._client.exceptions.NoSuchKey:
+                    return
         if {"Key": name, "Value": value} in tags:
             return
         kept = [t for t in tags if t["Key"] != name]
         with self._denied(key, "s3:PutObjectTagging"):
-            self._client.put_object_tagging(
-                Bucket=self.bucket, Key=key, Tagging={"TagSet": [*kept, {"Key": name, "Value": value}]}
-            )
+            try:
+                self._client.put_object_tagging(
+                    Bucket=self.bucket, Key=key, Tagging={"TagSet": [*kept, {"Key": name, "Value": value}]}
+                )
+            except self._client.exceptions.NoSuchKey:
+                return
 
     def is_applied(self, key: str) -> bool:
         name, value = APPLIED_TAG
@@ -197,7 +214,7 @@ class S3Store:
                 raise FileNotFoundError(self.uri(key)) from None
             return bytes(response["Body"].read())
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         """One GET on the listed ETag (``If-Match``): S3 refuses it once the object is written again."""
         from botocore.exceptions import ClientError
 
@@ -213,7 +230,7 @@ class S3Store:
                     raise
                 return None
             data = bytes(response["Body"].read())
-        return data if len(data) == item.size else None
+        return ReadAsListed(data, not response.get("TagCount")) if len(data) == item.size else None
 
     @contextmanager
     def _denied(self, key: str, action: str) -> Iterator[None]:
@@ -306,13 +323,13 @@ class LocalFolderStore:
         with (self.root / key).open("rb") as handle:
             return handle.read(size)
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         try:
             data = (self.root / item.key).read_bytes()
         except FileNotFoundError:
             return None
         same = len(data) == item.size and hashlib.md5(data, usedforsecurity=False).hexdigest() == item.etag
-        return data if same else None
+        return ReadAsListed(data) if same else None
 
     def put(self, key: str, data: bytes) -> None:
         path = self.root / key
@@ -323,8 +340,8 @@ class LocalFolderStore:
         (self.root / key).unlink(missing_ok=True)
         applied_mark(self.root, key).unlink(missing_ok=True)
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
-        for key in keys:
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
+        for key in keys:  # a mark is written alike whatever the file carried
             identity = self._identity(key)
             if identity is not None:
                 mark = applied_mark(self.root, key)

@@ -34,7 +34,7 @@ import io
 import math
 import re
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Context, Decimal
@@ -49,7 +49,7 @@ from pyspark.sql import types as T
 from cdc_lake.core.config import DECIMAL_TYPE, DmsSettings, TableSpec
 from cdc_lake.core.dms_files import DmsFile
 from cdc_lake.core.shapes import CHANGE_SEQ, DMS_TS, OP, FileLayout, before_roles
-from cdc_lake.core.storage import ObjectStore, StoredObject
+from cdc_lake.core.storage import ObjectStore, ReadAsListed, StoredObject
 from cdc_lake.engine.changes import ChangeCounts
 from cdc_lake.engine.commit import ChangedKeys, ranged_keys
 from cdc_lake.engine.context import ReplayContext
@@ -216,14 +216,19 @@ class _HeldStore:
     layout's read and this path's read are served from those bytes (one GET a file, where a head read and a whole
     read were two)."""
 
-    def __init__(self, store: ObjectStore, held: Mapping[str, bytes]) -> None:
+    def __init__(self, store: ObjectStore, held: Mapping[str, ReadAsListed]) -> None:
         self._store, self._held = store, held
 
     def held(self, key: str) -> bytes | None:
         """The file as listed, read whole; None when it was not (changed or gone since listed)."""
-        return self._held.get(key)
+        held = self._held.get(key)
+        return held.data if held is not None else None
 
-    def read_listed(self, item: StoredObject) -> bytes | None:
+    def untagged(self, keys: Sequence[str]) -> tuple[str, ...]:
+        """Those of ``keys`` whose read saw no tag on them."""
+        return tuple(k for k in keys if k in self._held and self._held[k].untagged)
+
+    def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         held = self._held.get(item.key)
         return held if held is not None else self._store.read_listed(item)
 
@@ -235,13 +240,13 @@ class _HeldStore:
 
     def read_head(self, key: str, size: int) -> bytes:
         held = self._held.get(key)
-        return held[:size] if held is not None else self._store.read_head(key, size)
+        return held.data[:size] if held is not None else self._store.read_head(key, size)
 
     def folders(self, prefix: str) -> builtins.list[str]:
         return self._store.folders(prefix)
 
-    def mark_applied(self, keys: Sequence[str]) -> None:
-        self._store.mark_applied(keys)
+    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
+        self._store.mark_applied(keys, untagged)
 
     def is_applied(self, key: str) -> bool:
         return self._store.is_applied(key)
@@ -267,7 +272,7 @@ def holding_small_files(
     else:
         with ThreadPoolExecutor(max_workers=min(len(reads), READS_AT_ONCE)) as pool:
             found = list(pool.map(context.store.read_listed, reads))
-    held = {item.key: data for item, data in zip(reads, found, strict=True) if data is not None}
+    held = {item.key: read for item, read in zip(reads, found, strict=True) if read is not None}
     return dataclasses.replace(context, store=_HeldStore(context.store, held))
 
 
@@ -306,6 +311,11 @@ class DriverChanges:
         types = {c.name: lake_type(c.type) for c in self.table.columns}
         schema = T.StructType([T.StructField(k, types[k]) for k in self.table.primary_key])
         return spark.createDataFrame([key for key, _op, _values in self.last], schema)
+
+
+def untagged_files(context: ReplayContext, keys: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``keys`` this path read and saw carry no tag (``ReadAsListed.untagged``)."""
+    return context.store.untagged(keys) if isinstance(context.store, _HeldStore) else ()
 
 
 def driver_changes(

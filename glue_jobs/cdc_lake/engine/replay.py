@@ -58,7 +58,7 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.continuity import check_waiting_file, first_batch_notices, waiting_mark
-from cdc_lake.engine.driver_batch import holding_small_files
+from cdc_lake.engine.driver_batch import holding_small_files, untagged_files
 from cdc_lake.engine.history import ensure_history_table
 from cdc_lake.engine.iceberg_errors import aws_denial, conflicts_raised, root_cause
 from cdc_lake.engine.iceberg_java import Metadata, set_table_property, table_properties
@@ -118,6 +118,7 @@ class RunResult:
     seconds: float = 0.0
     notices: list[Notice] = field(default_factory=list)
     upkeep: list[MaintenanceResult] = field(default_factory=list)  # the compaction or expiry the commit called for
+    untagged_files: tuple[str, ...] = ()  # applied files the batch's read saw carry no tag (``mark_applied``)
 
     @property
     def already_applied(self) -> bool:
@@ -198,7 +199,8 @@ def _mark_applied(context: ReplayContext, table: TableSpec, result: RunResult) -
     if not applied:
         return
     try:
-        context.store.mark_applied(applied)
+        held = set(applied)
+        context.store.mark_applied(applied, [key for key in result.untagged_files if key in held])
     except Exception as error:  # the batch is committed: its files are only kept longer
         log.warning("%s: %d applied file(s) left untagged, kept until the catch-all expiry: %s",
                     table.name, len(applied), str(error)[:300])  # fmt: skip
@@ -425,6 +427,7 @@ def commit_batch(
         snapshot_id=committed.snapshot_id,
         listing_start=batch.next_listing_start,
         notices=list(notices),
+        untagged_files=untagged_files(context, [f.key for f in plan.pending]),
     )
 
 
