@@ -82,22 +82,22 @@ NEW_MAX_CONCURRENT_RUNS = 1
 
 S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # What one small batch of one file asks of AWS beside the runs' table listings, their metrics and the Lambda, by kind:
-# make bench-warm with the in-Region delay (100 small tables under auto, their batches row deltas, 1,000 batches,
-# 2026-12-02; docs/cost-simulation.md "The whole bill"): 3.65 GetTable and 1 UpdateTable (one metadata commit);
-# 3 listings of its own; reads of manifests (2.2 GETs, 2.1 HEADs), metadata.json (1.18), data files after a compaction
-# (0.3, the key index built again), the CDC file (3 GETs, 3 HEADs) and 0.03 other; writes of manifests and the list
-# (3), metadata.json (1), a data file and a delete file (2) and the file's applied tag. Before (MERGE batches, the
-# same bench): 13.2 GetTable, 3 UpdateTable, 3 listings, 14.9 GETs, 5 HEADs, 8 PUTs. The Lambda's time per event
-# from the run that measured the MERGE batches (its handler then: a listing of the shard's markers and GetJobRuns).
+# make bench-warm with the in-Region delay (100 small tables under auto, their batches row deltas read in the driver,
+# 1,000 batches, 2026-12-03; docs/cost-simulation.md "The whole bill"): 3.67 GetTable and 1 UpdateTable (one metadata
+# commit); 1 listing of its own; reads of manifests (2.2 GETs, 2.1 HEADs), metadata.json (1.18), data files after a
+# compaction (0.3, the key index built again) and the CDC file (1 GET, on its listed ETag); writes of manifests and
+# the list (3), metadata.json (1), a data file and a delete file (2) and the file's applied tag. Before (2026-12-02,
+# the CSV read by Spark): 3 listings, 6.71 GETs, 5.1 HEADs; before that (MERGE batches): 13.2 GetTable, 3
+# UpdateTable, 3 listings, 14.9 GETs, 5 HEADs, 8 PUTs. The Lambda's time per event from the same run.
 WARM_BATCH_REQUESTS: Mapping[str, float] = {
-    "glue:GetTable": 3.65,
+    "glue:GetTable": 3.67,
     "glue:UpdateTable": 1.0,
-    "s3:LIST": 3.0,
-    "s3:GET": 6.71,
-    "s3:HEAD": 5.1,
+    "s3:LIST": 1.0,
+    "s3:GET": 4.68,
+    "s3:HEAD": 2.1,
     "s3:PUT": 7.0,
 }
-LAMBDA_S_PER_EVENT = 0.19
+LAMBDA_S_PER_EVENT = 0.09
 # The warm Lambda's look at the shard's RUNNING run per landed file: its stop marker, then its hold, by key
 # (``GlueJobStarter.warm_run``), where it listed the shard's state before.
 LAMBDA_HEADS_PER_EVENT = 2
