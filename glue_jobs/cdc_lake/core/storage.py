@@ -215,7 +215,9 @@ class S3Store:
             return bytes(response["Body"].read())
 
     def read_listed(self, item: StoredObject) -> ReadAsListed | None:
-        """One GET on the listed ETag (``If-Match``): S3 refuses it once the object is written again."""
+        """One GET on the listed ETag (``If-Match``): S3 refuses it once the object is written again. S3 gives the
+        object's tag count only to a role that may read its tags: the replay's may (``s3:GetObjectTagging``, which
+        ``mark_applied`` needs too, infra/glue.py)."""
         from botocore.exceptions import ClientError
 
         if item.etag is None:
