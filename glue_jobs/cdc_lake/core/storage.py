@@ -67,7 +67,7 @@ class ObjectStore(Protocol):
     def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
         """Tag each object of ``keys`` as applied (``APPLIED_TAG``), keeping its other tags; an object gone is
         skipped. ``untagged``: objects a read just saw carry no tag (``ReadAsListed.untagged``), whose tags are
-        not read first."""
+        not read first; any not in ``keys`` is not tagged."""
         ...
 
     def is_applied(self, key: str) -> bool:

@@ -267,11 +267,8 @@ def holding_small_files(
     if not eligible_files(listed, files, context.config.dms):
         return context
     reads = [listed[f.key] for f in files]
-    if len(reads) == 1:
-        found = [context.store.read_listed(reads[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(reads), READS_AT_ONCE)) as pool:
-            found = list(pool.map(context.store.read_listed, reads))
+    with ThreadPoolExecutor(max_workers=min(len(reads), READS_AT_ONCE)) as pool:
+        found = list(pool.map(context.store.read_listed, reads))
     held = {item.key: read for item, read in zip(reads, found, strict=True) if read is not None}
     return dataclasses.replace(context, store=_HeldStore(context.store, held))
 

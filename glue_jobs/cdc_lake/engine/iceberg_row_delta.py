@@ -18,7 +18,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -231,7 +231,6 @@ def _write_both(
     with ThreadPoolExecutor(max_workers=2) as pool:
         rows = pool.submit(_write_rows, spark, table, columns, delta.rows) if delta.rows.num_rows else None
         deletes = pool.submit(_write_positions, spark, table, delta.positions) if delta.positions else None
-        wait([f for f in (rows, deletes) if f is not None])
     futures = [f for f in (rows, deletes) if f is not None]
     written += [f.result() for f in futures if f.exception() is None]
     failed = next((error for error in (f.exception() for f in futures) if error is not None), None)

@@ -199,8 +199,7 @@ def _mark_applied(context: ReplayContext, table: TableSpec, result: RunResult) -
     if not applied:
         return
     try:
-        marking = set(applied)
-        context.store.mark_applied(applied, [key for key in result.untagged_files if key in marking])
+        context.store.mark_applied(applied, result.untagged_files)
     except Exception as error:  # the batch is committed: its files are only kept longer
         log.warning("%s: %d applied file(s) left untagged, kept until the catch-all expiry: %s",
                     table.name, len(applied), str(error)[:300])  # fmt: skip
