@@ -18,6 +18,8 @@ CATALOG_FREE_PER_MONTH = 1_000_000
 PUT_METRIC_DATA_USD_PER_1000 = 0.01
 CUSTOM_METRIC_USD_PER_MONTH = 0.30  # each metric name and dimension set, the first 10,000
 LAMBDA_USD_PER_MILLION = 0.20
+SQS_USD_PER_MILLION = 0.40  # standard queues: the warm runs' event queues
+SQS_FREE_PER_MONTH = 1_000_000
 LAMBDA_USD_PER_GB_SECOND = 0.0000133334  # arm64, as the trigger runs
 LAMBDA_GB = 0.25  # the trigger's memory (infra/trigger.py)
 # Glue's job API (starting and reading job runs) is not charged; every other Glue action is a Data Catalog request.
@@ -34,6 +36,7 @@ LINES = (
     "CloudWatch PutMetricData",
     "CloudWatch metrics",
     "Lambda",
+    "SQS",
 )
 
 
@@ -49,6 +52,8 @@ def line_of(kind: str) -> str | None:
         return None if action in GLUE_JOB_ACTIONS else "Glue Data Catalog"
     if service == "cloudwatch" and action == "PutMetricData":
         return "CloudWatch PutMetricData"
+    if service == "sqs":
+        return "SQS"
     return None
 
 
@@ -97,6 +102,7 @@ def monthly_bill(
         "CloudWatch PutMetricData": requests["CloudWatch PutMetricData"] / 1000 * PUT_METRIC_DATA_USD_PER_1000,
         "CloudWatch metrics": custom_metrics * CUSTOM_METRIC_USD_PER_MONTH,
         "Lambda": lambda_invocations / 1e6 * LAMBDA_USD_PER_MILLION + lambda_gb_seconds * LAMBDA_USD_PER_GB_SECOND,
+        "SQS": max(0.0, requests["SQS"] - SQS_FREE_PER_MONTH) / 1e6 * SQS_USD_PER_MILLION,
     }
     return Bill(requests, usd)
 

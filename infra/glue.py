@@ -1,7 +1,8 @@
 """Glue: the lake database, the lake jobs of ``core.glue_jobs.GLUE_JOBS`` (full load, CDC replay, maintenance; Glue 5.1
 or 6.0 as configured, Iceberg on the Glue catalog), their security configuration, a role limited to the buckets, the
 database and its tables, and the maintenance job's schedule; in runs.mode warm also the warm job (a ``gluestreaming``
-job on G.025X workers, one run per shard of the tables) and its role, which may start the G.1X replay jobs."""
+job on G.025X workers, one run per shard of the tables), its role, which may start the G.1X replay jobs, and the
+shards' event queues (``infra.warm_events``)."""
 
 from __future__ import annotations
 
@@ -32,12 +33,14 @@ from cdc_lake.core.names import (
     METRICS_NAMESPACE,
     WARM_JOB,
     WARM_MARKER_PREFIX,
+    WARM_QUEUES_ARGUMENT,
     WARM_TIMEOUT_MINUTES,
 )
 from cdc_lake.core.shards import shard_count
 from infra.deployment import Deployment, stack_output
 from infra.log_groups import glue_log_prefix, log_group
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX, Storage
+from infra.warm_events import WarmEvents
 from infra.wheels import WheelGroup, job_wheels
 
 # pip's options for --additional-python-modules: the listed wheels only, never an index.
@@ -370,6 +373,7 @@ class GlueJobs(Construct):
             stack_output(self, f"{facts.construct_id}Name", job.ref, f"Glue job {facts.summary}")
             self.lake_jobs[facts.name] = job
         self.warm_role: iam.Role | None = None
+        self.warm_events: WarmEvents | None = None  # the shards' event queues, with the warm job
         if config.runs.run_mode.own_job == WARM_JOB:
             self.lake_jobs[WARM_JOB] = self._warm_job(stack, deployment)
         stack_output(self, "DatabaseName", database_name, "Glue database of the lake tables")
@@ -424,10 +428,14 @@ class GlueJobs(Construct):
         facts = GLUE_JOBS[WARM_JOB]
         name = f"{deployment.settings.resource_prefix}-{facts.resource_name}"
         role = glue_role(
-            self, "WarmRole", "cdc-lake warm job: the lake jobs' access, start the replay jobs, its stop markers"
+            self,
+            "WarmRole",
+            "cdc-lake warm job: the lake jobs' access, start the replay jobs, its stop markers and event queues",
         )
         self.policy.attach_to_role(role)
-        warm_policy = iam.Policy(self, "WarmPolicy", statements=self.warm_statements(stack, name), roles=[role])
+        self.warm_events = events = WarmEvents.create(self, shard_count(deployment.config))
+        statements = [*self.warm_statements(stack, name), events.receive_statement()]
+        warm_policy = iam.Policy(self, "WarmPolicy", statements=statements, roles=[role])
         NagSuppressions.add_resource_suppressions(warm_policy, WARM_WILDCARD_REASONS)
         arguments = {
             **self.default_arguments,
@@ -442,6 +450,7 @@ class GlueJobs(Construct):
                     "database": self.database_name,
                 },
             ),
+            WARM_QUEUES_ARGUMENT: events.urls,
         }
         definition = JobDefinition(
             name,

@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from cdc_lake.core.names import TRIGGER_SERVICE_NAME, WARM_MARKER_PREFIX
+from cdc_lake.core.names import TRIGGER_SERVICE_NAME, WARM_MARKER_PREFIX, WARM_QUEUES_ENV
 from cdc_lake.core.run_modes import Starts
 from infra.deployment import Deployment, stack_output
 from infra.glue import MARKER_OBJECTS_FINDING, GlueJobs
@@ -149,6 +149,11 @@ class DmsTrigger(Construct):
                 )
             )
             NagSuppressions.add_resource_suppressions(self.role, MARKER_READ_REASONS, apply_to_children=True)
+            if jobs.warm_events is not None:
+                # Each CDC file is told to its shard's queue: a live warm run lists only the tables told, and all of
+                # them now and then.
+                environment[WARM_QUEUES_ENV] = jobs.warm_events.urls
+                self.role.add_to_policy(jobs.warm_events.send_statement())
 
         layer = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(deployment.settings.powertools_layer_version)

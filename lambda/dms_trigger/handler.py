@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from cdc_lake.core.names import (
     TRIGGERED_JOBS,
     UNKNOWN_TABLE_OBJECTS_METRIC,
     WARM_JOB,
+    WARM_QUEUES_ENV,
     StartedJob,
     TriggeredJob,
 )
@@ -47,11 +48,13 @@ from cdc_lake.core.run_modes import Starts
 from cdc_lake.core.shards import (
     VERSION_ARGUMENT,
     hold_key,
+    landing_hint,
     marker_key,
     runs_of_shard,
     runs_since,
     shard_count,
     shard_of,
+    shard_queue,
 )
 from dms_trigger.routing import UNKNOWN_TABLE, IgnoredObject, JobRunRequest, read_event, route
 
@@ -106,6 +109,7 @@ WARM_LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING"})
 # GetJobRuns returns the newest runs first; a coalesced or per-file run that has not started yet is among the newest
 # (a warm shard's runs are read further back: core.shards.runs_since).
 RECENT_RUNS = 50
+MOST_PER_SEND = 10  # SQS's SendMessageBatch
 
 _log = logging.getLogger(__name__)
 
@@ -139,7 +143,9 @@ def _is_temporary_refusal(error: Exception) -> bool:
 
 class GlueJobStarter:
     """The one place that calls Glue: start_job_run with retries on temporary refusals. ``exists`` tells whether a
-    bucket holds a key (S3's HeadObject): a warm run's stop marker or hold, read in ``runs.mode: warm`` only."""
+    bucket holds a key (S3's HeadObject): a warm run's stop marker or hold, read in ``runs.mode: warm`` only; ``tell``
+    tells a shard's warm runs of its landed CDC files (its event queue, ``engine.runs.events``), where the stack
+    has queues."""
 
     def __init__(  # noqa: PLR0913  # the deployed function and the local runtime each give all of them
         self,
@@ -151,6 +157,7 @@ class GlueJobStarter:
         sleep: Callable[[float], None] = time.sleep,
         exists: Callable[[str, str], bool] | None = None,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        tell: Callable[[int, Sequence[JobRunRequest]], None] | None = None,
     ) -> None:
         missing = [kind for kind in TRIGGERED_JOBS if not job_names.get(kind)]
         if missing:
@@ -161,6 +168,7 @@ class GlueJobStarter:
         self.sleep = sleep
         self.exists = exists
         self.now = now
+        self.tell = tell
 
     def start(self, request: JobRunRequest) -> str:
         """Start the job run and return its JobRunId.
@@ -369,6 +377,10 @@ def _warm(
             warm = dataclasses.replace(request, job=WARM_JOB, shard=shard, config_version=config.version)
             by_shard.setdefault((request.bucket, shard), []).append(warm)
     for (bucket, shard), of_shard in by_shard.items():
+        if starter.tell is not None:
+            # Before the runs are read: a run counted on below lists the file's table once told, a run started
+            # below lists every table first, and a run that resumes after its last look is told too.
+            starter.tell(shard, of_shard)
         live = starter.warm_run(bucket, shard, config.runs.warm.live_span, config.version)
         _cover(of_shard, live, to_start, covered)
     return to_start, covered
@@ -423,23 +435,59 @@ def container_settings(environ: Mapping[str, str] | None = None) -> ContainerSet
     missing = [name for name in names if not env.get(name)]
     if missing:
         raise ConfigError(f"environment variable(s) {', '.join(missing)} must be set")
-    return _settings_for(env[CONFIG_ENV], env[FULL_LOAD_JOB_ENV], env[CDC_REPLAY_JOB_ENV], env.get(WARM_JOB_ENV, ""))
+    return _settings_for(
+        env[CONFIG_ENV],
+        env[FULL_LOAD_JOB_ENV],
+        env[CDC_REPLAY_JOB_ENV],
+        env.get(WARM_JOB_ENV, ""),
+        env.get(WARM_QUEUES_ENV, ""),
+    )
 
 
 @functools.lru_cache(maxsize=1)
-def _settings_for(config_location: str, full_load_job: str, cdc_replay_job: str, warm_job: str) -> ContainerSettings:
+def _settings_for(
+    config_location: str, full_load_job: str, cdc_replay_job: str, warm_job: str, queues: str
+) -> ContainerSettings:
     names: dict[StartedJob, str] = {"full_load": full_load_job, "cdc_replay": cdc_replay_job}
     if warm_job:
         names[WARM_JOB] = warm_job
+    config = load_config_uri(config_location, label=CONFIG_ENV)
     return ContainerSettings(
-        config=load_config_uri(config_location, label=CONFIG_ENV),
+        config=config,
         starter=GlueJobStarter(
             # The starter retries start_job_run; botocore retrying inside each of its attempts would multiply them.
             boto3.client("glue", config=Config(retries={"mode": "standard", "total_max_attempts": 1})),
             names,
             exists=_s3_exists(boto3.client("s3")) if warm_job else None,
+            tell=tell_queues(boto3.client("sqs"), queues, shard_count(config)) if warm_job and queues else None,
         ),
     )
+
+
+def tell_queues(sqs: Any, queues: str, shards: int) -> Callable[[int, Sequence[JobRunRequest]], None]:
+    """Tell a shard's queue of its requests' files, ten to a request (SQS's most). A file not told is still
+    applied: its run lists every table every ``runs.warm.sweep_seconds``; so a failure is logged, not raised."""
+
+    def tell(shard: int, requests: Sequence[JobRunRequest]) -> None:
+        url = shard_queue(queues, shard, shards)
+        if url is None:
+            return
+        for start in range(0, len(requests), MOST_PER_SEND):
+            chunk = requests[start : start + MOST_PER_SEND]
+            entries = [{"Id": str(i), "MessageBody": landing_hint(r.table, r.key)} for i, r in enumerate(chunk)]
+            try:
+                failed = sqs.send_message_batch(QueueUrl=url, Entries=entries).get("Failed", [])
+            except (ClientError, BotoCoreError) as error:
+                failed = [{"Id": e["Id"], "Message": str(error)} for e in entries]
+            for failure in failed:
+                request = chunk[int(failure["Id"])]
+                _log.warning(
+                    "could not tell shard %d's warm run of s3://%s/%s (%s): it is applied after the run's next "
+                    "listing of every table (runs.warm.sweep_seconds)",
+                    shard, request.bucket, request.key, failure.get("Message", ""),
+                )  # fmt: skip
+
+    return tell
 
 
 # HeadObject's answers for a key that is not there: 404, or 403 to a role without s3:ListBucket (the function's role

@@ -21,7 +21,7 @@ from aws_cdk.assertions import Template
 from cdc_lake.core.config import PipelineConfig, load_config
 from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.names import GLUE_VERSION_ENV
-from cdc_lake.local.deployed import DeployedStack
+from cdc_lake.local.deployed import DEFAULT_REGION, DeployedStack, aws_sqs_endpoint
 from infra.app import cdk_json_context, create_app
 from infra.packaging import REPO_ROOT, SourceLayout
 from infra.pipeline_stack import PipelineStack
@@ -123,14 +123,18 @@ def assembly_dir(synth: Synthesized) -> Path:
     return outdir
 
 
+# Queue URLs on AWS's endpoint, as moto's mock_aws answers CreateQueue, whatever endpoint the shell names.
+AWS_SQS = aws_sqs_endpoint(DEFAULT_REGION)
+
+
 @pytest.fixture(scope="session")
 def demo_stack(demo: Synthesized) -> DeployedStack:
-    return DeployedStack.load(assembly_dir(demo))
+    return DeployedStack.load(assembly_dir(demo), sqs_endpoint=AWS_SQS)
 
 
 @pytest.fixture(scope="session")
 def parquet_stack(parquet: Synthesized) -> DeployedStack:
-    return DeployedStack.load(assembly_dir(parquet), "SalesLake")
+    return DeployedStack.load(assembly_dir(parquet), "SalesLake", sqs_endpoint=AWS_SQS)
 
 
 def render(value: Any) -> Any:

@@ -28,6 +28,7 @@ from cdc_lake.local.deployed import (
     is_intrinsic,
     load_template,
     provision,
+    sqs_endpoint_from_environment,
 )
 from infra.glue import FLEX_JOBS, MAINTENANCE_SIZING
 from infra.packaging import LAMBDA_HANDLER, REPO_ROOT, config_json_text
@@ -314,6 +315,7 @@ SMALL_TEMPLATE: dict[str, Any] = {
             "Properties": {"Name": "my-job", "DefaultArguments": {"--x": {"Fn::If": ["IsProd", "a", "b"]}}},
         },
         "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
+        "Topic": {"Type": "AWS::SNS::Topic", "Properties": {}},
     },
 }
 
@@ -331,7 +333,12 @@ def resolver() -> TemplateResolver:
         ({"Ref": "Bucket"}, "teststack-bucket"),
         ({"Ref": "Named"}, "named-eu-west-1"),
         ({"Ref": "Job"}, "my-job"),
-        ({"Ref": "Queue"}, "Queue"),
+        # A queue's Ref is its URL, on AWS's endpoint unless the resolver is given another.
+        ({"Ref": "Queue"}, "https://sqs.eu-west-1.amazonaws.com/111122223333/TestStack-Queue"),
+        ({"Fn::GetAtt": ["Queue", "Arn"]}, "arn:aws:sqs:eu-west-1:111122223333:TestStack-Queue"),
+        ({"Fn::GetAtt": "Queue.QueueName"}, "TestStack-Queue"),
+        ({"Fn::Sub": "${Queue.QueueUrl}"}, "https://sqs.eu-west-1.amazonaws.com/111122223333/TestStack-Queue"),
+        ({"Ref": "Topic"}, "Topic"),
         ({"Ref": "Env"}, "dev"),
         ({"Fn::GetAtt": ["Bucket", "Arn"]}, "arn:aws:s3:::teststack-bucket"),
         ({"Fn::GetAtt": "Bucket.RegionalDomainName"}, "teststack-bucket.s3.eu-west-1.amazonaws.com"),
@@ -350,13 +357,26 @@ def test_resolver_resolves(resolver: TemplateResolver, value: Any, expected: Any
     assert resolver.resolve(value, "Test") == expected
 
 
+def test_queue_urls_are_on_the_endpoint_given_else_the_one_boto3_would_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    local = TemplateResolver(SMALL_TEMPLATE, stack_name="TestStack", sqs_endpoint="http://127.0.0.1:5000/")
+    assert local.resolve({"Ref": "Queue"}, "Test") == f"http://127.0.0.1:5000/{ACCOUNT}/TestStack-Queue"
+    assert local.resolve({"Fn::GetAtt": ["Queue", "Arn"]}, "Test") == f"arn:aws:sqs:{REGION}:{ACCOUNT}:TestStack-Queue"
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS"):
+        monkeypatch.delenv(name, raising=False)
+    assert sqs_endpoint_from_environment("eu-west-1") == "https://sqs.eu-west-1.amazonaws.com"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000/")
+    assert sqs_endpoint_from_environment("eu-west-1") == "http://127.0.0.1:5000"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:6000")  # boto3's own for SQS wins
+    assert sqs_endpoint_from_environment("eu-west-1") == "http://127.0.0.1:6000"
+
+
 def test_resolver_names_the_resource_and_path_of_what_it_cannot_resolve(resolver: TemplateResolver) -> None:
     with pytest.raises(UnsupportedIntrinsicError, match=r"Job\.Properties\.DefaultArguments\.--x: Fn::If"):
         resolver.resource_property("Job", "DefaultArguments")
     with pytest.raises(UnsupportedIntrinsicError, match=r"Job\.Properties\.Tags\.Fn::Join\[1\]\[0\]: Fn::ImportValue"):
         resolver.resolve({"Fn::Join": ["", [{"Fn::ImportValue": "x"}]]}, "Job.Properties.Tags")
-    with pytest.raises(UnsupportedIntrinsicError, match=r"attribute QueueName of Queue \(AWS::SQS::Queue\)"):
-        resolver.resolve({"Fn::GetAtt": ["Queue", "QueueName"]}, "Job.Properties.Queue")
+    with pytest.raises(UnsupportedIntrinsicError, match=r"attribute TopicName of Topic \(AWS::SNS::Topic\)"):
+        resolver.resolve({"Fn::GetAtt": ["Topic", "TopicName"]}, "Job.Properties.Topic")
     with pytest.raises(DeployedStackError, match="parameter Owner has no default"):
         resolver.resolve({"Ref": "Owner"}, "Test")
     with pytest.raises(DeployedStackError, match="'Nowhere', which is neither"):
@@ -459,6 +479,29 @@ def test_provision_updates_what_exists(demo_stack: DeployedStack) -> None:
         assert "Name" not in update
         assert update["DefaultArguments"] == dict(job.default_arguments)
         assert update["JobRunQueuingEnabled"] is (job.kind not in FLEX_JOBS)  # Flex runs are not queued
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_provision_creates_the_queues_where_the_stack_resolved_them(demo_stack: DeployedStack) -> None:
+    (failure_queue,) = demo_stack.queues.values()  # the trigger's on-failure queue; no warm queues here
+    assert demo_stack.warm_queues == ()
+    assert failure_queue.attributes == {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"}
+    with mock_aws():
+        provision(demo_stack)
+        sqs = boto3.client("sqs")
+        assert sqs.get_queue_url(QueueName=failure_queue.name)["QueueUrl"] == failure_queue.url
+        attributes = sqs.get_queue_attributes(QueueUrl=failure_queue.url, AttributeNames=["All"])["Attributes"]
+        assert attributes["QueueArn"] == failure_queue.arn
+        assert attributes["MessageRetentionPeriod"] == "1209600"
+        # An attribute changed since: set again, as a redeploy would.
+        sqs.set_queue_attributes(QueueUrl=failure_queue.url, Attributes={"MessageRetentionPeriod": "60"})
+        provision(demo_stack)
+        attributes = sqs.get_queue_attributes(QueueUrl=failure_queue.url, AttributeNames=["All"])["Attributes"]
+        assert attributes["MessageRetentionPeriod"] == "1209600"
+
+        elsewhere = DeployedStack.load(demo_stack.assembly_dir, sqs_endpoint="http://127.0.0.1:9")
+        with pytest.raises(ProvisionError, match=r"is at https://sqs\.us-east-1\.amazonaws\.com/.*sqs_endpoint="):
+            provision(elsewhere)
 
 
 @pytest.mark.usefixtures("aws_env")

@@ -1,20 +1,30 @@
 """runs.mode warm, the stack's part: the warm job (gluestreaming on G.025X, one run per shard of the tables), its role,
-the trigger's rights to start it and read its runs' stop markers; and in every mode, the jobs nobody waits for on
-Glue Flex. One warm template is synthesized for the module (250 tables, 100 per warm run: 3 shards)."""
+the trigger's rights to start it and read its runs' stop markers, the shards' event queues; and in every mode, the jobs
+nobody waits for on Glue Flex. One warm template is synthesized for the module (250 tables, 100 per warm run: 3
+shards)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 from aws_cdk.assertions import Annotations, Match
 
 from cdc_lake.core.glue_jobs import GLUE_JOBS
-from cdc_lake.core.names import WARM_JOB, WARM_MARKER_PREFIX, WARM_TIMEOUT_MINUTES
+from cdc_lake.core.job_arguments import WarmArguments, declared_flags
+from cdc_lake.core.names import (
+    WARM_JOB,
+    WARM_MARKER_PREFIX,
+    WARM_QUEUES_ARGUMENT,
+    WARM_QUEUES_ENV,
+    WARM_TIMEOUT_MINUTES,
+)
 from cdc_lake.core.shards import shard_count
-from cdc_lake.local.deployed import DeployedStack
+from cdc_lake.local.aws_endpoint import endpoint_environment, local_aws_endpoint, served_requests
+from cdc_lake.local.deployed import DeployedStack, provision
 from infra.glue import FLEX_JOBS
 from infra.packaging import REPO_ROOT
 from infra.settings import DEFAULT_WARM_MAINTENANCE_WINDOW
@@ -236,6 +246,107 @@ def test_a_deployed_warm_stack_loads_its_warm_job(warm: Synthesized) -> None:
     assert job.script_path.read_bytes() == (REPO_ROOT / "glue_jobs" / GLUE_JOBS[WARM_JOB].script).read_bytes()
 
 
+# --- the shards' event queues ----------------------------------------------------------------------------------
+
+
+def warm_queue_ids(synth: Synthesized) -> list[str]:
+    """The event queues' logical ids, in shard order."""
+    events = synth.stack.glue.warm_events
+    assert events is not None
+    assert [queue.node.id for queue in events.queues] == [f"WarmEvents{shard}" for shard in range(len(events.queues))]
+    return [synth.logical_id(queue) for queue in events.queues]
+
+
+def test_one_event_queue_per_shard_encrypted_tls_only_and_kept_a_day(warm: Synthesized) -> None:
+    ids = warm_queue_ids(warm)
+    assert len(ids) == SHARDS
+    queues = resources_of_type(warm, "AWS::SQS::Queue")
+    assert set(queues) == {*ids, warm.logical_id(warm.stack.trigger.failure_queue)}
+    for logical_id in ids:
+        # SQS-managed encryption (no KMS key to grant), no name (CloudFormation's), no dead-letter queue.
+        assert queues[logical_id]["Properties"] == {"MessageRetentionPeriod": 24 * 3600, "SqsManagedSseEnabled": True}
+        suppressed = queues[logical_id]["Metadata"]["cdk_nag"]["rules_to_suppress"]
+        assert [rule["id"] for rule in suppressed] == ["AwsSolutions-SQS3"]
+        assert "sweep" in suppressed[0]["reason"]
+        (policy,) = [
+            p["Properties"]
+            for p in resources_of_type(warm, "AWS::SQS::QueuePolicy").values()
+            if p["Properties"]["Queues"] == [{"Ref": logical_id}]
+        ]
+        assert policy["PolicyDocument"]["Statement"] == [
+            {
+                "Action": "sqs:*",
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Resource": {"Fn::GetAtt": [logical_id, "Arn"]},
+            }
+        ]
+
+
+def test_the_lambda_and_the_warm_job_get_the_queue_urls_in_shard_order(warm: Synthesized) -> None:
+    glue, trigger = warm.stack.glue, warm.stack.trigger
+    urls = {"Fn::Join": [",", [{"Ref": logical_id} for logical_id in warm_queue_ids(warm)]]}
+    function = warm.json["Resources"][warm.logical_id(trigger.function)]["Properties"]
+    assert function["Environment"]["Variables"][WARM_QUEUES_ENV] == urls
+    assert job_properties(warm, glue.warm)["DefaultArguments"][WARM_QUEUES_ARGUMENT] == urls
+    # The argument is one the warm script declares and reads.
+    assert declared_flags(WarmArguments, {WARM_QUEUES_ARGUMENT.removeprefix("--"): "a,b"})
+
+
+def test_the_lambda_may_only_send_to_the_queues_and_the_warm_role_only_receive_and_delete(warm: Synthesized) -> None:
+    glue, trigger = warm.stack.glue, warm.stack.trigger
+    arns = [{"Fn::GetAtt": [logical_id, "Arn"]} for logical_id in warm_queue_ids(warm)]
+    send = statement(warm, trigger.role, "SendWarmEvents")
+    assert (send["Action"], send["Resource"]) == ("sqs:SendMessage", arns)
+    receive = statement(warm, glue.warm_role, "ReceiveWarmEvents")
+    assert (sorted(as_list(receive["Action"])), receive["Resource"]) == (
+        ["sqs:DeleteMessage", "sqs:ReceiveMessage"],
+        arns,
+    )
+    assert "Condition" not in send and "Condition" not in receive
+    # No other grant names them, and no SQS action is granted on any other resource or on a wildcard.
+    for found in all_statements(warm):
+        if any(arn in as_list(found["Resource"]) for arn in arns):
+            assert found in (send, receive), found
+        sqs_actions = [action for action in as_list(found["Action"]) if action.startswith("sqs:")]
+        if sqs_actions and found not in (send, receive):
+            assert found["Resource"] == {"Fn::GetAtt": [warm.logical_id(trigger.failure_queue), "Arn"]}, found
+    # The lake jobs' role, which the warm role shares a policy with, gets none of it.
+    assert "sqs:" not in str([s["Action"] for s in policy_statements(warm, glue.role)])
+
+
+def test_provisioned_queues_carry_the_lambdas_hints_to_the_warm_run_on_a_local_endpoint(
+    warm: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with local_aws_endpoint() as endpoint:
+        for name, value in endpoint_environment(endpoint).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AWS_ENDPOINT_URL_SQS", raising=False)
+        stack = DeployedStack.load(assembly_dir(warm))  # on the endpoint of the environment, as aws_replay loads it
+        provision(stack)
+        provision(stack)  # idempotent
+
+        lambda_urls = stack.lambda_function.environment[WARM_QUEUES_ENV].split(",")
+        assert lambda_urls == list(stack.warm_queues) == stack.job_arguments(WARM_JOB)[WARM_QUEUES_ARGUMENT].split(",")
+        assert len(lambda_urls) == SHARDS
+        sqs = boto3.client("sqs")
+        assert set(lambda_urls) <= set(sqs.list_queues()["QueueUrls"])
+        served_requests(endpoint, reset=True)
+        for shard, url in enumerate(lambda_urls):
+            assert url.startswith(f"{endpoint}/{stack.account}/")
+            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            assert (attributes["MessageRetentionPeriod"], attributes["SqsManagedSseEnabled"]) == ("86400", "true")
+            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "0", "MessageBody": f"shard {shard}"}])
+        for shard, url in enumerate(lambda_urls):
+            (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+            assert message["Body"] == f"shard {shard}"
+            entries = [{"Id": "0", "ReceiptHandle": message["ReceiptHandle"]}]
+            assert not sqs.delete_message_batch(QueueUrl=url, Entries=entries).get("Failed")
+        served = served_requests(endpoint)
+        assert (served["sqs:SendMessageBatch"], served["sqs:ReceiveMessage"]) == (SHARDS, SHARDS)
+
+
 # --- other modes ---------------------------------------------------------------------------------------------
 
 
@@ -249,6 +360,12 @@ def test_no_warm_job_outside_warm_mode(demo: Synthesized, demo_stack: DeployedSt
     assert WARM_MARKER_PREFIX not in str(all_statements(demo))
     assert "CdcWarmJobName" not in demo.json["Outputs"]
     assert WARM_JOB not in demo_stack.jobs  # and the deployed stack loads without one
+    # No event queues: the trigger's on-failure queue is its only one, and nothing names queues to tell.
+    assert demo.stack.glue.warm_events is None
+    assert list(resources_of_type(demo, "AWS::SQS::Queue")) == [demo.logical_id(demo.stack.trigger.failure_queue)]
+    assert WARM_QUEUES_ENV not in function["Environment"]["Variables"]
+    assert not [job for job in jobs_by_name(demo).values() if WARM_QUEUES_ARGUMENT in job["DefaultArguments"]]
+    assert demo_stack.warm_queues == ()
 
 
 # --- Flex --------------------------------------------------------------------------------------------------------

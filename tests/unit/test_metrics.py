@@ -19,7 +19,7 @@ from cdc_lake.core.names import (
     SOURCE_DIFFERENCES_METRIC,
     TABLE_FAILURES_METRIC,
 )
-from cdc_lake.engine.metrics import MOST_VALUES_PER_PUT, CloudWatchPublisher
+from cdc_lake.engine.metrics import MOST_VALUES_PER_PUT, PUT_EVERY_SECONDS, CloudWatchPublisher
 from cdc_lake.engine.runs.waiting import Waiting
 from cdc_lake.jobs.warm import metric_hooks
 
@@ -107,7 +107,8 @@ def batch(seconds: float) -> Any:
 def test_a_rounds_batches_are_put_in_one_request_as_the_round_ends_each_value_at_its_own_time() -> None:
     """CloudWatch charges PutMetricData by request: a warm round of 100 tables is one request, not 100."""
     client = FakeCloudWatch()
-    publisher = CloudWatchPublisher(client, "shop_lake")
+    now = [0.0]
+    publisher = CloudWatchPublisher(client, "shop_lake", clock=lambda: now[0])
     for number in range(100):
         publisher.batch(batch(number))
     assert client.puts == []  # held until the round ends
@@ -120,6 +121,13 @@ def test_a_rounds_batches_are_put_in_one_request_as_the_round_ends_each_value_at
     assert len({v["Timestamp"] for v in values}) > 1  # each batch's own time, not the put's
     publisher.round_end(2, 0)
     assert len(client.puts) == 1  # a round with nothing: no request
+    now[0] = PUT_EVERY_SECONDS - 1
+    publisher.batch(batch(7))
+    publisher.round_end(3, 1)
+    assert len(client.puts) == 1, "a round's end puts at most once a minute: a warm run ends one every batch or two"
+    now[0] = PUT_EVERY_SECONDS
+    publisher.round_end(4, 0)
+    assert len(client.puts) == 2 and len(client.puts[1]["MetricData"]) == len(BATCH_METRICS)
 
 
 def test_values_past_what_one_request_takes_go_in_as_many_as_needed() -> None:

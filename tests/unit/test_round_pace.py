@@ -83,6 +83,7 @@ class Shift:
 
     def __init__(self) -> None:
         self.said: list[str] = []
+        self.landings = None  # no event queue: every round lists every table
 
     def busy(self, table: str) -> bool:
         return False

@@ -33,6 +33,7 @@ from cdc_lake.core.shards import (
     state_prefix,
     version_key,
 )
+from cdc_lake.engine.runs import coalesced as coalesced_module
 from cdc_lake.engine.runs import warm as warm_module
 from cdc_lake.engine.runs.coalesced import Budget
 from cdc_lake.engine.runs.shift import DrainHooks
@@ -90,6 +91,14 @@ class World(protocol.World):
     overlaps: list[tuple[int, set[str]]] = field(default_factory=list)
     rounds_asked: dict[str, int] = field(default_factory=dict)  # per run: its rounds once another version asked
     kills: int = 0  # how many runs may yet be killed (SIGKILL, a lost worker) between two of their steps
+    # The shards' event queues (``engine.runs.events``): the Lambda tells them, a run reads its own.
+    fed: bool = False
+    lose: float = 0.0  # the chance that a file's message is lost
+    twice: float = 0.0  # the chance that it is sent twice
+    sweep_rounds: int = 10_000  # runs.warm.sweep_seconds, in rounds
+    queues: dict[int, list[str]] = field(default_factory=dict)
+    lost: list[str] = field(default_factory=list)
+    table_listings: int = 0
     killed: list[str] = field(default_factory=list)  # where each killed run was: ``WarmScript.phase``
 
     def enabled(self) -> list[Callable[[], None]]:
@@ -115,6 +124,19 @@ class World(protocol.World):
 
     def objects(self) -> list[str]:
         return [*self.landed, *self.markers]
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[protocol.StoredObject]:
+        self.table_listings += any(prefix == self.config.table_prefix(t) for t in self.deployed.tables)
+        return super().list(prefix, start_after)
+
+    def tell(self, shard: int, requests: Any) -> None:
+        for request in requests:
+            self.tick()
+            if self.rng.random() < self.lose:
+                self.lost.append(request.key)
+                continue
+            copies = 2 if self.rng.random() < self.twice else 1
+            self.queues.setdefault(shard, []).extend([request.table] * copies)
 
     def put(self, key: str, data: bytes) -> None:
         if key not in self.markers:
@@ -150,6 +172,7 @@ class World(protocol.World):
             sleep=lambda _: None,
             exists=lambda _bucket, key: key in self.markers,
             now=self.now,
+            tell=self.tell if self.fed else None,
         )
 
     def now(self) -> dt.datetime:
@@ -185,10 +208,12 @@ class WarmScript(RunScript):
             context, ModelGlue(world, window=False), run.shard, run.run_id, JOBS, BUCKET,
             clock=lambda: self.rounds, sleep=lambda _: self.hand_back(), now=world.now,
         )  # fmt: skip
+        if world.fed:
+            shift.landings = ModelQueue(world, run.shard)
         # No time passes but rounds: quiet for ``quiet_rounds`` rounds, a lifetime far beyond the exploration.
         budget = Budget(
             10_000, world.quiet_rounds, 0, parallel_tables=1, commit_interval_seconds=world.interval_rounds,
-            clock=lambda: self.rounds,
+            sweep_seconds=world.sweep_rounds, clock=lambda: self.rounds,
         )  # fmt: skip
         self.phase = "deciding"
         if shift.peer() is None:
@@ -212,13 +237,25 @@ class WarmScript(RunScript):
             self.world.overlaps.append((self.run.shard, set(inside)))
 
 
+@dataclass
+class ModelQueue:
+    """A shard's event queue as its run reads it: every message told so far, deleted once received."""
+
+    world: World
+    shard: int
+
+    def tables(self, wait_seconds: float) -> set[str] | None:
+        self.world.tick()
+        return set(self.world.queues.pop(self.shard, []))
+
+
 @pytest.fixture(autouse=True)
 def batches_without_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     protocol.batches_without_spark(monkeypatch)
 
 
-def explore(seed: int, files: int = 8, quiet_rounds: int = 1, interval_rounds: int = 0) -> World:
-    world = World(rng=random.Random(seed), quiet_rounds=quiet_rounds, interval_rounds=interval_rounds)
+def explore(seed: int, files: int = 8, quiet_rounds: int = 1, interval_rounds: int = 0, **fed: Any) -> World:
+    world = World(rng=random.Random(seed), quiet_rounds=quiet_rounds, interval_rounds=interval_rounds, **fed)
     return protocol.explore(world, cdc_keys(TABLES, files))
 
 
@@ -248,6 +285,43 @@ def test_a_table_resting_out_its_commit_interval_loses_no_file_and_commits_less_
             commits[interval] += len({when for applied in world.applied.values() for when in applied})
     # The same seeds play the same landings: without the rest, both counts would be equal (918 and 887 on 100).
     assert commits[3] < commits[0], f"batches that applied files, without and with the interval: {commits}"
+
+
+FED = {"fed": True, "lose": 0.2, "twice": 0.2, "sweep_rounds": 4}
+
+
+def test_runs_told_by_event_queues_lose_no_file_to_lost_duplicated_or_killed_runs_events_and_list_less():
+    """Event queues (``engine.runs.events``): the Lambda tells the shard's queue of each file before it reads the
+    runs, a run lists only the tables told, every table every ``sweep_rounds`` and in its last look; messages are
+    lost, sent twice, and runs killed with messages received and not yet listed."""
+    listings = {False: 0, True: 0}
+    lost = 0
+    for seed in range(SCHEDULES // 2):
+        for fed in (False, True):
+            world = World(rng=random.Random(seed), quiet_rounds=3, kills=seed % 2, **(FED if fed else {}))
+            protocol.explore(world, cdc_keys(TABLES, 12))
+            # A killed run's files wait for the next landing (as in the kill test below): one more file a table.
+            world.kills = 0
+            protocol.explore(world, [f"{CONFIG.table_prefix(t)}20250301-140000000.csv" for t in CONFIG.tables])
+            assert not lost_wake_ups(world), f"seed {seed}, fed {fed}: lost wake-up for {lost_wake_ups(world)}"
+            assert not world.overlaps, f"seed {seed}: two runs of a shard applied at once: {world.overlaps}"
+            listings[fed] += world.table_listings
+            lost += len(world.lost)
+    assert lost > 50, "the exploration lost too few messages to tell"
+    assert listings[True] < 0.7 * listings[False], f"tables listed, without and with the queues: {listings}"
+
+
+def test_the_exploration_finds_a_file_lost_with_its_message_when_the_last_look_lists_only_what_was_told(monkeypatch):
+    """The check can fail: a run whose last look lists only the tables told leaves a file whose message was lost."""
+    narrowed = coalesced_module._Fed.narrowed
+    monkeypatch.setattr(
+        coalesced_module._Fed,
+        "narrowed",
+        lambda self, candidates, lifted, now, every: narrowed(self, candidates, lifted, now, every=False),
+    )
+    fed = {**FED, "sweep_rounds": 10_000}
+    found = next((s for s in range(SCHEDULES) if lost_wake_ups(explore(s, files=12, quiet_rounds=3, **fed))), None)
+    assert found is not None, "no interleaving lost a file without the last look: the exploration is too weak"
 
 
 def test_the_exploration_finds_the_lost_wake_up_when_a_run_stops_without_saying_so(monkeypatch):

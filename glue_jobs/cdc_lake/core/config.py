@@ -521,6 +521,13 @@ class WarmSettings(_Model):
         "listing, and unpaced rounds of fast batches list 100 tables every few seconds (41 M listings a month, "
         "$204, measured); a landed file waits up to this long more for its round (docs/runs.md)",
     )
+    sweep_seconds: int = Field(
+        default=300,
+        ge=1,
+        le=3600,
+        description="A warm run told by its shard's event queue which tables a file landed for lists only those, and "
+        "every table at least this often: a file whose event was lost waits at most this long more (docs/runs.md)",
+    )
     commit_interval_seconds: int = Field(
         default=0,
         ge=0,

@@ -229,6 +229,9 @@ class WarmArguments(LakeArguments):
     quiet_seconds: int | None = None  # None: runs.warm.quiet_seconds
     # The configuration the Lambda routed by (``PipelineConfig.version``): a run whose own differs says so.
     config_version: str = ""
+    # The shards' event queues' URLs, comma-joined in shard order (WARM_QUEUES_ARGUMENT); empty: no queue, every round
+    # lists every table.
+    events_queues: str = ""
     # Glue passes every script its job's name and its run's id: how a warm run finds the other runs of its shard
     # and tells itself from them. Empty locally.
     JOB_NAME: str = ""

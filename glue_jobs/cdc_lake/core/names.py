@@ -18,6 +18,11 @@ StartedJob = Literal["full_load", "cdc_replay", "cdc_warm"]  # what the Lambda s
 # Where, in the raw bucket, a warm run says it is stopping (``<prefix><shard>/<run id>``), before its last look at
 # the landing: the Lambda then starts the shard's next run instead of counting on it (engine.runs.warm).
 WARM_MARKER_PREFIX = "cdc-lake-warm/"
+# runs.mode warm: one SQS queue per shard, by which the Lambda tells a live warm run which of its tables a file landed
+# for, so that the run lists those tables, not all (engine.runs.events). The queues' URLs in shard order, comma-joined:
+# the Lambda's environment variable and the warm job's argument.
+WARM_QUEUES_ENV = "CDC_WARM_QUEUES"
+WARM_QUEUES_ARGUMENT = "--events_queues"
 
 # The Glue versions the stack runs on, and the default of lake.glue_version (core.config.glue_version picks the one
 # in force); cdc_lake.local.jars maps each to the local runtime that reproduces it.

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
+from cdc_lake.core.exceptions import ConfigError
 from cdc_lake.core.names import WARM_MARKER_PREFIX
 
 
@@ -148,3 +150,30 @@ def runs_since(glue: RunLister, job: str, since: dt.datetime) -> Iterator[Mappin
 
 def _weight(shard: int, table: str) -> bytes:
     return hashlib.sha256(f"{shard}\x00{table}".encode()).digest()
+
+
+def landing_hint(table: str, key: str) -> str:
+    """What the Lambda tells a shard's queue of a landed CDC file (``engine.runs.events``): its table, and its key
+    for whoever reads the message."""
+    return json.dumps({"table": table, "key": key}, separators=(",", ":"))
+
+
+def hinted_table(body: str) -> str | None:
+    """The table a ``landing_hint`` names, or None when the message is not one."""
+    try:
+        table = json.loads(body).get("table")
+    except (ValueError, AttributeError):
+        return None
+    return table if isinstance(table, str) and table else None
+
+
+def shard_queue(queues: str, shard: int, shards: int) -> str | None:
+    """The shard's queue URL in ``queues`` (``core.names.WARM_QUEUES_ENV``: comma-joined in shard order), or None
+    when there are none (a local run, a stack deployed before the queues). A list that does not have one per shard
+    was made for another configuration: refused, not read at a wrong index."""
+    urls = [url for url in queues.split(",") if url]
+    if not urls:
+        return None
+    if len(urls) != shards:
+        raise ConfigError(f"{len(urls)} warm event queue(s) for {shards} shard(s): deploy the stack again (cdk deploy)")
+    return urls[shard]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 from cdc_lake.core.names import (
@@ -30,6 +33,9 @@ log = logging.getLogger(__name__)
 
 # PutMetricData takes at most 1,000 values a request.
 MOST_VALUES_PER_PUT = 1000
+# A round's end puts what waits at most this often: a warm run told of landings ends a round every batch or two, and
+# the alarms read these metrics by the minute.
+PUT_EVERY_SECONDS = 60.0
 
 
 class CloudWatchPublisher:
@@ -37,14 +43,17 @@ class CloudWatchPublisher:
     fails the run (the data is committed, and each commit's snapshot summary keeps the same figures); the source
     check's and the drift job's count is all their run leaves, so a failed put of it fails the run.
 
-    A batch's values wait for ``flush``, which a run calls after each round and before its end: CloudWatch charges
-    by request, not by value, so a warm round of 100 tables is one request, not 100, and each value keeps its own
-    time. A run ended between its commit and the round's end loses that round's values, not its data."""
+    A batch's values wait for ``flush``, which a run calls at a round's end (at most every ``PUT_EVERY_SECONDS``)
+    and before its end: CloudWatch charges by request, not by value, so a minute of a warm run's batches is one
+    request, not one a batch, and each value keeps its own time. A run ended between its commit and the put loses
+    those values, not its data."""
 
-    def __init__(self, client: Any, pipeline: str) -> None:
+    def __init__(self, client: Any, pipeline: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._dimensions = [{"Name": PIPELINE_DIMENSION, "Value": pipeline}]
         self._pending: list[dict[str, Any]] = []
+        self._clock = clock
+        self._put_at = -math.inf
 
     def batch(self, result: RunResult) -> None:
         facts = result.freshness or {}
@@ -59,12 +68,14 @@ class CloudWatchPublisher:
             self._put(full)
 
     def round_end(self, _round: int, _commits: int) -> None:
-        """A run's ``on_round`` hook: ``flush``."""
-        self.flush()
+        """A run's ``on_round`` hook: ``flush``, unless it did less than ``PUT_EVERY_SECONDS`` ago."""
+        if self._pending and self._clock() - self._put_at >= PUT_EVERY_SECONDS:
+            self.flush()
 
     def flush(self) -> None:
         """Put the batches' values that wait, in as few requests as CloudWatch takes them."""
         pending, self._pending = self._pending, []
+        self._put_at = self._clock()
         for start in range(0, len(pending), MOST_VALUES_PER_PUT):
             self._put(pending[start : start + MOST_VALUES_PER_PUT])
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import Any
+
+import boto3
 
 from cdc_lake.core.exceptions import JobArgumentError
 from cdc_lake.core.job_arguments import WarmArguments
 from cdc_lake.core.names import WARM_JOB
-from cdc_lake.core.shards import shard_count
+from cdc_lake.core.shards import shard_count, shard_queue
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
+from cdc_lake.engine.runs.events import QueueLandings
 from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
 from cdc_lake.engine.runs.warm import JobRuns, WarmShift, warm, warm_budget
@@ -36,8 +40,11 @@ def run_warm(
     context: ReplayContext,
     glue: JobRuns,
     hooks: DrainHooks = NO_HOOKS,
+    sqs: Any = None,
 ) -> DrainResult:
-    """One warm run of ``--shard``: the shard's tables until quiet; nothing when a live run of the shard takes it."""
+    """One warm run of ``--shard``: the shard's tables until quiet; nothing when a live run of the shard takes it.
+    With ``--events_queues``, the shard's queue (read with ``sqs``, boto3's by default) tells it where files
+    landed (``engine.runs.events``)."""
     shards = shard_count(context.config)
     if options.shard >= shards:
         raise JobArgumentError(
@@ -55,6 +62,9 @@ def run_warm(
                     options.shard, options.config_version, context.config.version)  # fmt: skip
     run_id = options.JOB_RUN_ID or f"local-{uuid.uuid4().hex[:12]}"
     shift = WarmShift(context, glue, options.shard, run_id, jobs, options.bucket)
+    queue = shard_queue(options.events_queues, options.shard, shards)
+    if queue is not None:
+        shift.landings = QueueLandings(sqs if sqs is not None else boto3.client("sqs"), queue)
     peer = shift.peer()
     if peer is not None:
         log.info("shard %d: run %s is live and not stopping; it takes the landed files", options.shard, peer)

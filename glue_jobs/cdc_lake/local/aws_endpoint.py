@@ -168,9 +168,9 @@ def delay_profile(name: str | None) -> dict[str, float]:
 
 
 def served_requests(url: str, *, reset: bool = False) -> Counter[str]:
-    """The requests the local endpoint at ``url`` has served, by kind: ``glue:GetTable`` (an action of a JSON
-    service), ``s3:GET metadata.json`` (a method and the object's kind of file); with ``reset``, counting (and
-    ``served_delay``'s sum) starts again."""
+    """The requests the local endpoint at ``url`` has served, by kind: ``glue:GetTable`` or ``sqs:ReceiveMessage``
+    (an action of a JSON service), ``s3:GET metadata.json`` (a method and the object's kind of file); with ``reset``,
+    counting (and ``served_delay``'s sum) starts again."""
     served = _served(url, reset)
     served.pop(DELAYED, None)
     return Counter(served)
@@ -200,8 +200,8 @@ def _served(url: str, reset: bool) -> dict[str, Any]:
     return data
 
 
-# A JSON service whose target prefix is not its name.
-_JSON_SERVICES = {"GraniteServiceVersion20100801": "cloudwatch"}
+# JSON services whose target prefix is not their name ("AmazonSQS.SendMessage": boto3's SQS speaks JSON).
+_JSON_SERVICES = {"GraniteServiceVersion20100801": "cloudwatch", "AmazonSQS": "sqs"}
 
 
 def _kind(environ: WSGIEnvironment) -> str:

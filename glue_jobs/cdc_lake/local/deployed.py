@@ -3,9 +3,10 @@
 ``DeployedStack.load`` reads ``<stack>.template.json`` and ``<stack>.assets.json`` of a ``cdk.out``-style
 directory and resolves the CloudFormation intrinsics they use for one account and region, so every job argument,
 the trigger function's environment and the database input hold exactly the strings a real deployment holds
-(asset locations included: ``s3://cdk-hnb659fds-assets-<account>-<region>/<hash>.<ext>``). ``provision`` then
-creates the parts the pipeline reads at run time (buckets, file assets, the Glue database and jobs) through
-injected boto3 clients, i.e. on whatever endpoint the caller's environment names (``AWS_ENDPOINT_URL``).
+(asset locations included: ``s3://cdk-hnb659fds-assets-<account>-<region>/<hash>.<ext>``; a queue's URL on the SQS
+endpoint the stack is loaded for, ``<endpoint>/<account>/<name>``). ``provision`` then creates the parts the
+pipeline reads at run time (buckets, file assets, queues, the Glue database and jobs) through injected boto3
+clients, i.e. on whatever endpoint the caller's environment names (``AWS_ENDPOINT_URL``).
 
 How the parts are found, from the template alone:
 
@@ -15,7 +16,8 @@ How the parts are found, from the template alone:
 - the trigger function: the function with asset code that a bucket notification targets;
 - the raw (DMS) bucket: the bucket whose notification targets the trigger function, else the bucket the
   ``ReadDmsFiles`` statement of an IAM policy reads;
-- the lake bucket: the bucket the jobs' ``--warehouse`` argument points into, else the database's location.
+- the lake bucket: the bucket the jobs' ``--warehouse`` argument points into, else the database's location;
+- the warm runs' event queues (runs.mode warm): the queues the warm job's ``--events_queues`` lists, in shard order.
 
 Laptop-only: never shipped to Glue; it imports neither PySpark nor the CDK app, and boto3 only in ``provision``.
 """
@@ -25,15 +27,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from cdc_lake.core.catalogs import parse_conf
+from cdc_lake.core.catalogs import AWS_ENDPOINT_ENV, parse_conf
 from cdc_lake.core.exceptions import DeployedStackError, ProvisionError, UnsupportedIntrinsicError
 from cdc_lake.core.glue_jobs import GLUE_JOBS, JOB_NAMES
+from cdc_lake.core.names import WARM_JOB, WARM_QUEUES_ARGUMENT
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -45,6 +49,8 @@ logger = logging.getLogger(__name__)
 LAMBDA_CONFIG_ENV = "CDC_LAKE_CONFIG"
 DEFAULT_ACCOUNT = "123456789012"  # moto's default account
 DEFAULT_REGION = "us-east-1"
+# boto3's own variable for SQS's endpoint, which wins over AWS_ENDPOINT_URL: the endpoint a queue URL is on.
+SQS_ENDPOINT_ENV = "AWS_ENDPOINT_URL_SQS"
 TEMPLATE_SUFFIX = ".template.json"
 ASSETS_SUFFIX = ".assets.json"
 # Glue's defaults for what a job definition may leave out.
@@ -76,8 +82,9 @@ _NAME_PROPERTIES: dict[str, tuple[str, ...]] = {
     "AWS::Glue::SecurityConfiguration": ("Name",),
     "AWS::IAM::Role": ("RoleName",),
     "AWS::Lambda::Function": ("FunctionName",),
+    "AWS::SQS::Queue": ("QueueName",),  # its Ref is its URL (TemplateResolver.physical_id)
 }
-_MAX_GENERATED_NAME = {"AWS::S3::Bucket": 63}
+_MAX_GENERATED_NAME = {"AWS::S3::Bucket": 63, "AWS::SQS::Queue": 80}
 _DEFAULT_MAX_GENERATED_NAME = 64
 
 
@@ -95,6 +102,17 @@ def generated_name(stack_name: str, logical_id: str, resource_type: str) -> str:
         digest = hashlib.sha256(f"{stack_name}/{logical_id}".encode()).hexdigest()[:8]
         name = f"{name[: limit - len(digest) - 1].rstrip('-')}-{digest}"
     return name
+
+
+def aws_sqs_endpoint(region: str) -> str:
+    """SQS's endpoint in ``region`` on AWS: where CloudFormation's queue URLs (a queue's Ref) point."""
+    return f"https://sqs.{region}.amazonaws.com"
+
+
+def sqs_endpoint_from_environment(region: str) -> str:
+    """The SQS endpoint boto3 would use here: ``AWS_ENDPOINT_URL_SQS``, else ``AWS_ENDPOINT_URL``, else AWS's."""
+    configured = os.environ.get(SQS_ENDPOINT_ENV) or os.environ.get(AWS_ENDPOINT_ENV)
+    return configured.rstrip("/") if configured else aws_sqs_endpoint(region)
 
 
 def is_intrinsic(value: Any) -> bool:
@@ -134,11 +152,15 @@ class TemplateResolver:
 
     Supported: ``Ref`` (pseudo parameters, template parameters with a value or default, resources),
     ``Fn::GetAtt`` (bucket ``Arn``/``DomainName``/``RegionalDomainName``/``WebsiteURL``, role and function
-    ``Arn``), ``Fn::Join``, ``Fn::Sub`` (both forms), ``Fn::Select`` and ``Fn::Split``. Anything else raises
-    UnsupportedIntrinsicError naming the property path (``<LogicalId>.Properties.<…>``).
+    ``Arn``, queue ``Arn``/``QueueName``/``QueueUrl``), ``Fn::Join``, ``Fn::Sub`` (both forms), ``Fn::Select``
+    and ``Fn::Split``. Anything else raises UnsupportedIntrinsicError naming the property path
+    (``<LogicalId>.Properties.<…>``).
+
+    A queue's URL is on ``sqs_endpoint`` (default: AWS's in ``region``), as SQS answers CreateQueue there: moto
+    too builds it from the endpoint it is reached at, ``<endpoint>/<account>/<name>``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only: the template, and where and how it is deployed
         self,
         template: Mapping[str, Any],
         *,
@@ -146,10 +168,12 @@ class TemplateResolver:
         account: str = DEFAULT_ACCOUNT,
         region: str = DEFAULT_REGION,
         parameters: Mapping[str, str] | None = None,
+        sqs_endpoint: str | None = None,
     ) -> None:
         self.stack_name = stack_name
         self.account = account
         self.region = region
+        self.sqs_endpoint = (sqs_endpoint or aws_sqs_endpoint(region)).rstrip("/")
         self.resources: Mapping[str, Mapping[str, Any]] = template.get("Resources", {})
         self._declared_parameters: Mapping[str, Mapping[str, Any]] = template.get("Parameters", {})
         self._parameters = dict(parameters or {})
@@ -200,7 +224,17 @@ class TemplateResolver:
         return [logical_id for logical_id, body in self.resources.items() if body.get("Type") == resource_type]
 
     def physical_id(self, logical_id: str) -> str:
-        """What ``Ref`` gives for a resource: its name for named types (generated when unset), else its logical id."""
+        """What ``Ref`` gives for a resource: a queue's URL, the name of other named types, else its logical id."""
+        if self.resource(logical_id).get("Type") == "AWS::SQS::Queue":
+            return self.queue_url(logical_id)
+        return self.name(logical_id)
+
+    def queue_url(self, logical_id: str) -> str:
+        """A queue's URL on ``sqs_endpoint``, as SQS's CreateQueue answers it."""
+        return f"{self.sqs_endpoint}/{self.account}/{self.name(logical_id)}"
+
+    def name(self, logical_id: str) -> str:
+        """A named type's name (generated when unset), else the logical id."""
         resource_type = self.resource(logical_id).get("Type", "")
         name_path = _NAME_PROPERTIES.get(resource_type)
         if name_path is None:
@@ -260,7 +294,7 @@ class TemplateResolver:
         if logical_id not in self.resources:
             raise DeployedStackError(f"{path}: Fn::GetAtt names {logical_id!r}, which is not a resource")
         resource_type = self.resources[logical_id].get("Type", "")
-        name = self.physical_id(logical_id)
+        name = self.name(logical_id)
         partition, region, account = "aws", self.region, self.account
         suffix = self.pseudo_parameters["AWS::URLSuffix"]
         attributes: dict[tuple[str, str], Callable[[], str]] = {
@@ -272,6 +306,9 @@ class TemplateResolver:
                 f"arn:{partition}:iam::{account}:role{self._role_path(logical_id, path)}{name}"
             ),
             ("AWS::Lambda::Function", "Arn"): lambda: f"arn:{partition}:lambda:{region}:{account}:function:{name}",
+            ("AWS::SQS::Queue", "Arn"): lambda: f"arn:{partition}:sqs:{region}:{account}:{name}",
+            ("AWS::SQS::Queue", "QueueName"): lambda: name,
+            ("AWS::SQS::Queue", "QueueUrl"): lambda: self.queue_url(logical_id),
         }
         compute = attributes.get((resource_type, attribute))
         if compute is None:
@@ -444,6 +481,30 @@ class GlueDatabase:
     database_input: Mapping[str, Any]
 
 
+# The properties of an AWS::SQS::Queue that are CreateQueue attributes of the same name.
+_QUEUE_ATTRIBUTES = (
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout",
+    "SqsManagedSseEnabled",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+)
+
+
+@dataclass(frozen=True)
+class DeployedQueue:
+    """One ``AWS::SQS::Queue``: its name, its URL on the stack's SQS endpoint, and its CreateQueue attributes."""
+
+    logical_id: str
+    name: str
+    url: str
+    arn: str
+    attributes: Mapping[str, str]
+
+
 @dataclass(frozen=True)
 class TriggerFunction:
     """The trigger Lambda: what it runs, with which environment, for which keys of the raw bucket."""
@@ -490,10 +551,13 @@ class DeployedStack:
     jobs: Mapping[str, DeployedJob]
     lambda_function: TriggerFunction
     file_assets: tuple[FileAsset, ...]
+    queues: Mapping[str, DeployedQueue]  # logical id -> queue, every AWS::SQS::Queue of the template
+    # runs.mode warm: the shards' event queues' URLs in shard order (the warm job's --events_queues); else empty.
+    warm_queues: tuple[str, ...]
     resolver: TemplateResolver = field(repr=False, compare=False)
 
     @classmethod
-    def load(
+    def load(  # noqa: PLR0913 - keyword-only past the stack: where and how it is deployed
         cls,
         assembly_dir: Path,
         stack_name: str | None = None,
@@ -501,17 +565,25 @@ class DeployedStack:
         account: str = DEFAULT_ACCOUNT,
         region: str = DEFAULT_REGION,
         parameters: Mapping[str, str] | None = None,
+        sqs_endpoint: str | None = None,
     ) -> DeployedStack:
         """Read a stack of a cloud assembly directory, or the stack whose ``*.template.json`` is given.
 
         ``stack_name`` (artifact id or stack name) may be left out when the assembly holds one stack.
-        ``parameters`` gives values to template parameters that have no default.
+        ``parameters`` gives values to template parameters that have no default. Queue URLs are on
+        ``sqs_endpoint``, by default the one boto3 would reach from here (``sqs_endpoint_from_environment``), so
+        the Lambda's environment and the warm job's arguments name the queues ``provision`` creates there.
         """
         artifact = _find_stack(Path(assembly_dir), stack_name)
         template = _read_json(artifact.template_path)
         manifest = _read_json(artifact.assets_path)
         resolver = TemplateResolver(
-            template, stack_name=artifact.stack_name, account=account, region=region, parameters=parameters
+            template,
+            stack_name=artifact.stack_name,
+            account=account,
+            region=region,
+            parameters=parameters,
+            sqs_endpoint=sqs_endpoint or sqs_endpoint_from_environment(region),
         )
         return _Builder(artifact, resolver, manifest).build()
 
@@ -663,6 +735,7 @@ class _Builder:
         function = self._trigger_function(notifications)
         database = self._database()
         jobs = self._jobs()
+        queues = {logical_id: self._queue(logical_id) for logical_id in resolver.of_type("AWS::SQS::Queue")}
         return DeployedStack(
             stack_name=self.artifact.stack_name,
             assembly_dir=self.artifact.assembly_dir,
@@ -676,6 +749,8 @@ class _Builder:
             jobs=jobs,
             lambda_function=function,
             file_assets=self.file_assets,
+            queues=queues,
+            warm_queues=self._warm_queues(jobs, queues),
             resolver=resolver,
         )
 
@@ -947,6 +1022,35 @@ class _Builder:
             )
         return names.pop()
 
+    # -- SQS
+
+    def _queue(self, logical_id: str) -> DeployedQueue:
+        resolver = self.resolver
+        attributes = {
+            name: resolver.resolve_text(value, f"{logical_id}.Properties.{name}")
+            for name in _QUEUE_ATTRIBUTES
+            if (value := resolver.resource_property(logical_id, name)) is not None
+        }
+        return DeployedQueue(
+            logical_id=logical_id,
+            name=resolver.name(logical_id),
+            url=resolver.queue_url(logical_id),
+            arn=resolver.resolve_text({"Fn::GetAtt": [logical_id, "Arn"]}, f"{logical_id}.Arn"),
+            attributes=attributes,
+        )
+
+    def _warm_queues(self, jobs: Mapping[str, DeployedJob], queues: Mapping[str, DeployedQueue]) -> tuple[str, ...]:
+        warm = jobs.get(WARM_JOB)
+        listed = warm.default_arguments.get(WARM_QUEUES_ARGUMENT, "") if warm else ""
+        urls = tuple(url for url in listed.split(",") if url)
+        known = {queue.url for queue in queues.values()}
+        if unknown := [url for url in urls if url not in known]:
+            raise DeployedStackError(
+                f"{self.artifact.template_path}: {WARM_QUEUES_ARGUMENT} of the warm job names {unknown}, "
+                f"which are no queues of the template"
+            )
+        return urls
+
 
 def _statements(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     statements = policy.get("Properties", {}).get("PolicyDocument", {}).get("Statement", [])
@@ -962,21 +1066,24 @@ def provision(
     *,
     s3_client: Any | None = None,
     glue_client: Any | None = None,
+    sqs_client: Any | None = None,
 ) -> None:
     """Create what ``cdk deploy`` creates and the pipeline reads at run time, on the clients' endpoint.
 
     The template's buckets and the asset buckets, every ``file`` asset at its destination (folder assets, the
     Lambda's code, are zipped by CDK at publish time and are not uploaded: the local run uses their folder),
-    the Glue database and the Glue jobs (without their security configuration, which is not created).
+    the template's queues (at the URLs the stack resolved, else ProvisionError), the Glue database and the Glue
+    jobs (without their security configuration, which is not created).
     Clients come from ``session`` (default: a new boto3 session) when not given, so ``AWS_ENDPOINT_URL`` and the
     region come from the environment. Idempotent: what exists is left (buckets, objects are rewritten) or updated.
     """
-    if s3_client is None or glue_client is None:
+    if s3_client is None or glue_client is None or sqs_client is None:
         import boto3
 
         session = session or boto3.session.Session()
         s3_client = s3_client or session.client("s3")
         glue_client = glue_client or session.client("glue")
+        sqs_client = sqs_client or session.client("sqs")
     glue_region = glue_client.meta.region_name
     if glue_region and glue_region != stack.region:
         raise ProvisionError(
@@ -993,6 +1100,8 @@ def provision(
             raise ProvisionError(f"asset {asset.display_name or asset.asset_hash}: {asset.source_path} is missing")
         s3_client.put_object(Bucket=asset.bucket, Key=asset.object_key, Body=asset.source_path.read_bytes())
         logger.info("uploaded %s to %s", asset.display_name or asset.source_path.name, asset.s3_uri)
+    for queue in stack.queues.values():
+        _ensure_queue(sqs_client, queue)
     _ensure_database(glue_client, stack.database)
     for job in stack.jobs.values():
         _ensure_job(glue_client, job)
@@ -1014,6 +1123,29 @@ def _ensure_bucket(s3_client: Any, bucket: str) -> None:
     except ClientError as error:
         if _error_code(error) != "BucketAlreadyOwnedByYou":
             raise
+
+
+def _ensure_queue(sqs_client: Any, queue: DeployedQueue) -> None:
+    """CreateQueue, which answers an existing queue's URL when the attributes are the same; with others, they are
+    set. The URL must be the one the stack resolved: the Lambda and the warm job are given that one."""
+    from botocore.exceptions import ClientError
+
+    attributes = dict(queue.attributes)
+    try:
+        url = sqs_client.create_queue(QueueName=queue.name, Attributes=attributes)["QueueUrl"]
+        logger.info("created queue %s", queue.name)
+    except ClientError as error:
+        if _error_code(error) not in ("QueueAlreadyExists", "QueueNameExists"):
+            raise
+        url = sqs_client.get_queue_url(QueueName=queue.name)["QueueUrl"]
+        settable = {name: value for name, value in attributes.items() if name != "FifoQueue"}  # fixed at creation
+        sqs_client.set_queue_attributes(QueueUrl=url, Attributes=settable)
+        logger.info("updated queue %s", queue.name)
+    if url != queue.url:
+        raise ProvisionError(
+            f"queue {queue.logical_id} is at {url} on this endpoint, but the stack was resolved with {queue.url}: "
+            f"load it with sqs_endpoint= the endpoint's URL (or with {AWS_ENDPOINT_ENV} set)"
+        )
 
 
 def _ensure_database(glue_client: Any, database: GlueDatabase) -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from cdc_lake.core.notices import Notice
 from cdc_lake.core.storage import ObjectStore
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.replay import RunResult, replay
+from cdc_lake.engine.runs.events import Landings
 from cdc_lake.engine.runs.listings import ListingLog
 from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks, Shift
@@ -50,7 +52,8 @@ class Budget:
     (waits by ``sleep``; tests give their own). A round starts at most every ``round_seconds``: each lists every
     table, and S3 bills the listings, so fast rounds would make them the bill. A shift's run (a warm one) starts a
     table's batches at least ``commit_interval_seconds`` apart: until then the table rests, unlisted, except in the
-    run's last look."""
+    run's last look. A shift's run told of landings (``events``) lists only the tables told, and every table at
+    least every ``sweep_seconds``."""
 
     seconds: float
     idle_seconds: float
@@ -58,6 +61,7 @@ class Budget:
     parallel_tables: int
     round_seconds: float = 0.0
     commit_interval_seconds: float = 0.0
+    sweep_seconds: float = 0.0
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
 
@@ -110,13 +114,11 @@ def drain(
     config, clock = context.config, budget.clock
     started = clock()
     result = DrainResult()
-    seen: dict[str, RunResult | None] = {}  # per table: its last batch's result, None when it was refused
-    newest: dict[str, DmsFile | None] = {}  # per table: the newest file its last batch saw
-    starts: dict[str, str | None] = {}  # per table: where its listing may start
-    committed: dict[str, float] = {}  # per table: when the round of this run's last commit of it began
+    kept = _Kept()
     last_work = started
     tables = sorted(config.tables if tables is None else tables, key=lambda t: t.name != first)
     last_look = False  # whether ``shift.stopping`` was said: this round was the run's last look
+    fed = _Fed(shift.landings, budget.sweep_seconds, started) if shift and shift.landings else None
     result.surveyed = survey(context)
     with (
         ThreadPoolExecutor(max_workers=budget.parallel_tables, thread_name_prefix="cdc-lake-table") as pool,
@@ -129,16 +131,13 @@ def drain(
                 work = [(t, None) for t in tables]
             else:
                 rested = None if last_look else round_started - budget.commit_interval_seconds
-                work = _listed(context, lister, _candidates(tables, result, shift, committed, rested), starts, newest)
+                candidates, lifted = _candidates(tables, result, shift, kept.committed, rested)
+                if fed is not None:
+                    candidates = fed.narrowed(candidates, lifted, round_started, every=last_look)
+                work = _listed(context, lister, candidates, kept.starts, kept.newest)
             log.info("round %d: %d table(s) to apply, %d at once", result.rounds + 1, len(work), budget.parallel_tables)
             done = _round(context, pool, work, result, hooks)
-            # A table's next batch starts an interval after this one's round did.
-            committed |= {batch.table: round_started for batch in done if not batch.already_applied}
-            for batch in done:
-                starts[batch.table] = batch.listing_start
-                newest[batch.table] = batch.trigger
-                seen[batch.table] = batch
-            seen |= dict.fromkeys(result.failures)
+            kept.keep(done, result.failures, round_started)
             commits = sum(1 for batch in done if not batch.already_applied)
             result.rounds += 1
             if hooks.on_round:
@@ -156,10 +155,27 @@ def drain(
             if shift is not None and step in (Step.LAST_LOOK, Step.RESUME):
                 (shift.stopping if last_look else shift.resumed)()
             if step is not Step.LAST_LOOK:
-                _pause(budget, step, now - round_started)
+                _pause(budget, step, now - round_started, fed)
     result.seconds = clock() - started
-    result.waiting = still_waiting(context, listings, seen)
+    result.waiting = still_waiting(context, listings, kept.seen)
     return result
+
+
+@dataclass
+class _Kept:
+    """What a run keeps of each table between its rounds."""
+
+    seen: dict[str, RunResult | None] = field(default_factory=dict)  # its last batch's result, None when refused
+    newest: dict[str, DmsFile | None] = field(default_factory=dict)  # the newest file its last batch saw
+    starts: dict[str, str | None] = field(default_factory=dict)  # where its listing may start
+    committed: dict[str, float] = field(default_factory=dict)  # when the round of this run's last commit of it began
+
+    def keep(self, done: Sequence[RunResult], failures: Mapping[str, str], round_started: float) -> None:
+        # A table's next batch starts an interval after this one's round did.
+        self.committed |= {batch.table: round_started for batch in done if not batch.already_applied}
+        self.starts |= {batch.table: batch.listing_start for batch in done}
+        self.newest |= {batch.table: batch.trigger for batch in done}
+        self.seen |= {batch.table: batch for batch in done} | dict.fromkeys(failures)
 
 
 def _looking(shift: Shift | None, last_look: bool, commits: int) -> Looking:
@@ -177,18 +193,20 @@ def _candidates(
     shift: Shift | None,
     committed: dict[str, float],
     rested: float | None,
-) -> list[TableSpec]:
-    """The tables a later round lists: not refused (a shift's refused table again once its refusal is lifted), not
+) -> tuple[list[TableSpec], set[str]]:
+    """The tables a later round may list: not refused (a shift's refused table again once its refusal is lifted), not
     left to a run a shift handed them to, and, in a shift's run, none whose last batch's round began after ``rested``
     (None: the run's last look). A resting table is not listed; a run cannot stop while one rests (the interval is at
-    most its quiet time), and its last look takes every table, so none is left behind."""
+    most its quiet time), and its last look takes every table, so none is left behind. Also the tables whose refusal
+    was lifted, which a run told of landings lists though none was told (``_Fed.narrowed``)."""
     if shift is None:
-        return [t for t in tables if t.name not in result.failures]
-    for table in [t for t in tables if t.name in result.failures and shift.fixed(t)]:
-        log.warning("%s: its refusal was lifted; trying it again", table.name)
-        del result.failures[table.name]
+        return [t for t in tables if t.name not in result.failures], set()
+    lifted = {t.name for t in tables if t.name in result.failures and shift.fixed(t)}
+    for name in sorted(lifted):
+        log.warning("%s: its refusal was lifted; trying it again", name)
+        del result.failures[name]
     awake = [t for t in tables if rested is None or committed.get(t.name, rested) <= rested]
-    return [t for t in awake if t.name not in result.failures and not shift.busy(t.name)]
+    return [t for t in awake if t.name not in result.failures and not shift.busy(t.name)], lifted
 
 
 def _refused(table: TableSpec, error: str, result: DrainResult, hooks: DrainHooks) -> None:
@@ -201,12 +219,54 @@ def _refused(table: TableSpec, error: str, result: DrainResult, hooks: DrainHook
         hooks.on_refusal(table.name, error)
 
 
-def _pause(budget: Budget, step: Step, round_took: float) -> None:
+def _pause(budget: Budget, step: Step, round_took: float, fed: _Fed | None) -> None:
     """Before the next round: ``poll_seconds`` after a round that found nothing to do (``Step.WAIT``), and what is
-    left of ``round_seconds`` since the last round began."""
+    left of ``round_seconds`` since the last round began; a run ``fed`` landings as ``_Fed.pause`` says."""
+    if fed is not None:
+        fed.pause(budget, step)
+        return
     pause = max(budget.poll_seconds if step is Step.WAIT else 0.0, budget.round_seconds - round_took)
     if pause > 0:
         budget.sleep(pause)
+
+
+@dataclass
+class _Fed:
+    """A shift's run told of landings (``events``): a later round lists the tables told since they were last listed,
+    and every table it may when ``sweep_seconds`` have passed since it last did (its first round did), when the
+    queue did not answer, and in its last look. So a lost message delays its file by a sweep at most."""
+
+    landings: Landings
+    sweep_seconds: float
+    swept: float  # when the run last listed every table it may
+    told: set[str] = field(default_factory=set)  # tables told, not listed since
+
+    def narrowed(self, candidates: list[TableSpec], lifted: set[str], now: float, *, every: bool) -> list[TableSpec]:
+        """Which of a round's ``candidates`` it lists: those told, and ``lifted`` (a refusal lifted, its files
+        waiting), unless it lists ``every`` one (the last look) or a sweep is due."""
+        self.told |= lifted
+        heard = None if every else self.landings.tables(0)
+        self.told |= heard or set()
+        if heard is not None and now - self.swept < self.sweep_seconds:
+            candidates = [t for t in candidates if t.name in self.told]
+        else:
+            if not every:
+                log.info("listing every table: %s", "a sweep" if heard is not None else "the queue did not answer")
+            self.swept = now
+        self.told -= {t.name for t in candidates}
+        return candidates
+
+    def pause(self, budget: Budget, step: Step) -> None:
+        """Before the next round: none after a round that committed (it listed only what landed, so rounds need no
+        pace), else up to ``poll_seconds``, ending as soon as a landing is told."""
+        if step is not Step.WAIT:
+            return
+        heard = self.landings.tables(budget.poll_seconds)
+        if heard is None:  # the queue did not answer at once: the pause, then a round that lists every table
+            budget.sleep(budget.poll_seconds)
+            self.swept = -math.inf
+        else:
+            self.told |= heard
 
 
 def _next_step(budget: Budget, ran: float, quiet: float, commits: int, looking: Looking) -> Step:

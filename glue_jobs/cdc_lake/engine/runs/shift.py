@@ -12,11 +12,18 @@ from typing import Any, Protocol
 from cdc_lake.core.config import TableSpec
 from cdc_lake.core.exceptions import HandOver
 from cdc_lake.engine.replay import RunResult
+from cdc_lake.engine.runs.events import Landings
 
 
 class Shift(Protocol):
     """What a long-lived run adds to a coalesced one (``runs.warm``): tables handed to other runs, a watch on each
     batch, and the stop protocol around its last look at the landing."""
+
+    @property
+    def landings(self) -> Landings | None:
+        """Which tables files landed for, as the Lambda tells (``events``): then a round lists only those, and all of
+        them now and then; None: every round lists every table."""
+        ...
 
     def busy(self, table: str) -> bool:
         """Whether a run the table was handed to still lives: the table is left to it."""

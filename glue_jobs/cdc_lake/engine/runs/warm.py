@@ -52,6 +52,7 @@ from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.iceberg_java import table_properties
 from cdc_lake.engine.record import REFUSED
 from cdc_lake.engine.runs.coalesced import Budget, drain
+from cdc_lake.engine.runs.events import Landings
 from cdc_lake.engine.runs.outcome import DrainResult
 from cdc_lake.engine.runs.shift import NO_HOOKS, DrainHooks
 
@@ -145,6 +146,7 @@ class WarmShift:
     overran: set[str] = field(default_factory=set)  # tables whose batch outlived the bound: the G.1X job's
     ending: str | None = None  # why the run ends before its time (its watch): after its last look
     _succeeded_by: str | None = None  # the shard's next run, once this one started it
+    landings: Landings | None = None  # the shard's event queue (``events``); None: every round lists every table
 
     def peer(self) -> str | None:
         """None when this run takes the shard; else the id of the live run holding it, to which the shard is left.
@@ -458,4 +460,12 @@ def warm_budget(context: ReplayContext, quiet_seconds: int | None = None) -> Bud
     runs, warm = context.config.runs, context.config.runs.warm
     quiet = float(warm.quiet_seconds if quiet_seconds is None else quiet_seconds)
     pace, interval = min(warm.round_seconds, quiet), min(warm.commit_interval_seconds, quiet)
-    return Budget(warm.lifetime_hours * 3600.0, quiet, runs.poll_seconds, warm.parallel_tables, pace, interval)
+    return Budget(
+        warm.lifetime_hours * 3600.0,
+        quiet,
+        runs.poll_seconds,
+        warm.parallel_tables,
+        pace,
+        interval,
+        sweep_seconds=warm.sweep_seconds,
+    )
