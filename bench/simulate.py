@@ -61,6 +61,7 @@ from cdc_lake.core.config import (
 )
 from cdc_lake.core.names import GLUE_VERSION, GLUE_VERSIONS, GlueVersion
 from cdc_lake.core.shards import shard_of
+from cdc_lake.engine.metrics import PUT_EVERY_SECONDS
 from cdc_lake.engine.runs.coalesced import LISTING_THREADS
 from cdc_lake.local.events import s3_object_created_event
 from dms_trigger.handler import GlueJobStarter, handle
@@ -175,6 +176,10 @@ class WarmParams:
     tables_per_job: int = _WARM.tables_per_job
     parallel_tables: int = _WARM.parallel_tables
     round_s: float = _WARM.round_seconds
+    # Told of landings by the shard's event queue (as deployed): rounds unpaced, listing the tables told, and every
+    # table every sweep_s; False: every round lists every table, at most every round_s (a stack before the queues).
+    fed: bool = True
+    sweep_s: float = _WARM.sweep_seconds
     quiet_s: float = _WARM.quiet_seconds
     commit_interval_s: float = _WARM.commit_interval_seconds  # a table's batches start at least this far apart
     lifetime_h: float = _WARM.lifetime_hours
@@ -766,11 +771,14 @@ class WarmShard:
         self.warm = params.warm
         self.drain = drain
         self.startup_s = params.costs.startup_s + params.noop_s
-        self.discovery_s = params.list_page_s * math.ceil(len(landings) / LISTING_THREADS)
+        # A round's listings, at once: every table's, or (told of landings) the few tables told.
+        pages = 1 if params.warm.fed else math.ceil(len(landings) / LISTING_THREADS)
+        self.discovery_s = params.list_page_s * pages
         self.applied = [0] * len(landings)
         self.listings = 0  # one per owned table a round
         self.busy_rounds = 0
-        self.pace_s = min(self.warm.round_s, self.warm.quiet_s)  # as engine.runs.warm.warm_budget paces a run's rounds
+        # As engine.runs.warm.warm_budget paces a run's rounds; a run told of landings needs no pace.
+        self.pace_s = 0.0 if self.warm.fed else min(self.warm.round_s, self.warm.quiet_s)
         self.rest_s = min(self.warm.commit_interval_s, self.warm.quiet_s)  # and rests a table after its batch
         self.rest_until = [0.0] * len(landings)  # per table: when its interval since its last batch's round ends
         self.rest_end = 0.0  # the latest of those: a run does not stop before it
@@ -799,11 +807,15 @@ class WarmShard:
                 return now
             listed = now + self.discovery_s
             # A resting table is not listed (engine.runs.coalesced._candidates).
-            self.listings += len(self.landings) - (sum(until > now for until in self.rest_until) if self.rest_s else 0)
+            awake = len(self.landings) - (sum(until > now for until in self.rest_until) if self.rest_s else 0)
+            if not self.warm.fed or now == start + self.startup_s:
+                self.listings += awake
             paced = now + self.pace_s  # the next round starts no sooner
             tables = []
             while self.due and self.due[0][0] <= listed:
                 tables.append(heapq.heappop(self.due)[1])
+            if self.warm.fed:
+                self.listings += len(tables)  # those told
             if tables:
                 self.busy_rounds += 1
                 now, newest = self._round(now, listed, sorted(tables))
@@ -813,10 +825,19 @@ class WarmShard:
             quiet_from = max(newest_landing + self.warm.quiet_s, self.rest_end)
             upcoming = self.due[0][0] if self.due else math.inf
             if upcoming > quiet_from:
-                return max(listed, quiet_from)
+                return self._swept(start, max(listed, quiet_from))
+            if self.warm.fed:  # the queue's long poll ends when the landing is told
+                now = max(listed, upcoming)
+                continue
             # Nothing landed: look again every poll_s until the next landing.
             now = max(paced, listed + self.params.poll_s * max(1, math.ceil((upcoming - listed) / self.params.poll_s)))
-        return now
+        return self._swept(start, now)
+
+    def _swept(self, start: float, stop: float) -> float:
+        """A run told of landings from ``start`` to ``stop`` also listed every table every ``sweep_s``."""
+        if self.warm.fed:
+            self.listings += len(self.landings) * int((stop - start) // self.warm.sweep_s)
+        return stop
 
     def _round(self, began: float, listed: float, tables: list[int]) -> tuple[float, float]:
         """Batches of ``tables``, in order, ``parallel_tables`` at a time, in a round that ``began`` then; returns the
@@ -883,7 +904,11 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
         glue_usd=usd_per_day * params.days_per_month,
         files=files,
         batches=sum(o.batches for o in outcomes) * to_month,
-        metric_puts=sum(o.rounds + o.runs for o in outcomes) * to_month,  # a round that committed, a run's end
+        # A round that committed, a run's end; a run told of landings ends a round a batch or two, and puts a minute's.
+        metric_puts=sum(
+            (min(o.rounds, o.billed_s / PUT_EVERY_SECONDS) if warm.fed else o.rounds) + o.runs for o in outcomes
+        )
+        * to_month,
         listings=listings_per_month,
         heads=files * LAMBDA_HEADS_PER_EVENT,
     )

@@ -42,6 +42,7 @@ from cdc_lake.core.catalogs import glue_catalog_conf
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
 from cdc_lake.core.names import GLUE_CATALOG, WARM_JOB
+from cdc_lake.core.shards import shard_count
 from cdc_lake.core.storage import S3Store
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.replay import RunResult
@@ -163,10 +164,16 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
     config = phase.config
     for key in phase.loads:
         phase.put(key)
+    # The shards' event queues, as the stack makes them: the Lambda tells them, the warm run reads its own.
+    sqs = boto3.client("sqs", endpoint_url=phase.endpoint)
+    queues = ",".join(
+        sqs.create_queue(QueueName=f"{phase.bucket}-{shard}")["QueueUrl"] for shard in range(shard_count(config))
+    )
     pipeline = LocalPipeline(
         config, phase.generated.landing, spark, database=config.lake.database, catalog=GLUE_CATALOG,
         store=S3Store(phase.bucket, client=phase.s3), on_batch=phase.committed,
         metrics=CloudWatchPublisher(boto3.client("cloudwatch", endpoint_url=phase.endpoint), config.lake.database),
+        events_queues=queues, sqs=sqs,
     )  # fmt: skip
     phase.pipeline = pipeline
     pipeline.glue.keep_quiet = True  # files land on a clock here: the run waits out its quiet time, as on Glue

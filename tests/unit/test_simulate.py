@@ -314,6 +314,8 @@ def test_the_command_line_takes_the_glue_version_from_the_environment(
 # The warm design (runs.mode: warm): shards of long-lived G.025X runs, played without the Lambda.
 
 WARM_QUICK = SimParams(hours=2.0)
+# A warm run that lists every table each round, paced (a stack before the event queues).
+PACED = replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, fed=False))
 # What a warm run does before its first round: Glue's start-up, the script's fixed time, one listing page.
 WARM_FIRST_ROUND = WARM_QUICK.costs.startup_s + WARM_QUICK.noop_s + WARM_QUICK.list_page_s
 # What each batch adds to its lane time: the replay's upkeep, 3 s every 16 batches.
@@ -404,7 +406,7 @@ def test_a_warm_shard_starts_a_round_at_most_every_round_s() -> None:
     landings = [[float(second) for second in range(120)]]  # one table, a file a second
 
     def commit_times(round_s: float) -> list[float]:
-        params = replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, round_s=round_s))
+        params = replace(PACED, warm=replace(PACED.warm, round_s=round_s))
         shard = WarmShard(landings, 120.0, params)
         shard.run()
         return [committed for _, committed in shard.commits[0]]
@@ -422,12 +424,30 @@ def test_a_warm_shard_starts_a_round_at_most_every_round_s() -> None:
 
 
 def test_a_busy_warm_run_lists_each_table_once_a_round() -> None:
-    paced = simulate_warm(100, 60, WARM_QUICK)
+    paced = simulate_warm(100, 60, PACED)
     # Rounds every 20 s, each listing the 100 tables: 3 a minute each, at $0.005 per 1,000.
     assert paced["s3_listing_usd_per_month"] == pytest.approx(100 * 3 * 60 * 24 * 30 / 1000 * 0.005, rel=0.02)
-    unpaced = simulate_warm(100, 60, replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, round_s=0.0)))
+    unpaced = simulate_warm(100, 60, replace(PACED, warm=replace(PACED.warm, round_s=0.0)))
     assert unpaced["s3_listing_usd_per_month"] > 1.4 * paced["s3_listing_usd_per_month"]
     assert unpaced["lag_p95_s"] < paced["lag_p95_s"]
+
+
+def test_a_run_told_of_landings_lists_the_tables_told_and_sweeps_puts_a_minutes_metrics_and_waits_for_no_round() -> (
+    None
+):
+    """Event queues (engine.runs.events): a round lists the tables told (about one a batch) and every table every
+    sweep_s; rounds are not paced, so a file waits for its batch only; metrics are put once a minute."""
+    fed, paced = simulate_warm(100, 60, WARM_QUICK), simulate_warm(100, 60, PACED)
+    assert WarmParams().fed and WarmParams().sweep_s == WarmSettings().sweep_seconds == 300
+    month = 60 * 24 * 30
+    batches = fed["batches_per_month"]
+    rounds_listed = fed["s3_listing_usd_per_month"] / 0.005 * 1000
+    assert batches == pytest.approx(100 * month, rel=0.02)
+    assert rounds_listed == pytest.approx(batches + 100 * month / 5, rel=0.05)  # told, and a sweep each 5 minutes
+    assert rounds_listed < paced["s3_listing_usd_per_month"] / 0.005 * 1000 / 2
+    assert fed["lag_p95_s"] < paced["lag_p95_s"] - 5
+    assert fed["bill"]["requests_per_month"]["CloudWatch PutMetricData"] <= 1.02 * month
+    assert fed["whole_usd_per_month"] < paced["whole_usd_per_month"]
 
 
 def test_a_resting_table_is_batched_an_interval_apart_unlisted_and_loses_no_file() -> None:
@@ -436,7 +456,7 @@ def test_a_resting_table_is_batched_an_interval_apart_unlisted_and_loses_no_file
     landings = [[float(second) for second in range(600)]]
 
     def played(interval: float) -> WarmShard:
-        params = replace(WARM_QUICK, warm=replace(WARM_QUICK.warm, commit_interval_s=interval))
+        params = replace(PACED, warm=replace(PACED.warm, commit_interval_s=interval))
         shard = WarmShard(landings, 600.0, params, drain=True)
         outcome = shard.run()
         assert outcome.backlog == 0 and len(outcome.lags) == 600
@@ -452,7 +472,7 @@ def test_a_resting_table_is_batched_an_interval_apart_unlisted_and_loses_no_file
 
 
 def test_freshness_rows_price_each_commit_interval_with_the_quiet_time_the_configuration_needs() -> None:
-    params = replace(QUICK, hours=1.0, drain=True, warm=replace(WarmParams(), tables=(10,), goals=()))
+    params = replace(QUICK, hours=1.0, drain=True, warm=replace(WarmParams(), tables=(10,), goals=(), fed=False))
     rows = freshness_rows(params)
     assert [(r["tables"], r["commit_interval_s"]) for r in rows] == [(10, i) for i in FRESHNESS_INTERVALS_S]
     assert FRESHNESS_INTERVALS_S == (0.0, 60.0, 120.0, 300.0, 900.0)
@@ -468,7 +488,7 @@ def test_the_warm_whole_bill_prices_each_batchs_requests_the_rounds_the_lambda_a
     """A busy minute of 100 tables: 100 batches (one file each), each asking WARM_BATCH_REQUESTS; 3 rounds listing
     every table; the Lambda's invocation and its two HEADs of the shard's run's marker and hold per file; one
     PutMetricData per round that committed."""
-    result = simulate_warm(100, 60, WARM_QUICK)
+    result = simulate_warm(100, 60, PACED)
     bill = result["bill"]
     month = 60 * 24 * 30
     batches = bill["requests_per_month"]["Glue Data Catalog"] / sum(
@@ -491,8 +511,8 @@ def test_the_warm_whole_bill_prices_each_batchs_requests_the_rounds_the_lambda_a
 
 def test_warm_lag_grows_with_the_batch_time_and_falls_with_the_lanes() -> None:
     def p95(batch_s: float, lanes: int, round_s: float = 0.0) -> float:
-        warm = replace(WARM_QUICK.warm.with_batch(batch_s), parallel_tables=lanes, round_s=round_s)
-        return float(simulate_warm(100, 60, replace(WARM_QUICK, warm=warm))["lag_p95_s"])
+        warm = replace(PACED.warm.with_batch(batch_s), parallel_tables=lanes, round_s=round_s)
+        return float(simulate_warm(100, 60, replace(PACED, warm=warm))["lag_p95_s"])
 
     four = [p95(batch_s, 4) for batch_s in (1.5, 2.5, 3.15, 4.0)]
     assert four == sorted(four)

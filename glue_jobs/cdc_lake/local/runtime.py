@@ -21,6 +21,7 @@ from cdc_lake.core.config import PipelineConfig
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import CdcLakeError, TableFailuresError
 from cdc_lake.core.names import TRIGGERED_JOBS, WARM_JOB
+from cdc_lake.core.shards import shard_count
 from cdc_lake.core.storage import LocalFolderStore, ObjectStore, holds
 from cdc_lake.engine.context import ReplayContext
 from cdc_lake.engine.metrics import CloudWatchPublisher
@@ -87,6 +88,10 @@ class LocalGlueClient:
         self._on_refusal = on_refusal
         # Whether a warm run waits out runs.warm.quiet_seconds, as deployed (a benchmark landing files on a clock).
         self.keep_quiet = False
+        # The shards' event queues (comma-joined URLs) and the SQS client to read them, as a deployed stack has them;
+        # empty: none, every round of a warm run lists every table.
+        self.events_queues = ""
+        self.sqs: Any = None
         self._ids = itertools.count(1)
         self.runs: list[LocalJobRun] = []
         self.calls: Counter[str] = Counter()
@@ -158,11 +163,13 @@ class LocalGlueClient:
             stack = {"full_load_job": "full_load", "cdc_replay_job": "cdc_replay"}
             if not self.keep_quiet:  # locally no file lands while a run works unless a test lands it
                 stack["quiet_seconds"] = "0"
+            if self.events_queues:
+                stack["events_queues"] = self.events_queues
             glue = {"JOB_NAME": WARM_JOB, "JOB_RUN_ID": run.run_id}
             warm = WarmOptions.from_options({**lake, **stack, **glue, **run.arguments})
             if self.metrics is not None:
                 hooks = hooks.also(metric_hooks(self.metrics))
-            return run_warm(warm, self._context, self, hooks)
+            return run_warm(warm, self._context, self, hooks, sqs=self.sqs)
         kind = next(k for k in TRIGGERED_JOBS if k == run.job)
         # Locally no file lands while a run works unless a test lands it: no waiting for more.
         options = ReplayOptions.from_options({**lake, "idle_seconds": "0", **run.arguments})
@@ -184,6 +191,8 @@ class PipelineOptions(TypedDict, total=False):
     on_batch: Callable[[LocalJobRun, RunResult], None] | None
     on_refusal: Callable[[LocalJobRun, str, str], None] | None
     metrics: CloudWatchPublisher | None  # where runs put their metrics (``LocalGlueClient.metrics``)
+    events_queues: str  # the shards' event queues, comma-joined (``LocalGlueClient.events_queues``)
+    sqs: Any  # the SQS client that reads and writes them
 
 
 class LocalPipeline:
@@ -209,6 +218,7 @@ class LocalPipeline:
             options.get("on_refusal"),
         )  # fmt: skip
         self.glue.metrics = options.get("metrics")
+        self.glue.events_queues, self.glue.sqs = options.get("events_queues", ""), options.get("sqs")
 
     def deliver(self, keys: Iterable[str]) -> list[LocalJobRun]:
         """Deliver one S3 ObjectCreated event per key, in the given order (duplicates allowed), then run the
@@ -222,7 +232,7 @@ class LocalPipeline:
     def notify(self, key: str) -> list[str]:
         """Deliver the ObjectCreated event of one landed file to the Lambda's handler; the runs it starts wait."""
         from cdc_lake.local.events import s3_object_created_event
-        from dms_trigger.handler import GlueJobStarter, handle
+        from dms_trigger.handler import GlueJobStarter, handle, tell_queues
 
         path = self.landing / key
         if not path.is_file():
@@ -230,7 +240,9 @@ class LocalPipeline:
         stored = self._landed.stat(key)
         event = s3_object_created_event(LOCAL_BUCKET, [(key, stored.size, stored.etag or "")])
         names = {kind: kind for kind in (*TRIGGERED_JOBS, WARM_JOB)}
-        starter = GlueJobStarter(self.glue, names, exists=lambda _bucket, key: holds(self.store, key))
+        queues, sqs = self.glue.events_queues, self.glue.sqs
+        tell = tell_queues(sqs, queues, shard_count(self.config)) if queues else None
+        starter = GlueJobStarter(self.glue, names, exists=lambda _bucket, key: holds(self.store, key), tell=tell)
         return handle(event, config=self.config, starter=starter)
 
     def landed_keys(self) -> list[str]:
