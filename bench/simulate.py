@@ -84,19 +84,24 @@ NEW_MAX_CONCURRENT_RUNS = 1
 S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # What one small batch of one file asks of AWS beside the runs' table listings, their metrics and the Lambda, by kind:
 # make bench-warm with the in-Region delay (100 small tables under auto, their batches row deltas read in the driver,
-# 1,000 batches, 2026-12-03; docs/cost-simulation.md "The whole bill"): 3.67 GetTable and 1 UpdateTable (one metadata
-# commit); 1 listing of its own; reads of manifests (2.2 GETs, 2.1 HEADs), metadata.json (1.18), data files after a
-# compaction (0.3, the key index built again) and the CDC file (1 GET, on its listed ETag); writes of manifests and
-# the list (3), metadata.json (1), a data file and a delete file (2) and the file's applied tag. Before (2026-12-02,
-# the CSV read by Spark): 3 listings, 6.71 GETs, 5.1 HEADs; before that (MERGE batches): 13.2 GetTable, 3
-# UpdateTable, 3 listings, 14.9 GETs, 5 HEADs, 8 PUTs. The Lambda's time per event from the same run.
+# the warm run told of landings by its shard's queue, 1,000 batches, 2026-12-03; docs/cost-simulation.md "The whole
+# bill"): 3.66 GetTable and 1 UpdateTable (one metadata commit); reads of manifests (2.2 GETs, 2.1 HEADs),
+# metadata.json (1.18), data files after a compaction (0.3, the key index built again) and the CDC file (1 GET, on
+# its listed ETag); writes of manifests and the list (3), metadata.json (1), a data file and a delete file (2) and
+# the file's applied tag; the Lambda's send of the file to its shard's queue, and the run's receives (0.5) and
+# deletes (0.41). No listing: the round's listing that found the file is the batch's (the simulated rounds count
+# it; "1 of its own" before 2026-12-03 counted it twice). Before (2026-12-02, the CSV read by Spark): 3 listings,
+# 6.71 GETs, 5.1 HEADs; before that (MERGE batches): 13.2 GetTable, 3 UpdateTable, 3 listings, 14.9 GETs, 5 HEADs,
+# 8 PUTs. The Lambda's time per event from the same run.
 WARM_BATCH_REQUESTS: Mapping[str, float] = {
-    "glue:GetTable": 3.67,
+    "glue:GetTable": 3.66,
     "glue:UpdateTable": 1.0,
-    "s3:LIST": 1.0,
     "s3:GET": 4.68,
     "s3:HEAD": 2.1,
     "s3:PUT": 7.0,
+    "sqs:SendMessageBatch": 1.0,
+    "sqs:ReceiveMessage": 0.5,
+    "sqs:DeleteMessageBatch": 0.41,
 }
 LAMBDA_S_PER_EVENT = 0.09
 # The warm Lambda's look at the shard's RUNNING run per landed file: its stop marker, then its hold, by key
@@ -911,6 +916,7 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
         * to_month,
         listings=listings_per_month,
         heads=files * LAMBDA_HEADS_PER_EVENT,
+        queued=warm.fed,
     )
     return {
         "glue_version": params.glue_version,
@@ -952,12 +958,20 @@ def simulate_warm(tables: int, interval_s: float, params: SimParams | None = Non
 
 
 def whole_bill(
-    *, glue_usd: float, files: float, batches: float, metric_puts: float, listings: float, heads: float = 0.0
+    *,
+    glue_usd: float,
+    files: float,
+    batches: float,
+    metric_puts: float,
+    listings: float,
+    heads: float = 0.0,
+    queued: bool = False,
 ) -> Bill:
     """A month of a design, whole: Glue compute, each batch's requests as measured (``WARM_BATCH_REQUESTS``: a small
     batch is the same in every design), the runs' table listings, their metric puts, the Lambda's invocation per
-    landed file, and its HEADs of the warm runs' markers (``heads``)."""
-    requests = {kind: n * batches for kind, n in WARM_BATCH_REQUESTS.items()}
+    landed file, its HEADs of the warm runs' markers (``heads``), and for warm runs told of landings (``queued``)
+    their event queues' requests."""
+    requests = {kind: n * batches for kind, n in WARM_BATCH_REQUESTS.items() if queued or not kind.startswith("sqs:")}
     requests["s3:LIST"] = requests.get("s3:LIST", 0.0) + listings
     requests["s3:HEAD"] = requests.get("s3:HEAD", 0.0) + heads
     requests["cloudwatch:PutMetricData"] = metric_puts

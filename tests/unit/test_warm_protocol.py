@@ -296,7 +296,7 @@ def test_runs_told_by_event_queues_lose_no_file_to_lost_duplicated_or_killed_run
     lost, sent twice, and runs killed with messages received and not yet listed."""
     listings = {False: 0, True: 0}
     lost = 0
-    for seed in range(SCHEDULES // 2):
+    for seed in range(SCHEDULES // 4):
         for fed in (False, True):
             world = World(rng=random.Random(seed), quiet_rounds=3, kills=seed % 2, **(FED if fed else {}))
             protocol.explore(world, cdc_keys(TABLES, 12))
@@ -307,7 +307,7 @@ def test_runs_told_by_event_queues_lose_no_file_to_lost_duplicated_or_killed_run
             assert not world.overlaps, f"seed {seed}: two runs of a shard applied at once: {world.overlaps}"
             listings[fed] += world.table_listings
             lost += len(world.lost)
-    assert lost > 50, "the exploration lost too few messages to tell"
+    assert lost > 25, "the exploration lost too few messages to tell"
     assert listings[True] < 0.7 * listings[False], f"tables listed, without and with the queues: {listings}"
 
 
