@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from cdc_lake.engine.runs import coalesced as drain_module
 from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.engine.tables import LakeLocation
+from tests.support.shift import QuietShift
 
 TABLES = ("app.orders", "app.users", "app.items")
 CONFIG = parse_config(
@@ -88,41 +88,6 @@ class World(LocalFolderStore):
         self.now += seconds
 
 
-class Shift:
-    """A warm run's shift fed by the world's queue, handing nothing over, never asked to end."""
-
-    def __init__(self, world: World) -> None:
-        self.landings = world
-        self.said: list[str] = []
-
-    def busy(self, table: str) -> bool:
-        return False
-
-    def hand_over(self, handover: object) -> None:
-        raise AssertionError(handover)
-
-    def watch(self, table: str) -> nullcontext[None]:
-        return nullcontext()
-
-    def holding(self) -> bool:
-        return False
-
-    def stopping(self) -> None:
-        self.said.append("stopping")
-
-    def resumed(self) -> None:
-        self.said.append("resumed")
-
-    def must_end(self) -> bool:
-        return False
-
-    def refused(self, table: object) -> None:
-        raise AssertionError(table)
-
-    def fixed(self, table: object) -> bool:
-        return False
-
-
 @pytest.fixture()
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     holder: dict[str, World] = {}
@@ -145,8 +110,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     return make  # type: ignore[return-value]
 
 
-def run(world: World) -> Shift:
-    shift = Shift(world)
+def run(world: World) -> QuietShift:
+    shift = QuietShift(world)
     context = ReplayContext(spark=None, location=LakeLocation("c", "db"), config=CONFIG, store=world)  # type: ignore[arg-type]
     budget = Budget(
         10_000, QUIET_S, POLL_S, 1, round_seconds=20, sweep_seconds=SWEEP_S, clock=lambda: world.now, sleep=world.sleep

@@ -5,7 +5,6 @@ applies every landed file in its last look."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from cdc_lake.engine.runs.coalesced import Budget, drain
 from cdc_lake.engine.runs.shift import DrainHooks
 from cdc_lake.engine.runs.warm import warm_budget
 from cdc_lake.engine.tables import LakeLocation
+from tests.support.shift import QuietShift
 
 CONFIG = parse_config(
     {
@@ -78,43 +78,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return clock
 
 
-class Shift:
-    """A warm run's shift that hands nothing over and is never asked to end: what it is told."""
-
-    def __init__(self) -> None:
-        self.said: list[str] = []
-        self.landings = None  # no event queue: every round lists every table
-
-    def busy(self, table: str) -> bool:
-        return False
-
-    def hand_over(self, handover: object) -> None:
-        raise AssertionError(handover)
-
-    def watch(self, table: str) -> nullcontext[None]:
-        return nullcontext()
-
-    def holding(self) -> bool:
-        return False
-
-    def stopping(self) -> None:
-        self.said.append("stopping")
-
-    def resumed(self) -> None:
-        self.said.append("resumed")
-
-    def must_end(self) -> bool:
-        return False
-
-    def refused(self, table: object) -> None:
-        raise AssertionError(table)
-
-    def fixed(self, table: object) -> bool:
-        return False
-
-
 def rounds_of(
-    tmp_path: Path, clock: Clock, budget: Budget, shift: Shift | None = None
+    tmp_path: Path, clock: Clock, budget: Budget, shift: QuietShift | None = None
 ) -> tuple[list[float], Landing, int]:
     """When each round ended, for a run of ``budget`` on the landing, and how many files its last batch saw (this
     fake batch applies every file it lists, so that is every file landed by its listing)."""
@@ -161,7 +126,7 @@ def interval_budget(clock: Clock, interval: float) -> Budget:
 def test_a_warm_run_starts_a_tables_batches_an_interval_apart_and_lists_it_only_then(
     tmp_path: Path, clock: Clock
 ) -> None:
-    shift = Shift()
+    shift = QuietShift()
     _, store, last_saw = rounds_of(tmp_path, clock, interval_budget(clock, 60), shift)
     # One batch a minute (each of about 60 files) where each 20 s round would make one; then the last look, which
     # takes the table though it rests, so the run ends with nothing landed left behind.
@@ -172,7 +137,7 @@ def test_a_warm_run_starts_a_tables_batches_an_interval_apart_and_lists_it_only_
 
 
 def test_without_an_interval_a_warm_run_batches_every_round(tmp_path: Path, clock: Clock) -> None:
-    shift = Shift()
+    shift = QuietShift()
     _, store, last_saw = rounds_of(tmp_path, clock, interval_budget(clock, 0), shift)
     assert clock.batches == [20.0 * n for n in range(16)] + [302.0]
     assert last_saw == store.landed
