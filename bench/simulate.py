@@ -87,8 +87,9 @@ S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # the warm run told of landings by its shard's queue, 1,000 batches, 2026-12-03; docs/cost-simulation.md "The whole
 # bill"): 3.66 GetTable and 1 UpdateTable (one metadata commit); reads of manifests (2.2 GETs, 2.1 HEADs),
 # metadata.json (1.18), data files after a compaction (0.3, the key index built again) and the CDC file (1 GET, on
-# its listed ETag); writes of manifests and the list (3), metadata.json (1), a data file and a delete file (2) and
-# the file's applied tag; the Lambda's send of the file to its shard's queue, and the run's receives (0.5) and
+# its listed ETag); writes of manifests and the list (3), metadata.json (1), a data file and a delete file (2); the
+# file's applied tag (a PUT) went on 2026-12-04 with expiry by the record (``EXPIRY_REQUESTS_PER_FILE``); the
+# Lambda's send of the file to its shard's queue, and the run's receives (0.5) and
 # deletes (0.41). No listing: the round's listing that found the file is the batch's (the simulated rounds count
 # it; "1 of its own" before 2026-12-03 counted it twice). Before (2026-12-02, the CSV read by Spark): 3 listings,
 # 6.71 GETs, 5.1 HEADs; before that (MERGE batches): 13.2 GetTable, 3 UpdateTable, 3 listings, 14.9 GETs, 5 HEADs,
@@ -98,12 +99,21 @@ WARM_BATCH_REQUESTS: Mapping[str, float] = {
     "glue:UpdateTable": 1.0,
     "s3:GET": 4.68,
     "s3:HEAD": 2.1,
-    "s3:PUT": 7.0,
+    "s3:PUT": 6.0,
     "sqs:SendMessageBatch": 1.0,
     "sqs:ReceiveMessage": 0.5,
     "sqs:DeleteMessageBatch": 0.41,
 }
 LAMBDA_S_PER_EVENT = 0.09
+# The scheduled maintenance's removal of applied landed files (engine.landed_expiry), a day's run over a file's
+# rawRetentionDays (30) in the bucket: it is listed once a day (a LIST a thousand kept files, so 30 per thousand
+# files), removed by one DeleteObjects a thousand (a POST), and the table's mark read and written once a day (at a
+# file a minute, 1/1440 of a request each).
+EXPIRY_REQUESTS_PER_FILE: Mapping[str, float] = {
+    "s3:LIST": 30 / 1000,
+    "s3:PUT": 1 / 1000 + 1 / 1440,
+    "s3:GET": 1 / 1440,
+}
 # The warm Lambda's look at the shard's RUNNING run per landed file: its stop marker, then its hold, by key
 # (``GlueJobStarter.warm_run``), where it listed the shard's state before.
 LAMBDA_HEADS_PER_EVENT = 2
@@ -969,12 +979,14 @@ def whole_bill(
 ) -> Bill:
     """A month of a design, whole: Glue compute, each batch's requests as measured (``WARM_BATCH_REQUESTS``: a small
     batch is the same in every design), the runs' table listings, their metric puts, the Lambda's invocation per
-    landed file, its HEADs of the warm runs' markers (``heads``), and for warm runs told of landings (``queued``)
-    their event queues' requests."""
+    landed file, its HEADs of the warm runs' markers (``heads``), the maintenance's removal of the applied files
+    (``EXPIRY_REQUESTS_PER_FILE``), and for warm runs told of landings (``queued``) their event queues' requests."""
     requests = {kind: n * batches for kind, n in WARM_BATCH_REQUESTS.items() if queued or not kind.startswith("sqs:")}
     requests["s3:LIST"] = requests.get("s3:LIST", 0.0) + listings
     requests["s3:HEAD"] = requests.get("s3:HEAD", 0.0) + heads
     requests["cloudwatch:PutMetricData"] = metric_puts
+    for kind, n in EXPIRY_REQUESTS_PER_FILE.items():
+        requests[kind] = requests.get(kind, 0.0) + n * files
     return monthly_bill(
         requests,
         glue_compute_usd=glue_usd,

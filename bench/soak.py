@@ -26,7 +26,7 @@ import json
 import resource
 import time
 import tracemalloc
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,22 +87,20 @@ class Bucket:
         return bytes(bytearray(self.body[:size]))  # a response of its own, as S3's
 
     def read_listed(self, item: StoredObject) -> ReadAsListed | None:
-        return ReadAsListed(self.read_head(item.key, item.size), untagged=True)
+        return ReadAsListed(self.read_head(item.key, item.size))
 
     def folders(self, prefix: str) -> list[str]:
         return []
-
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        pass
-
-    def is_applied(self, key: str) -> bool:
-        return False
 
     def put(self, key: str, data: bytes) -> None:
         self.markers[key] = data
 
     def delete(self, key: str) -> None:
         self.markers.pop(key, None)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
 
 @dataclasses.dataclass

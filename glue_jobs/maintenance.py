@@ -4,7 +4,9 @@ Arguments: --config_uri --action compact|expire|orphans|all [--table <schema>.<t
 [--database NAME] [--retain_days 7] [--retain_last 20] [--orphan_days 3]. Without --table: every configured table.
 --action reload --table <schema>.<table> --bucket <raw bucket> [--since <CDC file or time>]: rebuild the table
 after DMS reloaded it (docs/deploy.md#reload). --action rejects-replay|rejects-accept --table <schema>.<table>:
-apply a quarantining table's fixed rejects, or accept their loss (docs/bad-input.md#quarantine).
+apply a quarantining table's fixed rejects, or accept their loss (docs/bad-input.md#quarantine). --action all
+--bucket <raw bucket> [--raw_retention_days N]: also remove the landed files each table applied once N days old
+(the schedule's run; docs/deploy.md).
 """
 
 from cdc_lake.jobs.entry import glue_entry

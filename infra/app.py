@@ -39,7 +39,7 @@ def refuse_rollback_past_landing(settings: DeploySettings, config: PipelineConfi
         raise SettingsError(
             f"lake.upkeep.keep_days ({keep_days}) in {settings.table_config} must be below {RAW_RETENTION_DAYS} "
             f"({settings.raw_retention_days}): a rollback re-applies the DMS files after the change it returns to, "
-            "and the raw bucket's lifecycle expires applied files after rawRetentionDays. Lower keep_days or raise "
+            "and the scheduled maintenance removes applied files after rawRetentionDays. Lower keep_days or raise "
             f"{RAW_RETENTION_DAYS} (docs/deploy.md#table-maintenance)"
         )
 

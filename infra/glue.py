@@ -1,11 +1,12 @@
 """Glue: the lake database, the lake jobs of ``core.glue_jobs.GLUE_JOBS`` (full load, CDC replay, maintenance; Glue 5.1
 or 6.0 as configured, Iceberg on the Glue catalog), their security configuration, a role limited to the buckets, the
-database and its tables, and the maintenance job's schedule; in runs.mode warm also the warm job (a ``gluestreaming``
-job on G.025X workers, one run per shard of the tables), its role, which may start the G.1X replay jobs, and the
-shards' event queues (``infra.warm_events``)."""
+database and its tables, the maintenance job's own role (the one that may delete landed DMS files) and its schedule;
+in runs.mode warm also the warm job (a ``gluestreaming`` job on G.025X workers, one run per shard of the tables), its
+role, which may start the G.1X replay jobs, and the shards' event queues (``infra.warm_events``)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.job_arguments import MaintenanceArguments, WarmArguments, declared_flags, default_text
 from cdc_lake.core.names import (
     CDC_REPLAY_TIMEOUT_MINUTES,
+    EXPIRED_MARK_PREFIX,
     FULL_LOAD_TIMEOUT_MINUTES,
     GLUE_CATALOG,
     GLUE_VERSIONS,
@@ -104,7 +106,8 @@ MAINTENANCE_SIZING = JobSizing(
     workers=2,
     timeout_minutes=MAINTENANCE_TIMEOUT_MINUTES,
     max_concurrent_runs=1,
-    description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files (--action)",
+    description="Iceberg table maintenance: compact files, expire snapshots, remove orphan files and the applied DMS "
+    "files (--action)",
 )
 # Job defaults of the maintenance script (a run or the schedule overrides them key by key), read from its declared
 # arguments; the values, and why they are safe, are defined once in cdc_lake.core.names.
@@ -119,10 +122,15 @@ MAINTENANCE_ARGUMENTS = declared_flags(
 SCHEDULED_MAINTENANCE_ARGUMENTS = declared_flags(MaintenanceArguments, {"action": "all"})
 
 
+def raw_objects_finding(prefix: str) -> dict[str, str]:
+    """cdk-nag's finding for a policy's wildcard on the raw bucket's objects under ``prefix`` (``<raw>/<prefix>*``)."""
+    escaped = re.sub(r"[\\^$.*+?()[\]{}|/]", r"\\\g<0>", prefix)
+    return {"regex": f"/^Resource::<.*Raw.*\\.Arn>\\/{escaped}\\*$/"}
+
+
 # cdk-nag's finding for a policy's one wildcard, the warm runs' marker objects in the raw bucket (the warm policy's,
 # which writes them, and the trigger's, which reads them).
-_MARKER_OBJECTS = WARM_MARKER_PREFIX.replace("/", "\\/") + "\\*"
-MARKER_OBJECTS_FINDING = {"regex": f"/^Resource::<.*Raw.*\\.Arn>\\/{_MARKER_OBJECTS}$/"}
+MARKER_OBJECTS_FINDING = raw_objects_finding(WARM_MARKER_PREFIX)
 WARM_WILDCARD_REASONS = [
     {
         "id": "AwsSolutions-IAM5",
@@ -205,6 +213,15 @@ class JobDefinition:
 
 
 @dataclass(frozen=True)
+class JobRole:
+    """The role a job runs as, and the policies that give it its rights: Glue validates the role when the job is
+    created, so the job depends on them."""
+
+    role: iam.IRole
+    policies: tuple[iam.Policy, ...]
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A scheduled trigger of a job: its name, description, cron expression, and the arguments it passes."""
 
@@ -265,7 +282,7 @@ def job_log_statements(stack: Stack, key: kms.IKey, encrypt_sid: str) -> list[ia
 
 
 class GlueJobs(Construct):
-    """Database, security configuration, role, the lake jobs and the maintenance schedule."""
+    """Database, security configuration, the lake jobs, their roles and the maintenance schedule."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, deployment: Deployment, storage: Storage, key: kms.IKey
@@ -295,6 +312,8 @@ class GlueJobs(Construct):
         self.database.apply_removal_policy(RemovalPolicy.RETAIN)
         self.database_name = database_name
         self.bucket_folder = config.dms.bucket_folder
+        # The DMS files' objects in the raw bucket: its folder's, or any without one.
+        self.dms_objects = f"{self.bucket_folder}/*" if self.bucket_folder else "*"
 
         self.security_configuration = glue.CfnSecurityConfiguration(
             self,
@@ -354,10 +373,21 @@ class GlueJobs(Construct):
             "--job-bookmark-option": "job-bookmark-disable",
             "--TempDir": storage.glue_temp_uri,
         }
-        # Every lake job of the table, with its sizing, and the arguments of its own (the maintenance job's
-        # retention defaults, and the raw bucket for --action reload, which rebuilds a table from its landed files).
+        # Every lake job of the table, with its sizing, and the arguments of its own: the maintenance job's retention
+        # defaults, the raw bucket (--action reload rebuilds a table from its landed files) and rawRetentionDays
+        # (--action all removes the landed files a table applied once that old). The maintenance job runs as a role
+        # of its own, the one that may delete landed files; the others share one.
         sizes = job_sizes(config.runs)
-        own_arguments = {"maintenance": {**MAINTENANCE_ARGUMENTS, "--bucket": storage.raw.bucket_name}}
+        maintenance_arguments = {
+            "bucket": storage.raw.bucket_name,
+            "raw_retention_days": str(settings.raw_retention_days),
+        }
+        own_arguments = {
+            "maintenance": {**MAINTENANCE_ARGUMENTS, **declared_flags(MaintenanceArguments, maintenance_arguments)}
+        }
+        shared_role = JobRole(self.role, (self.policy,))
+        own_roles = {"maintenance": self._maintenance_role(storage)}
+        self.maintenance_role = own_roles["maintenance"].role
         self.lake_jobs: dict[str, glue.CfnJob] = {}
         for facts in GLUE_JOBS.values():
             if facts.network != "lake" or facts.warm:
@@ -367,6 +397,7 @@ class GlueJobs(Construct):
                 f"{name_prefix}-{facts.resource_name}",
                 scripts[facts.name],
                 sizes[facts.name],
+                own_roles.get(facts.name, shared_role),
                 extra_arguments=own_arguments.get(facts.name),
                 flex=facts.name in FLEX_JOBS,
             )
@@ -407,20 +438,74 @@ class GlueJobs(Construct):
         """The warm job, in runs.mode warm only."""
         return self.lake_jobs.get(WARM_JOB)
 
-    def _job(  # noqa: PLR0913 - one lake job: its names, script, sizing, and what sets it apart
+    def _job(  # noqa: PLR0913 - one lake job: its names, script, sizing, role, and what sets it apart
         self,
         construct_id: str,
         name: str,
         script: s3_assets.Asset,
         sizing: JobSizing,
+        job_role: JobRole,
         *,
         extra_arguments: dict[str, str] | None = None,
         flex: bool = False,
     ) -> glue.CfnJob:
         arguments = {**self.default_arguments, **(extra_arguments or {})}
-        job = self.job(self, construct_id, JobDefinition(name, script, sizing, self.role, arguments, flex=flex))
-        job.node.add_dependency(self.policy)  # Glue validates the role when the job is created
+        job = self.job(self, construct_id, JobDefinition(name, script, sizing, job_role.role, arguments, flex=flex))
+        job.node.add_dependency(*job_role.policies)  # Glue validates the role when the job is created
         return job
+
+    def _maintenance_role(self, storage: Storage) -> JobRole:
+        """The maintenance job's role: the lake jobs' policy, and what only the maintenance does in the raw bucket
+        (``maintenance_statements``), so that no replay, full-load or warm run may delete a landed file."""
+        role = glue_role(
+            self,
+            "MaintenanceRole",
+            "cdc-lake maintenance job: the lake jobs' access, remove applied DMS files and mark what it removed",
+        )
+        self.policy.attach_to_role(role)
+        policy = iam.Policy(self, "MaintenancePolicy", statements=self.maintenance_statements(storage), roles=[role])
+        NagSuppressions.add_resource_suppressions(policy, self.maintenance_wildcard_reasons())
+        return JobRole(role, (self.policy, policy))
+
+    def maintenance_statements(self, storage: Storage) -> list[iam.PolicyStatement]:
+        """What a maintenance run does beyond the lake jobs: delete the landed DMS files a table's record holds once
+        they are rawRetentionDays old (DeleteObjects asks s3:DeleteObject of each key), and write a mark per table of
+        what it removed under ``EXPIRED_MARK_PREFIX``, which a lake table's first batch reads."""
+        raw = storage.raw
+        return [
+            iam.PolicyStatement(
+                sid="DeleteAppliedDmsFiles",
+                actions=["s3:DeleteObject"],
+                resources=[raw.arn_for_objects(self.dms_objects)],
+            ),
+            iam.PolicyStatement(
+                sid="WriteExpiryMarks",
+                actions=["s3:PutObject"],
+                resources=[raw.arn_for_objects(f"{EXPIRED_MARK_PREFIX}*")],
+            ),
+        ]
+
+    def maintenance_wildcard_reasons(self) -> list[dict[str, Any]]:
+        """cdk-nag's acknowledgments of ``maintenance_statements``' wildcards, with the reason for each (the marks'
+        first: a finding takes the first reason that applies, and with no DMS folder the DMS objects' covers it)."""
+        folder = f"{self.bucket_folder}/" if self.bucket_folder else ""
+        wildcard_reasons = [
+            (
+                raw_objects_finding(EXPIRED_MARK_PREFIX),
+                f"The maintenance writes one mark per lake table under {EXPIRED_MARK_PREFIX} of the raw bucket: what "
+                "it removed of the table's landed files.",
+            ),
+            (
+                raw_objects_finding(folder),
+                "The maintenance deletes the landed DMS files a table's record holds as applied once they are "
+                "rawRetentionDays old; DMS names them (LOAD*/timestamped CDC files per table), so they cannot be "
+                "listed in advance. Only this job's role may delete them.",
+            ),
+        ]
+        return [
+            {"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": [finding]}
+            for finding, reason in wildcard_reasons
+        ]
 
     def _warm_job(self, stack: Stack, deployment: Deployment) -> glue.CfnJob:
         """The warm job, with a role of its own: the lake jobs' policy (as the repair job holds it), and what only a
@@ -575,13 +660,12 @@ class GlueJobs(Construct):
         self, stack: Stack, storage: Storage, key: kms.IKey, assets: list[s3_assets.Asset], *, writes: bool
     ) -> list[iam.PolicyStatement]:
         """What a job does with the lake: read the DMS files, its assets, the warehouse and the lake tables, write
-        Glue's scratch files, its logs and metrics; with ``writes``, also tag the DMS files applied, write and
-        delete warehouse files and create and update the lake tables (the replay, maintenance and repair jobs)."""
+        Glue's scratch files, its logs and metrics; with ``writes``, also read the maintenance's expiry marks, write
+        and delete warehouse files and create and update the lake tables (the replay, maintenance and repair jobs).
+        No job deletes or changes a landed file here: only the maintenance job's role deletes them
+        (``maintenance_statements``)."""
         database = self.database_name
-        folder = self.bucket_folder
-        dms_objects = f"{folder}/*" if folder else "*"
         catalog_arn = stack.format_arn(service="glue", resource="catalog")
-        tag_actions = ["s3:GetObjectTagging", "s3:PutObjectTagging"] if writes else []
         warehouse_actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
         table_actions = ["glue:GetDatabase", "glue:GetTable", "glue:GetTables"]
         table_actions += ["glue:CreateTable", "glue:UpdateTable"] if writes else []
@@ -592,11 +676,22 @@ class GlueJobs(Construct):
                 actions=["s3:ListBucket", "s3:GetBucketLocation"],
                 resources=[storage.raw.bucket_arn, storage.lake.bucket_arn],
             ),
-            # Reading the DMS files, and tagging those applied (cdc-lake:applied) for the raw bucket's lifecycle.
             iam.PolicyStatement(
                 sid="ReadDmsFiles",
-                actions=["s3:GetObject", *tag_actions],
-                resources=[storage.raw.arn_for_objects(dms_objects)],
+                actions=["s3:GetObject"],
+                resources=[storage.raw.arn_for_objects(self.dms_objects)],
+            ),
+            # A lake table's first batch reads what the maintenance removed of its landed files (one GET).
+            *(
+                [
+                    iam.PolicyStatement(
+                        sid="ReadExpiryMarks",
+                        actions=["s3:GetObject"],
+                        resources=[storage.raw.arn_for_objects(f"{EXPIRED_MARK_PREFIX}*")],
+                    )
+                ]
+                if writes
+                else []
             ),
             iam.PolicyStatement(
                 sid="WriteWarehouseAndTemp" if writes else "ReadWarehouseWriteTemp",
@@ -650,13 +745,20 @@ class GlueJobs(Construct):
     def lake_wildcard_reasons(self, *, writes: bool) -> list[dict[str, Any]]:
         """cdk-nag's acknowledgments of ``lake_statements``' wildcards, with the reason for each."""
         database = self.database_name
+        marks = [
+            (
+                raw_objects_finding(EXPIRED_MARK_PREFIX),
+                f"Read access to the maintenance's marks under {EXPIRED_MARK_PREFIX} of the raw bucket, one per lake "
+                "table: a lake table's first batch reads its own.",
+            )
+        ]
+        # The marks' first: a finding takes the first reason that applies, and the DMS files' regex covers any object.
         wildcard_reasons = [
+            *(marks if writes else []),
             (
                 {"regex": "/^Resource::<.*Raw.*\\.Arn>\\/.*\\*$/"},
-                "Read access to the DMS folder of the raw bucket"
-                + (", and tagging of the files applied" if writes else "")
-                + ": DMS names the files it lands (LOAD*/timestamped CDC files per table), so they cannot be listed "
-                "in advance.",
+                "Read access to the DMS folder of the raw bucket (never write or delete): DMS names the files it "
+                "lands (LOAD*/timestamped CDC files per table), so they cannot be listed in advance.",
             ),
             (
                 {"regex": "/^Resource::<.*Lake.*\\.Arn>\\/warehouse\\/\\*$/"},

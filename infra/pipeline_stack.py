@@ -31,7 +31,6 @@ class PipelineStack(Stack):
         self.storage = Storage(
             self,
             "Storage",
-            raw_retention_days=self.settings.raw_retention_days,
             raw_unapplied_retention_days=self.settings.raw_unapplied_retention_days,
             lake_noncurrent_days=self.settings.lake_noncurrent_days,
         )

@@ -7,7 +7,6 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdc_lake.core.names import APPLIED_TAG
 from infra.deployment import stack_output
 
 WAREHOUSE_PREFIX = "warehouse/"
@@ -33,7 +32,6 @@ class Storage(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        raw_retention_days: int,
         raw_unapplied_retention_days: int,
         lake_noncurrent_days: int,
     ) -> None:
@@ -47,17 +45,12 @@ class Storage(Construct):
         )
         # cdk-nag's S1 accepts a bucket that is the access-log destination of other buckets, like this one.
 
-        # A landed file expires rawRetentionDays after it was written only once a replay applied it and tagged it
-        # (cdc-lake:applied); one still waiting (a refused table, a failing replay) is kept until the catch-all,
-        # far later, and the OldestWaitingFile alarm fires long before. No versioning: DMS advises against it.
-        name, value = APPLIED_TAG
+        # Applied files go by the record, not by a rule: the scheduled maintenance deletes those a table's record
+        # holds once they are rawRetentionDays old (infra.glue, --raw_retention_days). This catch-all, far later, is
+        # for the files no table applied (a refused table, failing replays, a table the maintenance did not run
+        # for); the OldestWaitingFile alarm fires long before. No versioning: DMS advises against it.
         self.raw = self._logged_bucket(
             "Raw",
-            s3.LifecycleRule(
-                id="expire-applied-dms-files",
-                tag_filters={name: value},
-                expiration=Duration.days(raw_retention_days),
-            ),
             s3.LifecycleRule(
                 id="expire-any-dms-file",
                 expiration=Duration.days(raw_unapplied_retention_days),

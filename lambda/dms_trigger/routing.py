@@ -22,7 +22,7 @@ from cdc_lake.core.exceptions import (
     UnknownTableError,
     UnrecognizedEventError,
 )
-from cdc_lake.core.names import WARM_MARKER_PREFIX, StartedJob
+from cdc_lake.core.names import EXPIRED_MARK_PREFIX, WARM_MARKER_PREFIX, StartedJob
 from cdc_lake.core.shards import VERSION_ARGUMENT
 
 # Why an object started no job run; every one is logged once by the handler.
@@ -35,6 +35,7 @@ NOT_A_DATA_FILE = "not_a_data_file"
 UNKNOWN_TABLE = "unknown_table"
 DUPLICATE_RECORD = "duplicate_record"
 WARM_MARKER = "warm_marker"
+EXPIRY_MARK = "expiry_mark"
 IGNORE_CATEGORIES = (
     TEST_EVENT,
     NOT_OBJECT_CREATED,
@@ -45,6 +46,7 @@ IGNORE_CATEGORIES = (
     UNKNOWN_TABLE,
     DUPLICATE_RECORD,
     WARM_MARKER,
+    EXPIRY_MARK,
 )
 
 S3_TEST_EVENT = "s3:TestEvent"
@@ -148,6 +150,8 @@ def _route_one(created: ObjectCreated, config: PipelineConfig) -> JobRunRequest 
         return ignore(f"{key}: folder marker", FOLDER_MARKER)
     if key.startswith(WARM_MARKER_PREFIX):
         return ignore(f"{key}: a warm run's stop marker", WARM_MARKER)
+    if key.startswith(EXPIRED_MARK_PREFIX):  # seen only when DMS writes at the bucket's root
+        return ignore(f"{key}: the maintenance's mark of the landed files it removed", EXPIRY_MARK)
     if created.size == 0:
         return ignore(f"{key}: zero-byte object", EMPTY_OBJECT)
     try:

@@ -7,7 +7,7 @@ import http.client
 import json
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -81,11 +81,8 @@ class HookedStore:
     def folders(self, prefix: str) -> list[str]:
         return self.inner.folders(prefix)
 
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        self.inner.mark_applied(keys, untagged)
-
-    def is_applied(self, key: str) -> bool:
-        return self.inner.is_applied(key)
+    def put(self, key: str, data: bytes) -> None:
+        self.inner.put(key, data)
 
 
 def remove(lake: Lake, key: str) -> None:

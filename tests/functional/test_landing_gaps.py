@@ -1,6 +1,7 @@
 """Where the lake table and the raw landing disagree about history, a run never applies past the hole: each
 scenario ends refused, with what to do and the table as it was, or exact against the expected rows. On both lake
-paths; "expired" files are removed as the raw bucket's lifecycle removes them."""
+paths; applied files are removed as the scheduled maintenance removes them (``engine.landed_expiry``, its mark
+left), others as the raw bucket's catch-all rule or a person does."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import datetime as dt
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from cdc_lake.core.config import parse_config
 from cdc_lake.core.dms_files import parse_key
 from cdc_lake.core.exceptions import DmsInputError, HistoryGapError, RecordLostError, RollbackRefusedError
 from cdc_lake.engine.iceberg_java import table_properties
+from cdc_lake.engine.landed_expiry import expire_table
 from cdc_lake.engine.record import RECORD, REFUSED
 from cdc_lake.engine.reload import reload_table
 from cdc_lake.engine.replay import replay
@@ -52,22 +55,29 @@ def drop(lake: Lake, name: str = "shop_items") -> None:
     lake.spark.sql(f"DROP TABLE {lake.table(name)}")
 
 
+def maintain(lake: Lake, config: Any) -> int:
+    """The scheduled maintenance's removal, of every file the table applied (all landed before now)."""
+    return expire_table(lake.context(config), config.table("shop.items"), dt.datetime.now(dt.UTC)).removed
+
+
 @on_both_paths
 def test_a_table_dropped_after_its_load_files_expired_is_refused_not_rebuilt_from_what_is_left(lake: Lake) -> None:
     config = items_config()
-    load, first, second, third = landed_history(lake)
+    _load, first, second, third = landed_history(lake)
     lake.apply(config, second)
+    assert maintain(lake, config) == 3  # the three it applied, rawRetentionDays after they landed
     drop(lake)
-    lake.expire(load)  # applied 30 days ago: the lifecycle removed it
     with pytest.raises(HistoryGapError) as refused:
         lake.apply(config, third)
     message = str(refused.value)
-    assert f"its landed file {first} was applied before" in message
+    assert f"the scheduled maintenance removed 3 of its landed files a lake table had applied, the newest {second}" in (
+        message
+    )
     assert "no LOAD file is left" in message and "cdc-lake reload -t shop.items" in message
     assert lake.rows() == []  # made again empty, nothing applied
-    assert all((lake.landing / key).exists() for key in (first, second, third))
+    assert (lake.landing / third).exists()
     kept = json.loads(table_properties(lake.spark, lake.location.dotted("shop_items"))[REFUSED])
-    assert kept["waiting"]["key"] == first and "no LOAD file is left" in kept["message"]
+    assert kept["waiting"]["key"] == third and "no LOAD file is left" in kept["message"]
     # What the refusal says to do: DMS reloads the table (its LOAD files written again), then `cdc-lake reload`.
     land(lake, "LOAD00000001.csv", "1,uno\n3,three\n", 10)
     # The CDC files from the first one on apply after the LOAD rows (S3 dates the LOAD file now, not in 2025).
@@ -77,27 +87,29 @@ def test_a_table_dropped_after_its_load_files_expired_is_refused_not_rebuilt_fro
 
 
 @on_both_paths
-def test_a_dropped_table_whose_oldest_files_lost_their_tags_is_refused_not_rebuilt_with_a_hole(lake: Lake) -> None:
-    """Scenario 4 of issue 69: the run that applied the first files died before it tagged them; the tagged files
-    after them expired, all but the newest."""
+def test_a_dropped_table_whose_load_file_outlived_the_removed_files_after_it_is_refused_not_rebuilt_with_a_hole(
+    lake: Lake,
+) -> None:
+    """Files after the LOAD file were removed and it was not (by hand, or an older removal that left it): the LOAD
+    file landed before the newest removed one, so it is the load they followed, not a reload since."""
     config = items_config()
     load, first, second, third = landed_history(lake)
     lake.apply(config, third)
-    lake.untag(load, first)
-    lake.expire(second)  # tagged, so expired by the applied files' retention; the untagged ones outlive it
+    lake.remove_applied(config, first, second)
     drop(lake)
     fourth = land(lake, "20250301-120400000.csv", "I,5,five\n", 4)
     with pytest.raises(HistoryGapError) as refused:
         lake.apply(config, fourth)
     message = str(refused.value)
-    assert f"its landed file {third} was applied before" in message
-    assert f"the older {load} lacks the cdc-lake:applied tag" in message and "cdc-lake reload -t" in message
+    assert f"removed 2 of its landed files a lake table had applied, the newest {second}" in message
+    assert f"its LOAD file {load} landed before that" in message and "cdc-lake reload -t" in message
     assert lake.rows() == []
-    assert all((lake.landing / key).exists() for key in (load, first, third, fourth))
+    assert all((lake.landing / key).exists() for key in (load, third, fourth))
 
 
 @on_both_paths
-def test_a_table_dropped_while_its_landing_is_whole_is_rebuilt_exactly_and_says_so(lake: Lake) -> None:
+def test_a_table_dropped_while_its_landing_is_whole_is_rebuilt_exactly(lake: Lake) -> None:
+    """Nothing of it removed (no mark): the landing holds the whole history, as a fresh table's does."""
     config = items_config()
     keys = landed_history(lake)
     lake.apply(config, keys[2])
@@ -105,16 +117,32 @@ def test_a_table_dropped_while_its_landing_is_whole_is_rebuilt_exactly_and_says_
     result = lake.apply(config, keys[3])
     assert result.applied_files == keys
     assert lake.rows() == EXPECTED
-    assert [n.kind for n in result.notices] == ["history-rebuilt"]
-    assert keys[0] in result.notices[0].detail
+    assert not [n for n in result.notices if n.kind == "history-rebuilt"]
+
+
+@on_both_paths
+def test_a_table_dropped_after_removals_and_reloaded_by_dms_is_rebuilt_and_says_so(lake: Lake) -> None:
+    config = items_config()
+    _load, _first, second, third = landed_history(lake)
+    lake.apply(config, second)
+    maintain(lake, config)
+    drop(lake)
+    if lake.path == "glue":
+        time.sleep(1.1)  # the endpoint's S3 dates objects to the second: the reload lands after the removed files
+    reloaded = land(lake, "LOAD00000001.csv", "1,uno\n3,three\n", 10)  # DMS reloaded the table
+    result = lake.apply(config, third)
+    assert result.applied_files == [reloaded, third]
+    assert lake.rows() == EXPECTED
+    [notice] = [n for n in result.notices if n.kind == "history-rebuilt"]
+    assert "removed 3 of its landed files" in notice.detail and f"from {reloaded}" in notice.detail
 
 
 @on_both_paths
 def test_a_changed_target_with_its_load_files_expired_is_refused(lake: Lake) -> None:
     config = items_config()
-    load, _, second, third = landed_history(lake)
+    _load, _, second, third = landed_history(lake)
     lake.apply(config, second)
-    lake.expire(load)
+    maintain(lake, config)
     data = items_config_data()
     data["tables"][0]["target"] = "items_v2"
     moved = parse_config(data)
@@ -231,11 +259,11 @@ def test_a_refused_file_expired_by_the_catch_all_stops_the_files_after_it(lake: 
 
 
 @on_both_paths
-@pytest.mark.parametrize("tags", ["being-written", "written"])
-def test_a_first_batch_beaten_by_a_concurrent_one_plans_again_not_refused_as_a_gap(lake: Lake, tags: str) -> None:
-    """Two runs of a new table at once: B reads it empty and lists, then A commits its first batch and tags its
-    files (partly, or all) before B reads the tags. A's tags are not an earlier lake table's: B plans again from
-    A's commit, neither refused nor announcing a rebuild."""
+@pytest.mark.parametrize("removed", ["none", "after-a"])
+def test_a_first_batch_beaten_by_a_concurrent_one_plans_again_not_refused_as_a_gap(lake: Lake, removed: str) -> None:
+    """Two runs of a new table at once: B reads it empty and lists, then A commits its first batch, and the
+    scheduled maintenance may remove A's files (and mark them) before B reads the mark. The mark is not an earlier
+    lake table's: B plans again from A's commit, neither refused nor announcing a rebuild."""
     config = items_config()
     load, first, second, third = landed_history(lake)
     beaten: list[Any] = []
@@ -247,8 +275,8 @@ def test_a_first_batch_beaten_by_a_concurrent_one_plans_again_not_refused_as_a_g
         run = threading.Thread(target=lambda: beaten.append(lake.apply(config, second)))
         run.start()
         run.join()
-        if tags == "being-written":
-            lake.untag(load)  # A has tagged its CDC files, not its LOAD file yet
+        if removed == "after-a":
+            assert maintain(lake, config) == 3
 
     context = dataclasses.replace(lake.context(config), admit=a_commits_first)
     result = replay(context, parse_key(third, config))

@@ -9,7 +9,6 @@ import dataclasses
 import datetime as dt
 import logging
 import os
-from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,12 +192,6 @@ class DeniedFolder:
 
     def folders(self, prefix: str) -> list[str]:
         return self.inner.folders(prefix)
-
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        self.inner.mark_applied(keys, untagged)
-
-    def is_applied(self, key: str) -> bool:
-        return self.inner.is_applied(key)
 
 
 def replay_run(lake: Lake, config: PipelineConfig, store: ObjectStore) -> tuple[Recorded, BaseException | None]:

@@ -71,18 +71,3 @@ def test_a_file_changed_since_listed_is_not_read(landing: Landing, change: str) 
     else:
         landing.write("U,1,x\nU,2,y\n" if change == "same size" else "U,1,a\n")
     assert store.read_listed(item) is None
-
-
-def test_an_s3_read_tells_an_untagged_object_so_its_applied_tag_is_one_write(aws_endpoint: str, tmp_path: Path) -> None:
-    landing = Landing("s3", tmp_path, aws_endpoint)
-    landing.write("U,1,a\n")
-    store = landing.store()
-    [item] = store.list("dms/shop/items/")
-    read = store.read_listed(item)
-    assert read is not None and read.untagged
-    store.mark_applied([KEY], untagged=[KEY])
-    assert store.is_applied(KEY)
-    landing.s3.put_object_tagging(Bucket=landing.bucket, Key=KEY, Tagging={"TagSet": [{"Key": "team", "Value": "a"}]})
-    [item] = store.list("dms/shop/items/")
-    read = store.read_listed(item)
-    assert read is not None and not read.untagged  # its tags are read, and kept, when it is marked

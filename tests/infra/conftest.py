@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,33 @@ def resources_of_type(synth: Synthesized, resource_type: str) -> dict[str, dict[
 def only(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     assert len(resources) == 1, f"expected one resource, found {sorted(resources)}"
     return next(iter(resources.items()))
+
+
+def job_role_statements(synth: Synthesized) -> dict[str, list[dict[str, Any]]]:
+    """Each Glue job's name -> the statements of every policy attached to the role it runs as."""
+    policies = resources_of_type(synth, "AWS::IAM::Policy").values()
+    found = {}
+    for job in resources_of_type(synth, "AWS::Glue::Job").values():
+        role = {"Ref": job["Properties"]["Role"]["Fn::GetAtt"][0]}
+        found[job["Properties"]["Name"]] = [
+            statement
+            for policy in policies
+            if role in policy["Properties"]["Roles"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+    return found
+
+
+def allows(statements: list[dict[str, Any]], action: str, resource: str) -> bool:
+    """Whether one of ``statements`` allows ``action`` on ``resource`` (a rendered ARN), with IAM's ``*`` wildcards
+    in the statements' actions and resources."""
+
+    def listed(value: Any) -> list[Any]:
+        return value if isinstance(value, list) else [value]
+
+    return any(
+        statement["Effect"] == "Allow"
+        and any(fnmatchcase(action, granted) for granted in listed(statement["Action"]))
+        and any(fnmatchcase(resource, str(granted)) for granted in listed(render(statement["Resource"])))
+        for statement in statements
+    )

@@ -233,8 +233,13 @@ def test_jobs_carry_the_deployed_definition(variant: tuple[Synthesized, Deployed
         assert job.command.name == "glueetl"
         assert job.command.python_version == "3"
         assert job.security_configuration == f"{prefix}-glue"
-        # The jobs in the source's network have roles of their own.
-        role = {"source_check": "SourceCheckRole", "drift": "SourceCheckDriftRole"}.get(job.kind, "GlueJobRole")
+        # The jobs in the source's network have roles of their own, and so has maintenance (it deletes landed files).
+        own_roles = {
+            "source_check": "SourceCheckRole",
+            "drift": "SourceCheckDriftRole",
+            "maintenance": "GlueMaintenanceRole",
+        }
+        role = own_roles.get(job.kind, "GlueJobRole")
         assert re.fullmatch(rf"arn:aws:iam::{ACCOUNT}:role/{stack.stack_name}-{role}[0-9A-F]{{8}}", job.role)
         # The source's jobs hold sourceWithoutTls where no run can change it; the lake jobs lock nothing.
         locked = {"--source_without_tls": "false"} if GLUE_JOBS[job.kind].network == "source" else {}

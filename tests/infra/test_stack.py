@@ -10,10 +10,10 @@ from aws_cdk.assertions import Annotations, Capture, Match
 
 from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.names import (
-    APPLIED_TAG,
     BATCH_SECONDS_METRIC,
     BYTES_APPLIED_METRIC,
     CHANGE_LAG_METRIC,
+    EXPIRED_MARK_PREFIX,
     FILES_APPLIED_METRIC,
     INPUT_NOTICES_METRIC,
     LANDED_LAG_METRIC,
@@ -24,7 +24,16 @@ from cdc_lake.core.names import (
     UNKNOWN_TABLE_OBJECTS_METRIC,
 )
 from infra.wheels import job_wheels
-from tests.infra.conftest import NON_WARM_JOBS, SECRET_ARN, Synthesized, only, render, resources_of_type
+from tests.infra.conftest import (
+    NON_WARM_JOBS,
+    SECRET_ARN,
+    Synthesized,
+    allows,
+    job_role_statements,
+    only,
+    render,
+    resources_of_type,
+)
 
 DEMO_S3_SETTINGS_STATIC = {
     "BucketFolder": "dms",
@@ -141,17 +150,9 @@ def test_raw_and_lake_log_to_the_access_log_bucket_and_raw_files_expire(demo: Sy
     names = ids(demo)
     raw = resources_of_type(demo, "AWS::S3::Bucket")[names["raw"]]["Properties"]
     assert raw["LoggingConfiguration"] == {"DestinationBucketName": {"Ref": names["logs"]}, "LogFilePrefix": "raw/"}
-    rules = raw["LifecycleConfiguration"]["Rules"]
-    assert all(r["Status"] == "Enabled" and "Prefix" not in r for r in rules)
-    # Only what a run tagged applied expires after rawRetentionDays; anything else only through the catch-all.
-    applied = {"Key": APPLIED_TAG[0], "Value": APPLIED_TAG[1]}
-    catch_all = [r for r in rules if "TagFilters" not in r and "ExpirationInDays" in r]
-    assert [r["ExpirationInDays"] for r in catch_all] == [365]
-    for rule in rules:
-        if rule.get("ExpirationInDays", 10**6) < 365:
-            assert rule["TagFilters"] == [applied], rule
-    assert [r["ExpirationInDays"] for r in rules if r.get("TagFilters") == [applied]] == [30]
-    assert catch_all[0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    # The scheduled maintenance removes applied files by the record (tests/infra/test_maintenance.py); the bucket
+    # only expires what no table applied, long after (test_raw_bucket_expires_nothing_early_and_reads_no_tag).
+    assert [r["Id"] for r in raw["LifecycleConfiguration"]["Rules"]] == ["expire-any-dms-file"]
     demo.template.has_resource_properties(
         "AWS::S3::Bucket",
         {
@@ -173,6 +174,22 @@ def test_raw_and_lake_log_to_the_access_log_bucket_and_raw_files_expire(demo: Sy
             },
         },
     )
+
+
+def test_raw_bucket_expires_nothing_early_and_reads_no_tag(demo: Synthesized) -> None:
+    """One rule on the raw bucket, the catch-all: every landed file, applied or not, after rawUnappliedRetentionDays
+    (365), whatever its tags, anywhere in the bucket; incomplete uploads after a day. No tag-filtered rule: an applied
+    file is removed by the maintenance, by its table's record, after rawRetentionDays (30)."""
+    raw = resources_of_type(demo, "AWS::S3::Bucket")[ids(demo)["raw"]]["Properties"]
+    assert raw["LifecycleConfiguration"]["Rules"] == [
+        {
+            "Id": "expire-any-dms-file",
+            "Status": "Enabled",
+            "ExpirationInDays": 365,
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+        }
+    ]
+    assert "TagFilters" not in json.dumps(raw)
 
 
 # --- DMS -----------------------------------------------------------------------------------------------
@@ -408,8 +425,12 @@ def test_glue_role_is_limited_to_the_buckets_database_and_tables(demo: Synthesiz
     _id, glue_policy = only(policy)
     by_sid = {s["Sid"]: s for s in glue_policy["Properties"]["PolicyDocument"]["Statement"]}
     assert resources(by_sid["ReadDmsFiles"]) == [f"${{{names['raw']}.Arn}}/dms/*"]
-    # The jobs never change or delete a landed file; they only tag those applied.
-    assert actions(by_sid["ReadDmsFiles"]) == ["s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"]
+    # The jobs never change, tag or delete a landed file: only the maintenance job's own role deletes those applied
+    # (tests/infra/test_maintenance.py).
+    assert actions(by_sid["ReadDmsFiles"]) == ["s3:GetObject"]
+    # What the maintenance removed of a lake table's landed files, read on the table's first batch.
+    assert actions(by_sid["ReadExpiryMarks"]) == ["s3:GetObject"]
+    assert resources(by_sid["ReadExpiryMarks"]) == [f"${{{names['raw']}.Arn}}/{EXPIRED_MARK_PREFIX}*"]
     assert sorted(resources(by_sid["WriteWarehouseAndTemp"])) == [
         f"${{{names['lake']}.Arn}}/tmp/glue/*",
         f"${{{names['lake']}.Arn}}/warehouse/*",
@@ -428,6 +449,24 @@ def test_glue_role_is_limited_to_the_buckets_database_and_tables(demo: Synthesiz
     ]
     assert all(not resource.endswith(":*") for resource in resources(by_sid["ReadJobAssets"]))
     assert by_sid["JobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Glue"}}
+
+
+def test_no_glue_job_reads_or_writes_object_tags(demo: Synthesized) -> None:
+    """Landed files are removed by the record, not by a tag: no job's role may tag an object or read its tags, and
+    the one grant of object tagging left is DMS's own on its target folder (AWS asks it of an S3 target)."""
+    raw = ids(demo)["raw"]
+    objects = (
+        f"${{{raw}.Arn}}/dms/shop/orders/LOAD00000001.csv",
+        f"${{{raw}.Arn}}/{EXPIRED_MARK_PREFIX}dms/shop/orders/expired.json",
+    )
+    for job, job_statements in job_role_statements(demo).items():
+        for action in ("s3:PutObjectTagging", "s3:GetObjectTagging", "s3:DeleteObjectTagging"):
+            for stored in objects:
+                assert not allows(job_statements, action, stored), (job, action, stored)
+    tagging = [s for s in statements(demo) if any("Tagging" in action for action in actions(s))]
+    assert [(sorted(actions(s)), resources(s)) for s in tagging] == [
+        (["s3:DeleteObject", "s3:PutObject", "s3:PutObjectTagging"], [f"${{{raw}.Arn}}/dms/*"])
+    ]
 
 
 def test_no_policy_grants_a_service_wide_action(demo: Synthesized) -> None:

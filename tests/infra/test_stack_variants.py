@@ -14,6 +14,8 @@ from tests.infra.conftest import (
     SOURCE_KEY_ARN,
     SOURCE_SECURITY_GROUP,
     Synthesized,
+    allows,
+    job_role_statements,
     only,
     render,
 )
@@ -163,7 +165,7 @@ def test_existing_dms_service_roles_are_not_recreated(parquet: Synthesized) -> N
     assert "dms-cloudwatch-logs-role" not in role_names
 
 
-def test_notification_and_glue_read_access_follow_the_bucket_folder(
+def test_notification_glue_read_access_and_maintenance_deletes_follow_the_bucket_folder(
     parquet: Synthesized, names: dict[str, str]
 ) -> None:
     parquet.template.has_resource_properties(
@@ -185,6 +187,15 @@ def test_notification_and_glue_read_access_follow_the_bucket_folder(
     )
     by_sid = {s["Sid"]: s for s in glue_policy["Properties"]["PolicyDocument"]["Statement"]}
     assert render(by_sid["ReadDmsFiles"]["Resource"]) == f"${{{names['raw']}.Arn}}/cdc/landing/*"
+    # The maintenance removes applied files in the folder only (its cdk-nag acknowledgment follows the folder too).
+    landed = f"${{{names['raw']}.Arn}}/cdc/landing/public/orders/2025-03-01-11/20250301-110000000.parquet"
+    deleting = [
+        job for job, statements in job_role_statements(parquet).items() if allows(statements, "s3:DeleteObject", landed)
+    ]
+    assert deleting == ["saleslake-maintenance"]
+    assert not allows(
+        job_role_statements(parquet)["saleslake-maintenance"], "s3:DeleteObject", f"${{{names['raw']}.Arn}}/dms/x"
+    )
     assert "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/sales_lake/*" in render(
         by_sid["LakeCatalog"]["Resource"]
     )

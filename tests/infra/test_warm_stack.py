@@ -16,6 +16,7 @@ from aws_cdk.assertions import Annotations, Match
 from cdc_lake.core.glue_jobs import GLUE_JOBS
 from cdc_lake.core.job_arguments import WarmArguments, declared_flags
 from cdc_lake.core.names import (
+    EXPIRED_MARK_PREFIX,
     WARM_JOB,
     WARM_MARKER_PREFIX,
     WARM_QUEUES_ARGUMENT,
@@ -29,7 +30,16 @@ from infra.glue import FLEX_JOBS
 from infra.packaging import REPO_ROOT
 from infra.settings import DEFAULT_WARM_MAINTENANCE_WINDOW
 from infra.trigger import ENV_WARM_JOB
-from tests.infra.conftest import DEMO_CONFIG, Synthesized, assembly_dir, render, resources_of_type, synthesize
+from tests.infra.conftest import (
+    DEMO_CONFIG,
+    Synthesized,
+    allows,
+    assembly_dir,
+    job_role_statements,
+    render,
+    resources_of_type,
+    synthesize,
+)
 from tests.infra.test_runs import all_statements, as_list, job_arns, job_properties, policy_statements
 from tests.infra.test_template_lint import lint_findings
 
@@ -186,6 +196,21 @@ def test_only_the_warm_role_and_the_trigger_may_start_runs_and_only_the_warm_rol
             assert found.get("Sid") == "WriteStopMarkers" or (
                 found in policy_statements(warm, trigger.role) and as_list(found["Action"]) == ["s3:GetObject"]
             ), found
+
+
+def test_warm_runs_read_the_expiry_marks_but_delete_no_landed_file(warm: Synthesized) -> None:
+    """A warm run applies a lake table's first batch too, so it reads the maintenance's mark of the table; like the
+    replay jobs, it never deletes a landed file (only the maintenance job's role does) nor writes a mark."""
+    raw = warm.logical_id(warm.stack.storage.raw)
+    landed = f"${{{raw}.Arn}}/dms/shop/orders/20250301-110000000.csv"
+    mark = f"${{{raw}.Arn}}/{EXPIRED_MARK_PREFIX}dms/shop/orders/expired.json"
+    by_job = job_role_statements(warm)
+    warm_role = by_job[WARM_JOB_NAME]
+    assert allows(warm_role, "s3:GetObject", mark) and allows(warm_role, "s3:GetObject", landed)
+    assert not allows(warm_role, "s3:PutObject", mark)
+    assert sorted(job for job, found in by_job.items() if allows(found, "s3:DeleteObject", landed)) == [
+        "cdclake-maintenance"
+    ]
 
 
 def test_lambda_gets_the_warm_job_and_may_start_it_and_read_the_stop_markers(warm: Synthesized) -> None:

@@ -61,11 +61,11 @@ def _lake_path_case(item: pytest.Item) -> tuple[str | None, str]:
 
 
 def landed_paths(landing: Path) -> list[Path]:
-    """The files of a landing folder, as S3 would list its objects: not the local store's applied marks (its
-    stand-in for S3's tags, ``storage.APPLIED_MARKS``)."""
-    from cdc_lake.core.storage import APPLIED_MARKS
+    """The files DMS landed in a landing folder: not the maintenance's expiry marks (``core.expiry_marks``)."""
+    from cdc_lake.core.names import EXPIRED_MARK_PREFIX
 
-    return sorted(p for p in landing.rglob("*") if p.is_file() and APPLIED_MARKS not in p.relative_to(landing).parts)
+    own = EXPIRED_MARK_PREFIX.rstrip("/")
+    return sorted(p for p in landing.rglob("*") if p.is_file() and p.relative_to(landing).parts[0] != own)
 
 
 def write_file(landing: Path, key: str, text: str, modified: dt.datetime | None = None) -> str:
@@ -119,22 +119,28 @@ class Lake:
             shutil.copy2(folder / key, self.landing / key)
 
     def expire(self, *keys: str) -> None:
-        """Remove landed files as the raw bucket's lifecycle expires them (from the bucket too, on the Glue path)."""
+        """Remove landed files as the raw bucket's catch-all rule, or a person, removes them: no mark left (from the
+        bucket too, on the Glue path)."""
         for key in keys:
             (self.landing / key).unlink()
             if self.path == "glue" and self._put is not None:
                 aws_client(self.endpoint, "s3").delete_object(Bucket=self.bucket, Key=key)
                 self._put.pop(key, None)
 
-    def untag(self, *keys: str) -> None:
-        """Drop the applied mark of landed files, as a run that died between its commit and its tags leaves them."""
-        from cdc_lake.core.storage import applied_mark
+    def remove_applied(self, config: Any, *keys: str) -> None:
+        """Remove landed files as the scheduled maintenance removes applied ones (``engine.landed_expiry``), its mark
+        written first, but these keys picked by the test rather than by their record and age."""
+        from cdc_lake.core.dms_files import parse_key
+        from cdc_lake.core.expiry_marks import ExpiryMark, read_mark, write_mark
 
-        for key in keys:
-            if self.path == "hadoop":
-                applied_mark(self.landing.resolve(), key).unlink()
-            else:
-                aws_client(self.endpoint, "s3").delete_object_tagging(Bucket=self.bucket, Key=key)
+        store = self.store()
+        table = config.table(parse_key(keys[0], config).table)
+        listed = {o.key: o for o in store.list(config.table_prefix(table))}
+        landed = max(listed[k].last_modified for k in keys)
+        removed = ExpiryMark(len(keys), keys[-1], landed)  # keys in DMS order
+        mark = read_mark(store, config, table)
+        write_mark(store, config, table, removed if mark is None else mark.adding(removed))
+        self.expire(*keys)
 
     def store(self) -> Any:
         """Where the lake path reads DMS files from, holding every file landed so far."""

@@ -1,48 +1,49 @@
-"""The local folder store keeps the promise S3's tags keep: a file marked applied is known applied to the next
-process, until the file is written again; and the marks never show as landed files."""
+"""The local folder store removes as S3's DeleteObjects does: what it is given, whether or not it is still there;
+and the maintenance's expiry marks, outside DMS's folder, round-trip and are no table's files nor a schema folder."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import datetime as dt
 from pathlib import Path
 
+from cdc_lake.core.config import parse_config
+from cdc_lake.core.dms_files import unconfigured_folders
+from cdc_lake.core.expiry_marks import ExpiryMark, mark_key, read_mark, write_mark
 from cdc_lake.core.storage import LocalFolderStore
+from tests.support.configs import items_config, items_config_data
 
-KEY = "dms/shop/items/LOAD00000001.csv"
-
-
-def applied_in_a_new_process(root: Path, key: str) -> bool:
-    code = (
-        "import sys; from cdc_lake.core.storage import LocalFolderStore as S; "
-        "print(S(sys.argv[1]).is_applied(sys.argv[2]))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(root), key], capture_output=True, text=True, timeout=60, check=True
-    )
-    return done.stdout.strip() == "True"
+KEYS = [f"dms/shop/items/2025030{day}-120000000.csv" for day in range(1, 5)]
 
 
-def test_a_mark_outlives_its_process_and_is_dropped_when_the_file_is_written_again(tmp_path: Path) -> None:
-    (tmp_path / KEY).parent.mkdir(parents=True)
-    (tmp_path / KEY).write_text("1,one\n")
-    store = LocalFolderStore(tmp_path)
-    assert not applied_in_a_new_process(tmp_path, KEY)
-    store.mark_applied([KEY, "dms/shop/items/gone.csv"])  # a file gone is skipped, as on S3
-    assert store.is_applied(KEY) and applied_in_a_new_process(tmp_path, KEY)
-    assert store.marked == {KEY}
-    (tmp_path / KEY).write_text("1,uno\n")
-    os.utime(tmp_path / KEY, ns=(1, 1))  # written again: S3 drops an object's tags with it
-    assert not store.is_applied(KEY) and not applied_in_a_new_process(tmp_path, KEY)
+def landed(root: Path) -> LocalFolderStore:
+    for key in KEYS:
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_text("I,1,one\n")
+    return LocalFolderStore(root)
 
 
-def test_the_marks_are_neither_listed_nor_a_folder_of_the_landing(tmp_path: Path) -> None:
-    (tmp_path / KEY).parent.mkdir(parents=True)
-    (tmp_path / KEY).write_text("1,one\n")
-    store = LocalFolderStore(tmp_path)
-    store.mark_applied([KEY])
-    assert [o.key for o in store.list("")] == [KEY]
-    assert store.folders("") == ["dms/"]
-    store.delete(KEY)
-    assert store.marked == set()
+def test_delete_many_removes_what_it_is_given_and_skips_what_is_gone(tmp_path: Path) -> None:
+    store = landed(tmp_path)
+    store.delete_many([KEYS[0], KEYS[2], "dms/shop/items/gone.csv"])
+    assert [o.key for o in store.list("dms/shop/items/")] == [KEYS[1], KEYS[3]]
+
+
+def test_an_expiry_mark_adds_up_and_is_no_table_file_nor_schema(tmp_path: Path) -> None:
+    store = landed(tmp_path)
+    config = items_config()
+    table = config.table("shop.items")
+    assert read_mark(store, config, table) is None
+    day = dt.datetime(2025, 3, 1, tzinfo=dt.UTC)
+    first = ExpiryMark(2, KEYS[1], day)
+    write_mark(store, config, table, first)
+    assert read_mark(store, config, table) == first
+    later = first.adding(ExpiryMark(1, KEYS[2], day + dt.timedelta(days=1)))
+    assert later == ExpiryMark(3, KEYS[2], day + dt.timedelta(days=1))
+    write_mark(store, config, table, later)
+    assert read_mark(store, config, table) == later
+    assert mark_key(config, table) not in {o.key for o in store.list(config.table_prefix(table))}
+    data = items_config_data()
+    data["dms"]["bucket_folder"] = ""  # DMS writing at the bucket's root: the marks' folder sits beside the schemas
+    rooted = parse_config(data)
+    write_mark(store, rooted, rooted.table("shop.items"), first)
+    assert unconfigured_folders(store, rooted) == ["dms/shop/"]  # not the marks' folder

@@ -17,7 +17,7 @@ from typing import cast
 from cdc_lake.core.config import DmsSettings, PipelineConfig, TableSpec
 from cdc_lake.core.exceptions import NotADmsFileError, OutsideDmsFolderError, UnknownTableError
 from cdc_lake.core.formats import FORMATS, NAME_PATTERN, DmsFormat, FormatName
-from cdc_lake.core.names import WARM_MARKER_PREFIX, TriggeredJob
+from cdc_lake.core.names import EXPIRED_MARK_PREFIX, WARM_MARKER_PREFIX, TriggeredJob
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.storage import ObjectStore, StoredObject
 
@@ -278,5 +278,6 @@ def unconfigured_folders(store: ObjectStore, config: PipelineConfig) -> list[str
     them, and nothing applies them. Costs a request per schema folder, not per file."""
     root = f"{config.dms.bucket_folder}/" if config.dms.bucket_folder else ""
     configured = {config.table_prefix(t) for t in config.tables}
-    schemas = [schema for schema in store.folders(root) if schema != WARM_MARKER_PREFIX]  # warm runs' own markers
+    own = (WARM_MARKER_PREFIX, EXPIRED_MARK_PREFIX)  # the warm runs' markers, the expiry's marks
+    schemas = [schema for schema in store.folders(root) if schema not in own]
     return [folder for schema in schemas for folder in store.folders(schema) if folder not in configured]

@@ -252,6 +252,9 @@ class MaintenanceArguments(LakeArguments):
     orphan_days: int = ORPHAN_DAYS
     bucket: str = ""  # reload: the raw bucket DMS writes to
     since: str | None = None  # reload: first CDC file (name or time) to apply; None: automatic
+    # all, with --bucket: also remove the landed files each table applied once this many days old
+    # (the stack's rawRetentionDays); None: none removed
+    raw_retention_days: int | None = None
 
     def check(self) -> None:
         if self.action == "reload":
@@ -259,6 +262,8 @@ class MaintenanceArguments(LakeArguments):
             if missing:
                 named = ", ".join("--" + m for m in missing)
                 raise JobArgumentError(f"--action reload rebuilds one table from the raw bucket: add {named}")
+        if self.raw_retention_days is not None and self.raw_retention_days < 0:
+            raise JobArgumentError(f"--raw_retention_days is {self.raw_retention_days}: give 0 or more days")
         if self.action in ("rejects-replay", "rejects-accept") and not self.table:
             raise JobArgumentError(f"--action {self.action} applies one table's rejects: add --table")
 

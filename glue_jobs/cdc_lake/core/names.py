@@ -66,9 +66,10 @@ KEEP_SNAPSHOTS = 500
 RETAIN_LAST = 20
 ORPHAN_DAYS = 3
 
-# The tag a replay puts on each landed DMS file once its table (and history) applied it: the raw bucket's lifecycle
-# expires tagged files after rawRetentionDays, and any other only after its much longer catch-all.
-APPLIED_TAG = ("cdc-lake:applied", "true")
+# The scheduled maintenance removes the landed DMS files a table's record holds once they are rawRetentionDays old
+# (engine.landed_expiry; a tag per file was a write a file); under this prefix of the raw bucket, outside DMS's
+# folder, it leaves a mark per table of what it removed, which a lake table's first batch reads (engine.continuity).
+EXPIRED_MARK_PREFIX = "cdc-lake-expired/"
 
 # CloudWatch metrics the replay jobs emit (namespace, the one dimension, names) and the stack alarms on.
 # One dimension, the lake database, not one per table: a metric costs per month, and hundreds of tables

@@ -7,15 +7,16 @@ import datetime as dt
 import hashlib
 import os
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from cdc_lake.core.exceptions import AccessDeniedError
-from cdc_lake.core.names import APPLIED_TAG
 
+# DeleteObjects takes at most a thousand keys a request.
+DELETES_PER_REQUEST = 1000
 # S3's error codes for a request the caller's permissions refuse (a missing kms:Decrypt on the bucket's key too).
 _DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "KMS.AccessDeniedException"})
 
@@ -32,12 +33,9 @@ class StoredObject:
 
 @dataclass(frozen=True)
 class ReadAsListed:
-    """An object read whole as its listing named it (``ObjectStore.read_listed``): its bytes, and whether the read
-    saw it carry no tag at all (S3 tells a GET the object's tag count), so that its applied tag can be written
-    without reading its tags first."""
+    """An object read whole as its listing named it (``ObjectStore.read_listed``)."""
 
     data: bytes
-    untagged: bool = False
 
 
 class ObjectStore(Protocol):
@@ -64,22 +62,17 @@ class ObjectStore(Protocol):
         (S3's CommonPrefixes: one request per thousand, whatever the folders hold)."""
         ...
 
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        """Tag each object of ``keys`` as applied (``APPLIED_TAG``), keeping its other tags; an object gone is
-        skipped. ``untagged``: objects a read just saw carry no tag (``ReadAsListed.untagged``), whose tags are
-        not read first; any not in ``keys`` is not tagged."""
-        ...
-
-    def is_applied(self, key: str) -> bool:
-        """Whether the object carries ``APPLIED_TAG`` (one request); False when it is gone."""
-        ...
-
     def put(self, key: str, data: bytes) -> None:
         """Write a small object (a warm run's stop marker, ``core.shards.marker_key``; runs never write DMS files)."""
         ...
 
     def delete(self, key: str) -> None:
         """Remove the object; one already gone is no error."""
+        ...
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove the objects (on S3 a request a thousand); those already gone are no error. An object that could
+        not be removed raises, naming it, after the others went."""
         ...
 
 
@@ -159,44 +152,6 @@ class S3Store:
                 found += [item["Prefix"] for item in page.get("CommonPrefixes", [])]
         return found
 
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        """Two requests an object (its tags read, then written with ``APPLIED_TAG`` added: a write replaces them
-        all), one for an object of ``untagged``; eight objects at a time."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        bare = set(untagged)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda key: self._mark(key, key in bare), keys))
-
-    def _mark(self, key: str, untagged: bool) -> None:
-        name, value = APPLIED_TAG
-        tags: list[dict[str, str]] = []
-        if not untagged:
-            with self._denied(key, "s3:GetObjectTagging"):
-                try:
-                    tags = self._client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
-                except self._client.exceptions.NoSuchKey:
-                    return
-        if {"Key": name, "Value": value} in tags:
-            return
-        kept = [t for t in tags if t["Key"] != name]
-        with self._denied(key, "s3:PutObjectTagging"):
-            try:
-                self._client.put_object_tagging(
-                    Bucket=self.bucket, Key=key, Tagging={"TagSet": [*kept, {"Key": name, "Value": value}]}
-                )
-            except self._client.exceptions.NoSuchKey:
-                return
-
-    def is_applied(self, key: str) -> bool:
-        name, value = APPLIED_TAG
-        with self._denied(key, "s3:GetObjectTagging"):
-            try:
-                tags = self._client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
-            except self._client.exceptions.NoSuchKey:
-                return False
-        return {"Key": name, "Value": value} in tags
-
     def put(self, key: str, data: bytes) -> None:
         """Write a small object (a warm run's stop marker; runs never write the DMS files)."""
         with self._denied(key, "s3:PutObject"):
@@ -205,6 +160,18 @@ class S3Store:
     def delete(self, key: str) -> None:
         with self._denied(key, "s3:DeleteObject"):
             self._client.delete_object(Bucket=self.bucket, Key=key)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        failed: list[str] = []
+        for start in range(0, len(keys), DELETES_PER_REQUEST):
+            batch = keys[start : start + DELETES_PER_REQUEST]
+            with self._denied(batch[0], "s3:DeleteObject"):
+                response = self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True}
+                )
+            failed += [f"{e['Key']} ({e.get('Code')}: {e.get('Message')})" for e in response.get("Errors", [])]
+        if failed:
+            raise OSError(f"{len(failed)} object(s) of s3://{self.bucket} could not be removed, the first: {failed[0]}")
 
     def read_head(self, key: str, size: int) -> bytes:
         with self._denied(key, "s3:GetObject"):
@@ -215,9 +182,7 @@ class S3Store:
             return bytes(response["Body"].read())
 
     def read_listed(self, item: StoredObject) -> ReadAsListed | None:
-        """One GET on the listed ETag (``If-Match``): S3 refuses it once the object is written again. S3 gives the
-        object's tag count only to a role that may read its tags: the replay's may (``s3:GetObjectTagging``, which
-        ``mark_applied`` needs too, infra/glue.py)."""
+        """One GET on the listed ETag (``If-Match``): S3 refuses it once the object is written again."""
         from botocore.exceptions import ClientError
 
         if item.etag is None:
@@ -232,7 +197,7 @@ class S3Store:
                     raise
                 return None
             data = bytes(response["Body"].read())
-        return ReadAsListed(data, not response.get("TagCount")) if len(data) == item.size else None
+        return ReadAsListed(data) if len(data) == item.size else None
 
     @contextmanager
     def _denied(self, key: str, action: str) -> Iterator[None]:
@@ -247,29 +212,12 @@ class S3Store:
             raise AccessDeniedError(self.uri(key), action) from None
 
 
-# Where a local folder keeps its files' applied marks (``LocalFolderStore``), one file per marked key.
-APPLIED_MARKS = ".cdc-lake-applied"
-
-
-def applied_mark(root: Path, key: str) -> Path:
-    """The mark of ``key`` of the folder ``root`` (``LocalFolderStore.mark_applied``)."""
-    return root / APPLIED_MARKS / key
-
-
-def _identity_text(identity: tuple[int, int]) -> str:
-    size, modified = identity
-    return f"{size} {modified}"
-
-
 class LocalFolderStore:
     """A folder standing in for the raw bucket; keys are paths relative to it.
 
     ETags are MD5 digests of the content, as S3 gives for single-part uploads, cached for the process by path,
     size and mtime: S3 lists them for free, so a run should not pay for reading a large LOAD file again.
-    A file has no tags: a file marked applied gets a mark on disk (``applied_mark``: a small file under
-    ``APPLIED_MARKS`` holding its size and mtime), so that the next process sees it, as the next run sees an S3
-    tag, and that writing the file again drops its mark. Listings skip the marks' folder, as they skip any name
-    starting with a dot, which DMS never writes.
+    Listings skip any name starting with a dot, which DMS never writes.
     """
 
     _etags: ClassVar[dict[tuple[str, int, int], str]] = {}
@@ -340,36 +288,10 @@ class LocalFolderStore:
 
     def delete(self, key: str) -> None:
         (self.root / key).unlink(missing_ok=True)
-        applied_mark(self.root, key).unlink(missing_ok=True)
 
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        for key in keys:  # a mark is written alike whatever the file carried
-            identity = self._identity(key)
-            if identity is not None:
-                mark = applied_mark(self.root, key)
-                mark.parent.mkdir(parents=True, exist_ok=True)
-                mark.write_text(_identity_text(identity))
-
-    def is_applied(self, key: str) -> bool:
-        identity = self._identity(key)
-        try:
-            marked = applied_mark(self.root, key).read_text()
-        except FileNotFoundError:
-            return False
-        return identity is not None and marked == _identity_text(identity)
-
-    @property
-    def marked(self) -> set[str]:
-        """The objects of this folder marked applied, as S3 would have tagged them (two requests each)."""
-        marks = self.root / APPLIED_MARKS
-        return {p.relative_to(marks).as_posix() for p in marks.rglob("*") if p.is_file()}
-
-    def _identity(self, key: str) -> tuple[int, int] | None:
-        try:
-            info = (self.root / key).stat()
-        except FileNotFoundError:
-            return None
-        return info.st_size, info.st_mtime_ns
+    def delete_many(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
     def folders(self, prefix: str) -> builtins.list[str]:
         base = self.root / prefix if prefix else self.root

@@ -5,14 +5,11 @@ Two disagreements are caught here; a rollback the landing cannot replay is refus
 record main no longer descends from by ``record.record_in``.
 
 - **A lake table whose record holds nothing, built from what the landing still has** (the table was dropped, or
-  ``target`` changed). A pending file carries the ``cdc-lake:applied`` tag: a lake table applied it before. Every
-  pending file is asked, not only the first: a run that died between its commit and its tags, or a tag write
-  refused, leaves applied files untagged. The raw bucket's lifecycle expires applied files oldest first, so a
-  table's history is still whole when its first listed file is LOAD00000001 of an unbroken run of LOAD files and
-  every file before the newest tagged one is tagged: the run applies it and announces it. Otherwise it is refused:
-  the first listed file is a CDC file (every LOAD file expired), the LOAD files have gaps, or an untagged file
-  lies before a tagged one (it outlives tagged files younger than it, which may have expired). No pending file
-  with the tag is a first replay, as a fresh pipeline or a CDC-only task has.
+  ``target`` changed). The scheduled maintenance removes only files a lake table applied, and leaves a mark of
+  them per table (``core.expiry_marks``). No mark: the landing holds the table's whole history (a fresh pipeline,
+  a CDC-only task, or a lake table gone before anything of it was removed). A mark: the table's history is whole
+  only when its first listed file is LOAD00000001 of an unbroken run of LOAD files that landed after the newest
+  file removed (DMS reloaded it since): the run applies it and announces it. Otherwise it is refused.
 - **A refused table whose waiting file left the landing unapplied** (the catch-all expiry, or removed by hand).
   A refusal records the oldest-landed file the table had not applied (``waiting``); expiry is by age, so it goes
   first. While the refusal stands, a run finds that file listed or refuses.
@@ -22,18 +19,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cdc_lake.core.config import PipelineConfig, TableSpec
 from cdc_lake.core.dms_files import DmsFile, LandedFiles, load_counter
 from cdc_lake.core.exceptions import HistoryGapError
+from cdc_lake.core.expiry_marks import read_mark
 from cdc_lake.core.notices import Notice
 from cdc_lake.core.plan import ReplayState, RunPlan, unapplied_files
 from cdc_lake.core.storage import ObjectStore, StoredObject, holds
-
-# A first batch of 10,000 LOAD files reads 10,000 tags: about 13 s at 16 in flight and S3's 20 ms a request.
-TAG_READS_AT_ONCE = 16
 
 
 def _rebuild_hint(table: TableSpec) -> str:
@@ -45,50 +39,49 @@ def _rebuild_hint(table: TableSpec) -> str:
 
 
 def first_batch_notices(store: ObjectStore, config: PipelineConfig, plan: RunPlan) -> list[Notice]:
-    """Check a table's first batch (its record holds nothing) against what the landing's tags say: a notice when it
-    rebuilds a lake table from files another one applied, a ``HistoryGapError`` when what is left is not whole.
-    One tag read per pending file, ``TAG_READS_AT_ONCE`` at a time (a first batch happens once per lake table)."""
-    with ThreadPoolExecutor(max_workers=TAG_READS_AT_ONCE) as pool:
-        tagged = list(pool.map(store.is_applied, [f.key for f in plan.pending]))
-    if not any(tagged):
-        return []
-    first, newest = plan.pending[0], max(i for i, applied in enumerate(tagged) if applied)
+    """Check a table's first batch (its record holds nothing) against the expiry's mark (one request, once per lake
+    table): a notice when it rebuilds a lake table from files another one applied, a ``HistoryGapError`` when
+    what is left is not whole."""
     table, prefix = plan.table, config.table_prefix(plan.table)
+    mark = read_mark(store, config, table)
+    if mark is None:
+        return []
+    first = plan.pending[0]
     lake = f"{config.lake.database}.{table.lake_table}"
-    applied = f"its landed file {plan.pending[tagged.index(True)].key} was applied before"
+    removed = (
+        f"the scheduled maintenance removed {mark.files} of its landed files a lake table had applied, the newest "
+        f"{mark.newest_key}, landed {mark.newest_landed.isoformat()}"
+    )
+    gone = f"the lake table {lake} holds nothing yet (dropped, or `target` changed), but {removed}"
     if not first.is_full_load:
         raise HistoryGapError(
-            f"{table.name}: the lake table {lake} holds nothing yet, but {applied}, to a lake table that is gone "
-            f"(dropped, or `target` changed), and no LOAD file is left (its oldest landed file is {first.key}; the "
-            "raw bucket's lifecycle expires applied files after rawRetentionDays). A table built from what is "
-            "left would lack every row the expired files held. If the earlier lake table still exists, point "
-            f"`target` back at it. {_rebuild_hint(table)}"
-        )
-    untagged = next((f for f, applied in zip(plan.pending[:newest], tagged, strict=False) if not applied), None)
-    if untagged is not None:
-        raise HistoryGapError(
-            f"{table.name}: the lake table {lake} holds nothing yet, {applied} to a lake table that is gone "
-            f"(dropped, or `target` changed), and the older {untagged.key} lacks the cdc-lake:applied tag (a run "
-            "ended between its commit and its tags, or a tag write was refused): the lifecycle may have expired "
-            "applied files landed after it, so what is left cannot be shown whole. If the earlier lake table still "
+            f"{table.name}: {gone}, and no LOAD file is left (its oldest landed file is {first.key}). A table built "
+            f"from what is left would lack every row the removed files held. If the earlier lake table still "
             f"exists, point `target` back at it. {_rebuild_hint(table)}"
         )
-    gap = _load_gap([f for f in plan.pending if f.is_full_load])
-    if gap is not None:
+    loads = [f for f in plan.pending if f.is_full_load]
+    stale = next((f for f in loads if not _landed_after(plan, f, mark.newest_landed)), None)
+    if stale is not None:
         raise HistoryGapError(
-            f"{table.name}: the lake table {lake} holds nothing yet, and its LOAD files were applied before, to a lake "
-            f"table that is gone (dropped, or `target` changed), but {gap}: some expired or were removed. "
-            + _rebuild_hint(table)
+            f"{table.name}: {gone}, and its LOAD file {stale.key} landed before that: it is the load those files "
+            f"followed, not a reload since. {_rebuild_hint(table)}"
         )
+    gap = _load_gap(loads)
+    if gap is not None:
+        raise HistoryGapError(f"{table.name}: {gone}, and {gap}: some were removed. " + _rebuild_hint(table))
     return [
         Notice(
             "history-rebuilt",
             prefix,
-            f"the lake table {lake} held nothing, and the landed files were applied before to a lake table that is "
-            f"gone (dropped, or `target` changed): rebuilt from every landed file since {first.key}, the landing "
-            "still holding the whole history",
+            f"the lake table {lake} held nothing, and {removed}: rebuilt from the LOAD files DMS wrote since and "
+            f"every landed file after them, from {first.key}",
         )
     ]
+
+
+def _landed_after(plan: RunPlan, dms_file: DmsFile, moment: dt.datetime) -> bool:
+    landed = plan.objects[dms_file.key].last_modified
+    return landed is not None and landed > moment
 
 
 def _load_gap(loads: Sequence[DmsFile]) -> str | None:

@@ -34,7 +34,7 @@ import io
 import math
 import re
 import struct
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Context, Decimal
@@ -224,10 +224,6 @@ class _HeldStore:
         held = self._held.get(key)
         return held.data if held is not None else None
 
-    def untagged(self, keys: Sequence[str]) -> tuple[str, ...]:
-        """Those of ``keys`` whose read saw no tag on them."""
-        return tuple(k for k in keys if k in self._held and self._held[k].untagged)
-
     def read_listed(self, item: StoredObject) -> ReadAsListed | None:
         held = self._held.get(item.key)
         return held if held is not None else self._store.read_listed(item)
@@ -245,17 +241,14 @@ class _HeldStore:
     def folders(self, prefix: str) -> builtins.list[str]:
         return self._store.folders(prefix)
 
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        self._store.mark_applied(keys, untagged)
-
-    def is_applied(self, key: str) -> bool:
-        return self._store.is_applied(key)
-
     def put(self, key: str, data: bytes) -> None:
         self._store.put(key, data)
 
     def delete(self, key: str) -> None:
         self._store.delete(key)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        self._store.delete_many(keys)
 
 
 def holding_small_files(
@@ -308,11 +301,6 @@ class DriverChanges:
         types = {c.name: lake_type(c.type) for c in self.table.columns}
         schema = T.StructType([T.StructField(k, types[k]) for k in self.table.primary_key])
         return spark.createDataFrame([key for key, _op, _values in self.last], schema)
-
-
-def untagged_files(context: ReplayContext, keys: Sequence[str]) -> tuple[str, ...]:
-    """Those of ``keys`` this path read and saw carry no tag (``ReadAsListed.untagged``)."""
-    return context.store.untagged(keys) if isinstance(context.store, _HeldStore) else ()
 
 
 def driver_changes(

@@ -58,7 +58,7 @@ from cdc_lake.engine.commit import (
 )
 from cdc_lake.engine.context import Batch, ReplayContext
 from cdc_lake.engine.continuity import check_waiting_file, first_batch_notices, waiting_mark
-from cdc_lake.engine.driver_batch import holding_small_files, untagged_files
+from cdc_lake.engine.driver_batch import holding_small_files
 from cdc_lake.engine.history import ensure_history_table
 from cdc_lake.engine.iceberg_errors import aws_denial, conflicts_raised, root_cause
 from cdc_lake.engine.iceberg_java import Metadata, set_table_property, table_properties
@@ -118,7 +118,6 @@ class RunResult:
     seconds: float = 0.0
     notices: list[Notice] = field(default_factory=list)
     upkeep: list[MaintenanceResult] = field(default_factory=list)  # the compaction or expiry the commit called for
-    untagged_files: tuple[str, ...] = ()  # applied files the batch's read saw carry no tag (``mark_applied``)
 
     @property
     def already_applied(self) -> bool:
@@ -183,26 +182,8 @@ def replay(context: ReplayContext, trigger: DmsFile | TableSpec, landed: LandedF
     upkept: list[MaintenanceResult] = []
     if result.snapshot_id is not None:  # only a commit clears a refusal: a run with nothing to apply reads nothing
         record_refusal(context, table, None)
-        _mark_applied(context, table, result)
         upkept = _upkeep(context, table)
     return dataclasses.replace(result, attempts=attempts, seconds=time.monotonic() - started, upkeep=upkept)
-
-
-def _mark_applied(context: ReplayContext, table: TableSpec, result: RunResult) -> None:
-    """Tag the landed files the commit applied, so that the raw bucket's lifecycle may expire them. A file of a
-    table with history is tagged once both its tables hold it (in the same run, as they almost always do); one
-    left untagged is kept until the lifecycle's long catch-all, never expired early. A failure fails nothing."""
-    applied = result.applied_files
-    if table.history:
-        held = set(result.history_files)
-        applied = [key for key in applied if key in held]
-    if not applied:
-        return
-    try:
-        context.store.mark_applied(applied, result.untagged_files)
-    except Exception as error:  # the batch is committed: its files are only kept longer
-        log.warning("%s: %d applied file(s) left untagged, kept until the catch-all expiry: %s",
-                    table.name, len(applied), str(error)[:300])  # fmt: skip
 
 
 def _upkeep(context: ReplayContext, table: TableSpec) -> list[MaintenanceResult]:
@@ -287,9 +268,10 @@ def _attempt(
 
 
 def _first_batch_notices(context: ReplayContext, recorded: Recorded, batch: Batch) -> list[Notice]:
-    """``first_batch_notices``, where tags may be a concurrent run's: one that committed the table's first batch
-    after this run read it empty, and is tagging its files, looks like a lake table gone with a hole in its tags.
-    A refusal stands only while main is still where this run read it; else the run plans again."""
+    """``first_batch_notices``, where the expiry's mark may follow a concurrent run's: one that committed the
+    table's first batch after this run read it empty, whose files the scheduled maintenance then removed, looks
+    like a lake table gone with its history expired. A refusal stands only while main is still where this run
+    read it; else the run plans again."""
     try:
         return first_batch_notices(context.store, context.config, batch.plan)
     except HistoryGapError:
@@ -426,7 +408,6 @@ def commit_batch(
         snapshot_id=committed.snapshot_id,
         listing_start=batch.next_listing_start,
         notices=list(notices),
-        untagged_files=untagged_files(context, [f.key for f in plan.pending]),
     )
 
 

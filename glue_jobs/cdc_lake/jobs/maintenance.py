@@ -10,6 +10,7 @@ from typing import Literal
 
 from cdc_lake.core.job_arguments import MaintenanceArguments
 from cdc_lake.engine.context import ReplayContext
+from cdc_lake.engine.landed_expiry import expire_landed
 from cdc_lake.engine.maintenance import MaintenanceResult, Retention, maintain
 from cdc_lake.engine.metrics import CloudWatchPublisher
 from cdc_lake.engine.rejects_replay import replay_rejects
@@ -100,12 +101,17 @@ def publish_oldest_waiting(context: ReplayContext, publisher: CloudWatchPublishe
 
 
 def run(options: MaintenanceOptions, context: ReplayContext, clients: JobClients) -> list[MaintenanceResult]:
-    """The maintenance job's Glue run. The scheduled run (``--action all``) also puts how long the oldest landed
+    """The maintenance job's Glue run. The scheduled run (``--action all``) also removes the landed files each
+    table applied once ``--raw_retention_days`` old (``engine.landed_expiry``), and puts how long the oldest landed
     file no table applied has waited (``OLDEST_WAITING_METRIC``; 0 when none waits), which the stack alarms on
-    long before the raw bucket's lifecycle could expire it, and expects once per schedule; every replay run puts it
-    too, for the tables it saw."""
+    long before the raw bucket's catch-all rule could expire it, and expects once per schedule; every replay run
+    puts it too, for the tables it saw."""
     results = run_maintenance(options, context)
     if options.action == "all" and options.bucket:
+        if options.raw_retention_days is not None:
+            tables = [context.config.table(options.table)] if options.table else None
+            expired = expire_landed(context, options.raw_retention_days, tables)
+            results += [MaintenanceResult(e.table, "expire-landed", {"removed": e.removed}) for e in expired]
         publish_oldest_waiting(context, clients.metrics)
     return results
 

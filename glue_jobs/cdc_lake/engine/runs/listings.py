@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Collection, Sequence
 from typing import Any
 
 from cdc_lake.core.storage import ObjectStore, StoredObject
@@ -54,9 +53,6 @@ class ListingLog:
 
     def folders(self, prefix: str) -> builtins.list[str]:
         return self.store.folders(prefix)
-
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        self.store.mark_applied(keys, untagged)
 
     def __getattr__(self, name: str) -> Any:
         """Every other operation of ``store``, as it is."""
@@ -112,9 +108,6 @@ class RecordedListings:
     def folders(self, prefix: str) -> builtins.list[str]:
         self.requests += 1
         return self._listings.store.folders(prefix)
-
-    def mark_applied(self, keys: Sequence[str], untagged: Collection[str] = ()) -> None:
-        self._listings.store.mark_applied(keys, untagged)
 
     def __getattr__(self, name: str) -> Any:
         """Every other operation of the store, asked of it and counted in ``requests``."""
