@@ -37,7 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.bill import LAMBDA_GB, LINES, custom_metrics, monthly_bill, per_month
-from bench.simulate import S3_LIST_USD_PER_1000, SimParams, percentile, shard_usd_per_month
+from bench.simulate import (
+    EXPIRY_REQUESTS_PER_FILE,
+    S3_LIST_USD_PER_1000,
+    SimParams,
+    percentile,
+    shard_usd_per_month,
+)
 from cdc_lake.core.catalogs import glue_catalog_conf
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.jsonl import read_jsonl
@@ -202,8 +208,10 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
     # The bench's own puts (DMS's writes) are not the pipeline's; the Lambda's look at the stop markers is.
     s3 = sum(n for kind, n in requests.items() if kind.startswith("s3:")) - len(phase.landed_at)
     listings = requests.get("s3:LIST", 0)
-    # The bench's own puts are DMS's; the rest is what the pipeline asks of AWS.
+    # The bench's own puts are DMS's; the rest is what the pipeline asks of AWS, and the scheduled maintenance's
+    # removal of the files it applied (a day's run, which the bench does not wait for).
     asked = requests - Counter({"s3:PUT csv": len(phase.landed_at)})
+    asked.update({kind: n * len(phase.landed_at) for kind, n in EXPIRY_REQUESTS_PER_FILE.items()})
     bill = monthly_bill(
         per_month(asked, wall_s, MONTH_S),
         glue_compute_usd=shard_usd_per_month(SimParams()) * sum(r.seconds for r in warm_runs) / wall_s,

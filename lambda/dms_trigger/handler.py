@@ -46,6 +46,7 @@ from cdc_lake.core.names import (
 from cdc_lake.core.retry import RetryPolicy, retried
 from cdc_lake.core.run_modes import Starts
 from cdc_lake.core.shards import (
+    SQS_MOST_PER_REQUEST,
     VERSION_ARGUMENT,
     hold_key,
     landing_hint,
@@ -109,7 +110,6 @@ WARM_LIVE_STATES = frozenset({"WAITING", "STARTING", "RUNNING"})
 # GetJobRuns returns the newest runs first; a coalesced or per-file run that has not started yet is among the newest
 # (a warm shard's runs are read further back: core.shards.runs_since).
 RECENT_RUNS = 50
-MOST_PER_SEND = 10  # SQS's SendMessageBatch
 
 _log = logging.getLogger(__name__)
 
@@ -472,8 +472,8 @@ def tell_queues(sqs: Any, queues: str, shards: int) -> Callable[[int, Sequence[J
         url = shard_queue(queues, shard, shards)
         if url is None:
             return
-        for start in range(0, len(requests), MOST_PER_SEND):
-            chunk = requests[start : start + MOST_PER_SEND]
+        for start in range(0, len(requests), SQS_MOST_PER_REQUEST):
+            chunk = requests[start : start + SQS_MOST_PER_REQUEST]
             entries = [{"Id": str(i), "MessageBody": landing_hint(r.table, r.key)} for i, r in enumerate(chunk)]
             try:
                 failed = sqs.send_message_batch(QueueUrl=url, Entries=entries).get("Failed", [])

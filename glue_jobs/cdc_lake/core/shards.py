@@ -152,6 +152,10 @@ def _weight(shard: int, table: str) -> bytes:
     return hashlib.sha256(f"{shard}\x00{table}".encode()).digest()
 
 
+# SQS's most messages a request: a receive returns at most ten, a batch send or delete takes ten.
+SQS_MOST_PER_REQUEST = 10
+
+
 def landing_hint(table: str, key: str) -> str:
     """What the Lambda tells a shard's queue of a landed CDC file (``engine.runs.events``): its table, and its key
     for whoever reads the message."""

@@ -21,12 +21,11 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from cdc_lake.core.shards import hinted_table
+from cdc_lake.core.shards import SQS_MOST_PER_REQUEST, hinted_table
 
 log = logging.getLogger(__name__)
 
-# SQS's limits: a receive returns at most 10 messages, waits at most 20 s; a batch send or delete takes 10.
-MOST_MESSAGES = 10
+# SQS's longest wait of a receive.
 LONGEST_WAIT_SECONDS = 20
 
 
@@ -52,7 +51,7 @@ class QueueLandings:
         try:
             while True:
                 messages = self.client.receive_message(
-                    QueueUrl=self.url, MaxNumberOfMessages=MOST_MESSAGES, WaitTimeSeconds=wait
+                    QueueUrl=self.url, MaxNumberOfMessages=SQS_MOST_PER_REQUEST, WaitTimeSeconds=wait
                 ).get("Messages", [])
                 self._delete([m["ReceiptHandle"] for m in messages])
                 for message in messages:
@@ -62,7 +61,7 @@ class QueueLandings:
                         log.warning("%s: a message naming no table, ignored: %r", self.url, body)
                     else:
                         told.add(table)
-                if len(messages) < MOST_MESSAGES:
+                if len(messages) < SQS_MOST_PER_REQUEST:
                     return told
                 wait = 0  # more may wait: take them at once
         except (ClientError, BotoCoreError) as error:
