@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.core.exceptions import CdcLakeError
-from cdc_lake.core.expiry_marks import read_mark
+from cdc_lake.core.expiry_marks import ExpiryMark, read_mark
 from cdc_lake.core.storage import LocalFolderStore, S3Store
 from cdc_lake.engine.landed_expiry import expire_table
 from cdc_lake.engine.metrics import CloudWatchPublisher
@@ -110,6 +110,17 @@ def test_a_table_whose_history_table_is_gone_or_that_has_no_lake_table_keeps_eve
     assert (result.removed, result.kept_because) == (0, "the lake table shop_items_history does not exist")
     assert kept(landing) == [load]
     assert read_mark(LocalFolderStore(landing), config, table) is None
+
+
+@pytest.mark.spark
+def test_a_table_that_applied_files_none_old_enough_gets_a_mark_of_none_removed(lake: Lake, landing: Path) -> None:
+    config = items_config()
+    table = config.table("shop.items")
+    load = land(landing, "LOAD00000001.csv", "1,one\n", 2)
+    lake.apply(config, load)
+    assert expire_table(lake.context(config), table, NOW - dt.timedelta(days=30)).removed == 0
+    assert kept(landing) == [load]
+    assert read_mark(LocalFolderStore(landing), config, table) == ExpiryMark(0)
 
 
 @pytest.mark.spark

@@ -39,6 +39,9 @@ def test_an_expiry_mark_adds_up_and_is_no_table_file_nor_schema(tmp_path: Path) 
     assert read_mark(store, config, table) == first
     later = first.adding(ExpiryMark(1, KEYS[2], day + dt.timedelta(days=1)))
     assert later == ExpiryMark(3, KEYS[2], day + dt.timedelta(days=1))
+    assert ExpiryMark(0).adding(first) == first == first.adding(ExpiryMark(0))
+    write_mark(store, config, table, ExpiryMark(0))
+    assert read_mark(store, config, table) == ExpiryMark(0)
     write_mark(store, config, table, later)
     assert read_mark(store, config, table) == later
     assert mark_key(config, table) not in {o.key for o in store.list(config.table_prefix(table))}

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from cdc_lake.core.config import PipelineConfig, parse_config
 from cdc_lake.core.exceptions import UnrecognizedEventError
+from cdc_lake.core.names import EXPIRED_MARK_PREFIX
 from cdc_lake.local.events import encode_key, eventbridge_object_created_event, s3_object_created_event
 from dms_trigger.routing import (
+    EXPIRY_MARK,
     IgnoredObject,
     JobRunRequest,
     ObjectCreated,
@@ -258,6 +260,16 @@ def test_without_a_bucket_folder_keys_start_at_the_schema():
 
     assert requests == [JobRunRequest("full_load", BUCKET, "shop/orders/LOAD00000001.csv", "shop.orders")]
     assert [(i.key, i.category) for i in ignored] == [("dms/shop/orders/LOAD00000001.csv", "not_a_data_file")]
+
+
+def test_the_maintenance_expiry_mark_at_the_buckets_root_is_ignored_not_taken_for_a_table():
+    """Without a bucket folder the notification covers the whole bucket, the maintenance's marks too
+    (``core.expiry_marks``): each is named for what it is, not announced as an unknown table's file."""
+    config = routing_config(bucket_folder="")
+    key = f"{EXPIRED_MARK_PREFIX}shop/orders/expired.json"
+    requests, ignored = route([ObjectCreated(BUCKET, key, 80, "e")], config)
+    assert requests == []
+    assert [(i.key, i.category) for i in ignored] == [(key, EXPIRY_MARK)]
 
 
 def test_job_arguments_name_bucket_key_and_table():

@@ -5,11 +5,12 @@ Two disagreements are caught here; a rollback the landing cannot replay is refus
 record main no longer descends from by ``record.record_in``.
 
 - **A lake table whose record holds nothing, built from what the landing still has** (the table was dropped, or
-  ``target`` changed). The scheduled maintenance removes only files a lake table applied, and leaves a mark of
-  them per table (``core.expiry_marks``). No mark: the landing holds the table's whole history (a fresh pipeline,
-  a CDC-only task, or a lake table gone before anything of it was removed). A mark: the table's history is whole
-  only when its first listed file is LOAD00000001 of an unbroken run of LOAD files that landed after the newest
-  file removed (DMS reloaded it since): the run applies it and announces it. Otherwise it is refused.
+  ``target`` changed). The scheduled maintenance removes only files a lake table applied, and leaves a mark per
+  table it saw apply files (``core.expiry_marks``) of what it removed. No mark: the landing holds the table's whole
+  history (a fresh pipeline, a CDC-only task, or a lake table gone before the maintenance saw it). A mark of none
+  removed: the same, and the rebuild is announced. A mark of files removed: the table's history is whole only
+  when its first listed file is LOAD00000001 of an unbroken run of LOAD files that landed after the newest file
+  removed (DMS reloaded it since): the run applies it and announces it. Otherwise it is refused.
 - **A refused table whose waiting file left the landing unapplied** (the catch-all expiry, or removed by hand).
   A refusal records the oldest-landed file the table had not applied (``waiting``); expiry is by age, so it goes
   first. While the refusal stands, a run finds that file listed or refuses.
@@ -48,6 +49,17 @@ def first_batch_notices(store: ObjectStore, config: PipelineConfig, plan: RunPla
         return []
     first = plan.pending[0]
     lake = f"{config.lake.database}.{table.lake_table}"
+    if not mark.files:
+        return [
+            Notice(
+                "history-rebuilt",
+                prefix,
+                f"the lake table {lake} held nothing, and the landed files were applied before to a lake table that is "
+                f"gone (dropped, or `target` changed), none of them removed since: rebuilt from every landed file "
+                f"since {first.key}, the landing still holding the whole history",
+            )
+        ]
+    assert mark.newest_landed is not None  # set with files
     removed = (
         f"the scheduled maintenance removed {mark.files} of its landed files a lake table had applied, the newest "
         f"{mark.newest_key}, landed {mark.newest_landed.isoformat()}"

@@ -67,8 +67,10 @@ def expire_table(context: ReplayContext, table: TableSpec, landed_before: dt.dat
     due = [o for o in applied if o.last_modified is not None and o.last_modified < landed_before]
     mark = read_mark(context.store, config, table)
     if not due:
-        if mark is not None:  # written again, so that the bucket's catch-all rule never expires it
-            write_mark(context.store, config, table, mark)
+        # Written (again) once the table applied anything: a rebuilt lake table then knows none was removed, and
+        # the bucket's catch-all rule never expires the mark.
+        if mark is not None or any(not s.applied_nothing for s in states):
+            write_mark(context.store, config, table, mark or ExpiryMark(0))
         return Expired(table.name, 0)
     newest = due[-1]  # in DMS order, as listed
     newest_landed = max(o.last_modified for o in due if o.last_modified is not None)
