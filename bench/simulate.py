@@ -114,6 +114,13 @@ EXPIRY_REQUESTS_PER_FILE: Mapping[str, float] = {
     "s3:PUT": 1 / 1000 + 1 / 1440,
     "s3:GET": 1 / 1440,
 }
+
+
+def expiry_requests(files: float) -> dict[str, float]:
+    """The maintenance's requests, by kind, to remove ``files`` applied landed files (``EXPIRY_REQUESTS_PER_FILE``)."""
+    return {kind: n * files for kind, n in EXPIRY_REQUESTS_PER_FILE.items()}
+
+
 # The warm Lambda's look at the shard's RUNNING run per landed file: its stop marker, then its hold, by key
 # (``GlueJobStarter.warm_run``), where it listed the shard's state before.
 LAMBDA_HEADS_PER_EVENT = 2
@@ -985,8 +992,8 @@ def whole_bill(
     requests["s3:LIST"] = requests.get("s3:LIST", 0.0) + listings
     requests["s3:HEAD"] = requests.get("s3:HEAD", 0.0) + heads
     requests["cloudwatch:PutMetricData"] = metric_puts
-    for kind, n in EXPIRY_REQUESTS_PER_FILE.items():
-        requests[kind] = requests.get(kind, 0.0) + n * files
+    for kind, n in expiry_requests(files).items():
+        requests[kind] = requests.get(kind, 0.0) + n
     return monthly_bill(
         requests,
         glue_compute_usd=glue_usd,

@@ -38,9 +38,9 @@ from typing import Any
 
 from bench.bill import LAMBDA_GB, LINES, custom_metrics, monthly_bill, per_month
 from bench.simulate import (
-    EXPIRY_REQUESTS_PER_FILE,
     S3_LIST_USD_PER_1000,
     SimParams,
+    expiry_requests,
     percentile,
     shard_usd_per_month,
 )
@@ -211,7 +211,7 @@ def run_phase(phase: Phase, spark: Any, delay: str) -> dict[str, Any]:
     # The bench's own puts are DMS's; the rest is what the pipeline asks of AWS, and the scheduled maintenance's
     # removal of the files it applied (a day's run, which the bench does not wait for).
     asked = requests - Counter({"s3:PUT csv": len(phase.landed_at)})
-    asked.update({kind: n * len(phase.landed_at) for kind, n in EXPIRY_REQUESTS_PER_FILE.items()})
+    asked.update(expiry_requests(len(phase.landed_at)))
     bill = monthly_bill(
         per_month(asked, wall_s, MONTH_S),
         glue_compute_usd=shard_usd_per_month(SimParams()) * sum(r.seconds for r in warm_runs) / wall_s,

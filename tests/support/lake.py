@@ -138,8 +138,7 @@ class Lake:
         listed = {o.key: o for o in store.list(config.table_prefix(table))}
         landed = max(listed[k].last_modified for k in keys)
         removed = ExpiryMark(len(keys), keys[-1], landed)  # keys in DMS order
-        mark = read_mark(store, config, table)
-        write_mark(store, config, table, removed if mark is None else mark.adding(removed))
+        write_mark(store, config, table, (read_mark(store, config, table) or ExpiryMark(0)).adding(removed))
         self.expire(*keys)
 
     def store(self) -> Any:

@@ -66,23 +66,23 @@ def expire_table(context: ReplayContext, table: TableSpec, landed_before: dt.dat
     applied = _applied(landed, states, context)
     due = [o for o in applied if o.last_modified is not None and o.last_modified < landed_before]
     mark = read_mark(context.store, config, table)
-    if not due:
-        # Written (again) once the table applied anything: a rebuilt lake table then knows none was removed, and
-        # the bucket's catch-all rule never expires the mark.
-        if mark is not None or any(not s.applied_nothing for s in states):
-            write_mark(context.store, config, table, mark or ExpiryMark(0))
+    # Written (again) once the table applied anything, even with nothing removed: a rebuilt lake table then knows
+    # none was, and the bucket's catch-all rule never expires the mark.
+    if not due and mark is None and all(s.applied_nothing for s in states):
         return Expired(table.name, 0)
-    newest = due[-1]  # in DMS order, as listed
-    newest_landed = max(o.last_modified for o in due if o.last_modified is not None)
-    fresh = ExpiryMark(len(due), newest.key, newest_landed)
-    write_mark(context.store, config, table, fresh if mark is None else mark.adding(fresh))
+    removed = ExpiryMark(0)
+    if due:  # the newest in DMS order, as listed
+        removed = ExpiryMark(len(due), due[-1].key, max(o.last_modified for o in due if o.last_modified is not None))
+    write_mark(context.store, config, table, (mark or ExpiryMark(0)).adding(removed))
+    if not due:
+        return Expired(table.name, 0)
     context.store.delete_many([o.key for o in due])
     log.info(
         "%s: removed %d landed file(s) its record holds, landed before %s, the newest %s",
         table.name,
         len(due),
         landed_before.isoformat(),
-        newest.key,
+        removed.newest_key,
     )
     return Expired(table.name, len(due))
 
