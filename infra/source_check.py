@@ -177,7 +177,7 @@ class SourceCheck(Construct):
                 f"The drift and repair jobs read DMS's replication secret ({SOURCE_SECRET_ARN}): create a "
                 f"read-only database user for them and set {DRIFT_SECRET_ARN} (docs/drift.md#a-read-only-user)",
             )
-        assets = [jobs.config_asset, jobs.library_asset, jobs.scripts["drift"]]
+        assets = [*jobs.shared_assets, jobs.scripts["drift"]]
         role = glue_role(self, "DriftRole", "cdc-lake drift job: read the lake and the DMS files, the drift secret")
         lake = iam.Policy(
             self,

@@ -24,6 +24,7 @@ LAYOUT_END = "<!-- /layout -->"
 FOLDERS = {
     "lambda/dms_trigger/": "the S3-triggered Lambda (no Spark): event -> job-run requests -> glue:StartJobRun",
     "infra/": "the CDK v2 app; packaging.py builds the Glue zip and the Lambda folder, wheels.py the jobs' packages",
+    "jvm/": "the lake's Iceberg FileIO (Java: S3FileIO keeping the metadata a run wrote), jarred by make setup",
     "tests/": "unit/ (pure), functional/ (real Spark + Iceberg, moto), pg/ and mariadb/ (real servers), infra/ (CDK)",
     "bench/": "the benchmark harness (make bench and its bench-* targets: make help lists them)",
     "scripts/": "setup.sh (make setup) and architecture.py (docs/architecture.md and this block)",

@@ -39,7 +39,8 @@ apt_install() {
 }
 
 missing=()
-command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+# javac: make setup compiles the lake's FileIO (jvm/) against Iceberg
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 # tests/pg start a throwaway PostgreSQL cluster (initdb, pg_ctl, the test_decoding plugin)

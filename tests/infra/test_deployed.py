@@ -31,7 +31,7 @@ from cdc_lake.local.deployed import (
     sqs_endpoint_from_environment,
 )
 from infra.glue import FLEX_JOBS, MAINTENANCE_SIZING
-from infra.packaging import LAMBDA_HANDLER, REPO_ROOT, config_json_text
+from infra.packaging import LAKE_IO_JAR, LAMBDA_HANDLER, REPO_ROOT, config_json_text
 from infra.storage import GLUE_TEMP_PREFIX, WAREHOUSE_PREFIX
 from tests.infra.conftest import NON_WARM_JOBS, Synthesized
 
@@ -170,7 +170,7 @@ def test_warehouse_is_in_the_lake_bucket_and_the_spark_conf_matches(variant: tup
         assert conf["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
         assert conf[catalog] == "org.apache.iceberg.spark.SparkCatalog"
         assert conf[f"{catalog}.catalog-impl"] == "org.apache.iceberg.aws.glue.GlueCatalog"
-        assert conf[f"{catalog}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+        assert conf[f"{catalog}.io-impl"] == "cdclake.iceberg.WrittenMetadataFileIO"
         assert conf[f"{catalog}.warehouse"] == warehouse
     assert stack.database.database_input["LocationUri"] == (
         f"s3://{stack.lake_bucket}/{WAREHOUSE_PREFIX}{stack.database.name}.db"
@@ -427,6 +427,11 @@ def test_provision_creates_what_the_pipeline_reads_and_can_run_twice(demo_stack:
             assert body == job.script_path.read_bytes()
         library = stack.asset_at(stack.job_arguments("cdc_replay")["--extra-py-files"])
         assert s3.head_object(Bucket=library.bucket, Key=library.object_key)["ContentLength"] > 0
+        for kind in stack.jobs:  # the lake's FileIO the jobs load is the jar the local sessions run (make setup's)
+            if "--conf" in stack.job_arguments(kind):
+                jar = stack.asset_at(stack.job_arguments(kind)["--extra-jars"])
+                stored = s3.get_object(Bucket=jar.bucket, Key=jar.object_key)["Body"].read()
+                assert stored == LAKE_IO_JAR.read_bytes(), kind
 
         database = glue.get_database(Name=stack.database.name)["Database"]
         assert database["LocationUri"] == stack.database.database_input["LocationUri"]

@@ -96,7 +96,7 @@ def test_maintenance_defaults_are_the_stack_defaults_plus_action_and_retention(d
     conf = render(arguments["--conf"])
     assert conf.startswith("spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
     assert f" --conf spark.sql.catalog.glue_catalog.warehouse=s3://${{{lake}}}/warehouse/" in conf
-    assert " --conf spark.sql.catalog.glue_catalog.io-impl=org.apache.iceberg.aws.s3.S3FileIO" in conf
+    assert " --conf spark.sql.catalog.glue_catalog.io-impl=cdclake.iceberg.WrittenMetadataFileIO" in conf
     assert arguments["--datalake-formats"] == "iceberg"
     assert "--table" not in arguments  # absent = every configured table
 

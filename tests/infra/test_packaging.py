@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from cdc_lake.core.catalogs import LAKE_IO
 from cdc_lake.core.config import load_config, parse_config_text
 from cdc_lake.core.exceptions import PackagingError
-from infra.packaging import SOURCE_CA_ARCNAME, SourceLayout, build_assets
+from cdc_lake.local.jars import spark_jars
+from infra.packaging import (
+    JVM_SOURCES,
+    LAKE_IO_JAR,
+    SOURCE_CA_ARCNAME,
+    SourceLayout,
+    build_assets,
+    build_lake_io_jar,
+)
 from tests.infra.conftest import DEMO_CONFIG
 
 
@@ -69,3 +79,28 @@ def test_missing_sources_are_named(tmp_path: Path) -> None:
     assert "full_load.py" in str(error.value)
     assert "maintenance.py" in str(error.value)
     assert "handler.py" in str(error.value)
+
+
+def test_the_lake_io_jar_is_built_again_only_when_a_source_changed_and_alike_each_time(tmp_path: Path) -> None:
+    """The jar make setup builds and the stack ships: the same bytes from the same sources, and refused to a synth
+    where it was never built."""
+    runtime = [jar for jar in spark_jars() if jar.name.startswith("iceberg-spark-runtime-")]
+    sources = tmp_path / "java"
+    shutil.copytree(JVM_SOURCES, sources)
+    first = build_lake_io_jar(runtime, tmp_path / "a" / "io.jar", sources)
+    again = build_lake_io_jar(runtime, tmp_path / "b" / "io.jar", sources)
+    assert first.read_bytes() == again.read_bytes() == LAKE_IO_JAR.read_bytes()
+    with zipfile.ZipFile(first) as archive:
+        assert f"{LAKE_IO.replace('.', '/')}.class" in archive.namelist()
+
+    built_at = first.stat().st_mtime_ns
+    assert build_lake_io_jar(runtime, first, sources).stat().st_mtime_ns == built_at  # unchanged: not built again
+    (source,) = sources.rglob("*.java")
+    source.write_text(source.read_text() + "\n// changed\n")
+    assert build_lake_io_jar(runtime, first, sources).stat().st_mtime_ns != built_at
+
+    source.write_text(source.read_text() + "\nnot java\n")
+    with pytest.raises(PackagingError, match="javac could not compile"):
+        build_lake_io_jar(runtime, first, sources)
+    with pytest.raises(PackagingError, match="is not built: run `make setup`"):
+        build_assets(load_config(DEMO_CONFIG), tmp_path / "out", lake_io_jar=tmp_path / "none.jar")

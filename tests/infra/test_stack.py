@@ -358,7 +358,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
             " --conf spark.sql.catalog.glue_catalog=org.apache.iceberg.spark.SparkCatalog"
             f" --conf spark.sql.catalog.glue_catalog.warehouse=s3://${{{lake}}}/warehouse/"
             " --conf spark.sql.catalog.glue_catalog.catalog-impl=org.apache.iceberg.aws.glue.GlueCatalog"
-            " --conf spark.sql.catalog.glue_catalog.io-impl=org.apache.iceberg.aws.s3.S3FileIO"
+            " --conf spark.sql.catalog.glue_catalog.io-impl=cdclake.iceberg.WrittenMetadataFileIO"
             " --conf spark.sql.catalog.glue_catalog.cache-enabled=false"
             " --conf spark.sql.session.timeZone=UTC"
         )
@@ -368,6 +368,7 @@ def test_glue_jobs_run_glue_5_1_with_iceberg_on_the_glue_catalog(demo: Synthesiz
         assert arguments["--TempDir"] == f"s3://${{{lake}}}/tmp/glue/"
         assert arguments["--config_uri"].startswith("s3://cdk-") and arguments["--config_uri"].endswith(".json")
         assert arguments["--extra-py-files"].startswith("s3://cdk-") and arguments["--extra-py-files"].endswith(".zip")
+        assert arguments["--extra-jars"].startswith("s3://cdk-") and arguments["--extra-jars"].endswith(".jar")
         wheels = [url.rsplit("/", 1)[1] for url in arguments["--additional-python-modules"].split(",")]
         group = "mysql" if props["Name"] in ("cdclake-drift", "cdclake-repair") else "lake"  # the source's driver too
         assert wheels == [w.name for w in job_wheels("5.1", group)]  # tests/infra/test_job_wheels.py
@@ -448,6 +449,12 @@ def test_glue_role_is_limited_to_the_buckets_database_and_tables(demo: Synthesiz
         "glue:UpdateTable",
     ]
     assert all(not resource.endswith(":*") for resource in resources(by_sid["ReadJobAssets"]))
+    jars = {
+        render(job["Properties"]["DefaultArguments"]).get("--extra-jars")
+        for job in resources_of_type(demo, "AWS::Glue::Job").values()
+    }
+    (jar,) = jars - {None}  # the lake's FileIO, one asset for every lake job, which Glue fetches as the job's role
+    assert any(resource.endswith("/" + jar.rsplit("/", 1)[1]) for resource in resources(by_sid["ReadJobAssets"]))
     assert by_sid["JobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Glue"}}
 
 

@@ -18,7 +18,7 @@ def test_conf_round_trips_through_the_single_job_argument() -> None:
     assert rendered.count(" --conf ") == len(settings) - 1
     assert parse_conf(rendered) == settings
     assert settings["spark.sql.catalog.glue_catalog.catalog-impl"] == "org.apache.iceberg.aws.glue.GlueCatalog"
-    assert settings["spark.sql.catalog.glue_catalog.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert settings["spark.sql.catalog.glue_catalog.io-impl"] == "cdclake.iceberg.WrittenMetadataFileIO"
 
 
 def test_conf_values_keep_their_equals_signs_and_tolerate_spacing() -> None:

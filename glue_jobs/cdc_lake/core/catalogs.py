@@ -17,20 +17,24 @@ from cdc_lake.core.names import GLUE_CATALOG
 AWS_ENDPOINT_ENV = "AWS_ENDPOINT_URL"
 CONF_SEPARATOR = " --conf "
 GLUE_CATALOG_IMPL = "org.apache.iceberg.aws.glue.GlueCatalog"
+# S3FileIO, keeping in memory the metadata files a run wrote, which Iceberg reads back (jvm/, shipped as the jobs'
+# --extra-jars): a warm batch's metadata.json and two manifest lists, 5 of its S3 requests.
+LAKE_IO = "cdclake.iceberg.WrittenMetadataFileIO"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_PREFIX = "spark.sql.catalog."
 _CONF_SPLIT = re.compile(r"\s+--conf\s+")
 
 
 def glue_catalog_conf(warehouse_uri: str, catalog: str = GLUE_CATALOG) -> dict[str, str]:
-    """The Iceberg settings of a Glue job: the Glue Data Catalog, S3FileIO, the warehouse, UTC."""
+    """The Iceberg settings of a Glue job: the Glue Data Catalog, S3FileIO (through ``LAKE_IO``), the warehouse,
+    UTC."""
     prefix = f"{_CATALOG_PREFIX}{catalog}"
     return {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.warehouse": warehouse_uri,
         f"{prefix}.catalog-impl": GLUE_CATALOG_IMPL,
-        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.io-impl": LAKE_IO,
         # Concurrent runs for one table must each plan from the latest commit, never a cached table.
         f"{prefix}.cache-enabled": "false",
         "spark.sql.session.timeZone": "UTC",

@@ -7,7 +7,8 @@ and plain Spark lacks: a Hadoop file system for ``s3://`` (Glue's EMRFS; locally
 Hadoop version of pyspark's own client jars, with the AWS SDK bundle that version declares).
 
 ``make setup`` runs ``python -m cdc_lake.local.jars --install``: Maven (the ordinary client, with strict
-checksums) copies each missing jar, then its SHA-256 is checked against the pin here.
+checksums) copies each missing jar, then its SHA-256 is checked against the pin here; then the lake's own FileIO
+(``jvm/``, ``infra.packaging.build_lake_io_jar``) is compiled against the runtime's Iceberg, as the stack ships it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from cdc_lake.core.exceptions import CdcLakeError
 from cdc_lake.core.names import GLUE_VERSION
+from infra.packaging import LAKE_IO_JAR, build_lake_io_jar
 
 JAR_DIR_ENV = "CDC_LAKE_JAR_DIR"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -162,7 +164,9 @@ def spark_jars(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None) ->
     missing = [jar.name for jar in jars if not jar.is_file()]
     if missing:
         raise CdcLakeError(f"jars for Glue {glue_version} missing in {folder}: {', '.join(missing)}; run `make setup`")
-    return jars
+    if not LAKE_IO_JAR.is_file():
+        raise CdcLakeError(f"{LAKE_IO_JAR} is not built; run `make setup`")
+    return [*jars, LAKE_IO_JAR]
 
 
 def sha256(path: Path) -> str:
@@ -189,7 +193,7 @@ def install(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None, *, mv
     pins = _pins(glue_runtime)
     jars = [folder / jar.file_name for jar in glue_runtime.jars]
     if marker.is_file() and marker.read_text() == pins and all(j.is_file() for j in jars):
-        return jars
+        return [*jars, build_lake_io_jar(_iceberg_runtime(jars))]
     if shutil.which(mvn) is None:
         raise CdcLakeError("Maven (mvn) is not installed; install it (Debian: apt-get install maven)")
     folder.mkdir(parents=True, exist_ok=True)
@@ -199,7 +203,12 @@ def install(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None, *, mv
             path.unlink(missing_ok=True)
             copy_checked(jar, folder, mvn)
     marker.write_text(pins)
-    return jars
+    return [*jars, build_lake_io_jar(_iceberg_runtime(jars))]
+
+
+def _iceberg_runtime(jars: list[Path]) -> list[Path]:
+    """What the lake's Java compiles against: the Iceberg Spark runtime's jar, which holds Iceberg's API and core."""
+    return [jar for jar in jars if jar.name.startswith("iceberg-spark-runtime-")]
 
 
 def copy_checked(artifact: MavenJar, folder: Path, mvn: str = "mvn") -> Path:
