@@ -84,27 +84,28 @@ NEW_MAX_CONCURRENT_RUNS = 1
 S3_LIST_USD_PER_1000 = S3_WRITE_USD_PER_1000  # a LIST is priced as a PUT
 # What one small batch of one file asks of AWS beside the runs' table listings, their metrics and the Lambda, by kind:
 # make bench-warm with the in-Region delay (100 small tables under auto, their batches row deltas read in the driver,
-# the warm run told of landings by its shard's queue, 1,000 batches, 2026-12-03; docs/cost-simulation.md "The whole
-# bill"): 3.66 GetTable and 1 UpdateTable (one metadata commit); reads of manifests (2.2 GETs, 2.1 HEADs),
-# metadata.json (1.18), data files after a compaction (0.3, the key index built again) and the CDC file (1 GET, on
-# its listed ETag); writes of manifests and the list (3), metadata.json (1), a data file and a delete file (2); the
-# file's applied tag (a PUT) went on 2026-12-04 with expiry by the record (``EXPIRY_REQUESTS_PER_FILE``); the
-# Lambda's send of the file to its shard's queue, and the run's receives (0.5) and
-# deletes (0.41). No listing: the round's listing that found the file is the batch's (the simulated rounds count
-# it; "1 of its own" before 2026-12-03 counted it twice). Before (2026-12-02, the CSV read by Spark): 3 listings,
-# 6.71 GETs, 5.1 HEADs; before that (MERGE batches): 13.2 GetTable, 3 UpdateTable, 3 listings, 14.9 GETs, 5 HEADs,
-# 8 PUTs. The Lambda's time per event from the same run.
+# the warm run told of landings by its shard's queue, 1,000 batches, 2026-12-04, with the lake's FileIO;
+# docs/cost-simulation.md "The whole bill"): 3.69 GetTable and 1 UpdateTable (one metadata commit); reads of data
+# files after a compaction (0.3, the key index built again) and of the CDC file (1 GET, on its listed ETag), none of
+# metadata.json or manifest lists (the lake's FileIO serves what the run wrote; 1.18, 2.2 GETs and 2.1 HEADs the
+# day before); writes of manifests and the list (3), metadata.json (1), a data file and a delete file (2); the
+# file's applied tag (a PUT) went the same day with expiry by the record (``EXPIRY_REQUESTS_PER_FILE``); the
+# Lambda's send of the file to its shard's queue, and the run's receives (0.71) and deletes (0.51). No listing: the
+# round's listing that found the file is the batch's (the simulated rounds count it; "1 of its own" before
+# 2026-12-03 counted it twice). Before (2026-12-02, the CSV read by Spark): 3 listings, 6.71 GETs, 5.1 HEADs;
+# before that (MERGE batches): 13.2 GetTable, 3 UpdateTable, 3 listings, 14.9 GETs, 5 HEADs, 8 PUTs. The Lambda's
+# time per event from the same run.
 WARM_BATCH_REQUESTS: Mapping[str, float] = {
-    "glue:GetTable": 3.66,
+    "glue:GetTable": 3.69,
     "glue:UpdateTable": 1.0,
-    "s3:GET": 4.68,
-    "s3:HEAD": 2.1,
+    "s3:GET": 1.3,
+    "s3:HEAD": 0.0,
     "s3:PUT": 6.0,
     "sqs:SendMessageBatch": 1.0,
-    "sqs:ReceiveMessage": 0.5,
-    "sqs:DeleteMessageBatch": 0.41,
+    "sqs:ReceiveMessage": 0.71,
+    "sqs:DeleteMessageBatch": 0.51,
 }
-LAMBDA_S_PER_EVENT = 0.09
+LAMBDA_S_PER_EVENT = 0.08
 # The scheduled maintenance's removal of applied landed files (engine.landed_expiry), a day's run over a file's
 # rawRetentionDays (30) in the bucket: it is listed once a day (a LIST a thousand kept files, so 30 per thousand
 # files), removed by one DeleteObjects a thousand (a POST), and the table's mark read and written once a day (at a
