@@ -4,11 +4,16 @@ same batches are applied through both, each checked against an oracle replayed i
 from __future__ import annotations
 
 import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
 from cdc_lake.core.config import parse_config
+from tests.support.aws import aws_client
 from tests.support.configs import CONVERTED_TYPES, columns, items_config_data
 from tests.support.lake import Lake, on_both_paths, write_file
 
@@ -222,3 +227,76 @@ def test_a_table_written_by_row_deltas_alone_finds_its_keys_in_its_index_built_o
         assert lake.apply(config, key).applied_files == [key]
         assert lake.rows() == sorted(expected.items()), f"after batch {number}"
         assert KEY_INDEXES.builds - builds == (1 if number < 5 else 2), number
+
+
+def _restorer(lake: Lake) -> Callable[[], None]:
+    """A copy of the lake table's folder (on the Glue path its catalog entry too), and what puts the table back as it
+    was, as a person restoring it from a backup does: every file written since gone, the pointer at the old metadata."""
+    name = lake.table("shop_items")
+    (newest,) = lake.spark.sql(f"SELECT file FROM {name}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()
+    folder = newest.rsplit("/metadata/", 1)[0]
+    if lake.path == "hadoop":
+        root = Path(urlparse(folder).path)
+        files = {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+
+        def restore_folder() -> None:
+            shutil.rmtree(root)
+            for path, body in files.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(body)
+
+        return restore_folder
+    s3, glue = aws_client(lake.endpoint, "s3"), aws_client(lake.endpoint, "glue")
+    bucket, prefix = folder.removeprefix("s3://").split("/", 1)
+
+    def listed() -> list[str]:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+    objects = {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read() for key in listed()}
+    entry = glue.get_table(DatabaseName=lake.database, Name="shop_items")["Table"]
+
+    def restore_objects() -> None:
+        for key in listed():
+            s3.delete_object(Bucket=bucket, Key=key)
+        for key, body in objects.items():
+            s3.put_object(Bucket=bucket, Key=key, Body=body)
+        kept = {"Name", "TableType", "Parameters", "StorageDescriptor"}
+        glue.update_table(DatabaseName=lake.database, TableInput={k: v for k, v in entry.items() if k in kept})
+
+    return restore_objects
+
+
+@on_both_paths
+def test_a_table_restored_to_older_metadata_under_a_live_run_is_replayed_from_its_restored_record(
+    spark, lake, landing, monkeypatch
+):
+    """The table's folder put back as it was a batch ago while the process that wrote since lives on: its key index
+    and the metadata its FileIO keeps describe a snapshot no longer main's, so the next batch trusts neither, reads
+    the restored table, and applies the batch the restore took out with its own, each change once."""
+    from cdc_lake.engine.key_index import KEY_INDEXES
+
+    made = _row_deltas(monkeypatch)
+    config = _config(True)
+    write_file(landing, T + "LOAD00000001.csv", "".join(f"{k},load{k}\n" for k in range(1, 11)))
+    lake.apply(config, T + "LOAD00000001.csv")
+    batches = [[("U", 1, "a"), ("D", 2, ""), ("I", 11, "new")], [("U", 1, "b"), ("U", 3, "c")], [("I", 2, "back")]]
+    keys = [
+        write_file(landing, f"{T}20250301-12{n:02d}00000.csv", "".join(f"{op},{k},{v}\n" for op, k, v in batch))
+        for n, batch in enumerate(batches)
+    ]
+    lake.apply(config, keys[0])
+    restore = _restorer(lake)
+    restored_head = lake.head()
+    lake.apply(config, keys[1])
+    builds = KEY_INDEXES.builds
+    restore()
+    assert lake.head() == restored_head
+
+    result = lake.apply(config, keys[2])
+    assert result.applied_files == keys[1:]
+    expected = {k: f"load{k}" for k in range(1, 11)} | {1: "b", 3: "c", 11: "new", 2: "back"}
+    assert lake.rows() == sorted(expected.items())
+    assert made[-1] == result.snapshot_id == lake.head(), "the batch after the restore is a row delta"
+    assert KEY_INDEXES.builds == builds + 1, "the index of a snapshot no longer main's was trusted"
+    assert lake.apply(config, keys[2]).already_applied
