@@ -11,7 +11,7 @@ import pytest
 from cdc_lake.core.catalogs import LAKE_IO
 from cdc_lake.core.config import load_config, parse_config_text
 from cdc_lake.core.exceptions import PackagingError
-from cdc_lake.local.jars import spark_jars
+from cdc_lake.local.jars import iceberg_runtime, spark_jars
 from infra.packaging import (
     JVM_SOURCES,
     LAKE_IO_JAR,
@@ -84,7 +84,7 @@ def test_missing_sources_are_named(tmp_path: Path) -> None:
 def test_the_lake_io_jar_is_built_again_only_when_a_source_changed_and_alike_each_time(tmp_path: Path) -> None:
     """The jar make setup builds and the stack ships: the same bytes from the same sources, and refused to a synth
     where it was never built."""
-    runtime = [jar for jar in spark_jars() if jar.name.startswith("iceberg-spark-runtime-")]
+    runtime = iceberg_runtime(spark_jars())
     sources = tmp_path / "java"
     shutil.copytree(JVM_SOURCES, sources)
     first = build_lake_io_jar(runtime, tmp_path / "a" / "io.jar", sources)

@@ -192,21 +192,20 @@ def install(glue_version: str = GLUE_VERSION, jar_dir: Path | None = None, *, mv
     marker = folder / _VERIFIED
     pins = _pins(glue_runtime)
     jars = [folder / jar.file_name for jar in glue_runtime.jars]
-    if marker.is_file() and marker.read_text() == pins and all(j.is_file() for j in jars):
-        return [*jars, build_lake_io_jar(_iceberg_runtime(jars))]
-    if shutil.which(mvn) is None:
-        raise CdcLakeError("Maven (mvn) is not installed; install it (Debian: apt-get install maven)")
-    folder.mkdir(parents=True, exist_ok=True)
-    marker.unlink(missing_ok=True)
-    for jar, path in zip(glue_runtime.jars, jars, strict=True):
-        if not path.is_file() or sha256(path) != jar.sha256:
-            path.unlink(missing_ok=True)
-            copy_checked(jar, folder, mvn)
-    marker.write_text(pins)
-    return [*jars, build_lake_io_jar(_iceberg_runtime(jars))]
+    if not (marker.is_file() and marker.read_text() == pins and all(j.is_file() for j in jars)):
+        if shutil.which(mvn) is None:
+            raise CdcLakeError("Maven (mvn) is not installed; install it (Debian: apt-get install maven)")
+        folder.mkdir(parents=True, exist_ok=True)
+        marker.unlink(missing_ok=True)
+        for jar, path in zip(glue_runtime.jars, jars, strict=True):
+            if not path.is_file() or sha256(path) != jar.sha256:
+                path.unlink(missing_ok=True)
+                copy_checked(jar, folder, mvn)
+        marker.write_text(pins)
+    return [*jars, build_lake_io_jar(iceberg_runtime(jars))]
 
 
-def _iceberg_runtime(jars: list[Path]) -> list[Path]:
+def iceberg_runtime(jars: list[Path]) -> list[Path]:
     """What the lake's Java compiles against: the Iceberg Spark runtime's jar, which holds Iceberg's API and core."""
     return [jar for jar in jars if jar.name.startswith("iceberg-spark-runtime-")]
 
